@@ -1,0 +1,600 @@
+//! The engine: image bytes in, faces with boxes, keypoints, embeddings and attributes out.
+//!
+//! Threads, from the caller inwards:
+//! - pipeline threads (a bounded [`Pool`]) decode the image, plan the detector passes and cut
+//!   the face crops; [`Engine::submit`] hands a request to them and returns at once;
+//! - detector workers and face workers ([`Batcher`]s) own the ONNX Runtime sessions and run
+//!   whatever the pipeline threads queue, several requests' inputs per batch when they arrive
+//!   together.
+//!
+//! Everything between the bytes and the result stays in Rust; nothing per pixel or per face
+//! crosses into JavaScript.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use image::RgbImage;
+
+use crate::align::{self, Affine};
+use crate::attributes::{EmotionModel, Gender};
+use crate::batcher::{Batcher, BatcherConfig, Pool};
+use crate::detector::{self, kp, Detection, DetectorModel, NmsOptions, PlanOptions};
+use crate::error::{EngineError, Result};
+use crate::image_io;
+use crate::manifest::{InputSpec, Manifest};
+use crate::recognizer::{FaceVector, Recognizer};
+use crate::runtime::{self, Provider};
+use crate::simd;
+
+/// Engine configuration (mirrors the JavaScript `EngineOptions`).
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Folder holding `manifest.json` and the converted models.
+    pub model_dir: PathBuf,
+    /// Path of the ONNX Runtime shared library.
+    pub ort_library: PathBuf,
+    /// Execution providers in priority order ("tensorrt", "cuda", "cpu").
+    pub providers: Vec<String>,
+    /// ONNX Runtime intra-op threads per session.
+    pub intra_threads: usize,
+    /// Worker threads per model stage; each owns its own sessions.
+    pub inference_workers: usize,
+    /// Largest batch a worker runs at once.
+    pub max_batch: usize,
+    /// How long a partial batch waits for more inputs.
+    pub batch_wait_us: u64,
+    /// Requests that may wait for a pipeline thread; beyond it `submit` fails with OVERLOADED.
+    pub queue_capacity: usize,
+    /// Images whose header announces more pixels are refused before decoding.
+    pub max_pixels: u64,
+    /// Manifest id of the recogniser (default: the manifest's).
+    pub recognizer: Option<String>,
+    /// Manifest id of the detector (default: the manifest's).
+    pub detector: Option<String>,
+    /// Detector score threshold.
+    pub detect_threshold: Option<f32>,
+    /// Threads decoding and cropping; 0 picks the number of CPUs.
+    pub pipeline_threads: usize,
+    /// Smallest face (box side, photo pixels) searched for in large photos.
+    pub min_face: f32,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            model_dir: PathBuf::from("models"),
+            ort_library: PathBuf::from("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1"),
+            providers: vec!["cpu".into()],
+            intra_threads: 1,
+            inference_workers: 1,
+            max_batch: 16,
+            batch_wait_us: 2000,
+            queue_capacity: 64,
+            max_pixels: 40_000_000,
+            recognizer: None,
+            detector: None,
+            detect_threshold: None,
+            pipeline_threads: 0,
+            min_face: 40.0,
+        }
+    }
+}
+
+/// What to compute for each face.
+#[derive(Debug, Clone, Default)]
+pub struct AnalyzeOptions {
+    pub embed: bool,
+    pub age: bool,
+    pub gender: bool,
+    pub emotions: bool,
+    /// Caller-given `[x1, y1, x2, y2]` boxes: one face per box, in order, instead of detection.
+    pub boxes: Option<Vec<[f32; 4]>>,
+}
+
+/// One face in the upright image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Face {
+    pub x1: i32,
+    pub y1: i32,
+    pub x2: i32,
+    pub y2: i32,
+    /// Detector score (1 for caller-given boxes).
+    pub score: f32,
+    /// Flat `[x, y, ...]` keypoints used for alignment (empty when none were found).
+    pub landmarks: Vec<f32>,
+    pub age: Option<u32>,
+    pub gender: Option<Gender>,
+    /// All emotion labels, most likely first.
+    pub emotions: Option<Vec<String>>,
+}
+
+/// Result of [`Engine::analyze`].
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub width: u32,
+    pub height: u32,
+    /// Biggest first for detected faces; caller order for caller boxes.
+    pub faces: Vec<Face>,
+    /// `faces.len() * dim` L2-normalised values, row-major; empty unless `embed`.
+    pub embeddings: Vec<f32>,
+    pub dim: usize,
+}
+
+/// What the engine runs on, for health checks.
+#[derive(Debug, Clone)]
+pub struct EngineInfo {
+    /// Execution providers in use, highest priority first (ends with "cpu").
+    pub providers: Vec<String>,
+    pub simd: String,
+    pub recognizer: String,
+    pub detector: String,
+    pub dim: usize,
+    /// `(id, onnx path)` of every loaded model.
+    pub models: Vec<(String, String)>,
+}
+
+/// Canonical keypoint positions (right eye, left eye, nose, mouth) in the frame the
+/// recogniser was trained on, as fractions of a square of the detector box's size centred on
+/// the box. Measured as the mean detector keypoints over frontal faces; ears are left out
+/// because they vanish or swing with head yaw.
+const FACE_TEMPLATE: [(f32, f32); 4] = [(0.315, 0.36), (0.685, 0.36), (0.5, 0.58), (0.5, 0.77)];
+/// Keypoint indices matching [`FACE_TEMPLATE`].
+const TEMPLATE_KEYPOINTS: [usize; 4] = [kp::RIGHT_EYE, kp::LEFT_EYE, kp::NOSE, kp::MOUTH];
+/// The recogniser crop is the detector box enlarged this much (as the FaceRes pipeline it was
+/// published with does).
+const RECOGNIZER_CROP: f32 = 1.4;
+/// Emotion models were trained on tight face crops.
+const EMOTION_CROP: f32 = 1.0;
+
+struct FaceJob {
+    recognizer: Option<Vec<u8>>,
+    age_gender: Option<Vec<u8>>,
+    emotion: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct FaceOut {
+    vector: Option<FaceVector>,
+    age_gender: Option<FaceVector>,
+    emotions: Option<Vec<(String, f32)>>,
+}
+
+struct Inner {
+    max_pixels: u64,
+    detector: Batcher<Vec<f32>, Vec<Detection>>,
+    faces: Batcher<FaceJob, FaceOut>,
+    detector_input: InputSpec,
+    recognizer_input: InputSpec,
+    age_gender_input: Option<InputSpec>,
+    emotion_input: Option<InputSpec>,
+    /// Age and gender come from the recogniser's own heads.
+    age_gender_from_recognizer: bool,
+    plan: PlanOptions,
+    info: EngineInfo,
+}
+
+/// A loaded engine. Cheap to clone; the last clone dropped stops the worker threads once
+/// their queued work is done.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+    pool: Arc<Pool>,
+}
+
+impl Engine {
+    /// Loads the runtime and every model the options name, starting all worker threads.
+    pub fn open(opts: EngineOptions) -> Result<Engine> {
+        let providers: Vec<Provider> = opts.providers.iter().map(|p| Provider::parse(p)).collect::<Result<_>>()?;
+        if providers.is_empty() {
+            return Err(EngineError::BadParam("providers must not be empty".into()));
+        }
+        if opts.max_batch == 0 || opts.inference_workers == 0 || opts.queue_capacity == 0 || opts.max_pixels == 0 {
+            return Err(EngineError::BadParam("maxBatch, inferenceWorkers, queueCapacity and maxPixels must be positive".into()));
+        }
+        if let Some(t) = opts.detect_threshold {
+            if !(0.0..=1.0).contains(&t) {
+                return Err(EngineError::BadParam("detectThreshold must be within 0..1".into()));
+            }
+        }
+        let manifest = Manifest::load(&opts.model_dir)?;
+        let rt = runtime::init(&opts.ort_library)?;
+        let detector_id = opts.detector.clone().unwrap_or_else(|| manifest.defaults.detector.clone());
+        let recognizer_id = opts.recognizer.clone().unwrap_or_else(|| manifest.defaults.recognizer.clone());
+        let detector_entry = manifest.get(&detector_id)?.clone();
+        let recognizer_entry = manifest.get(&recognizer_id)?.clone();
+        let emotion_entry = manifest.defaults.emotion.as_deref().map(|id| manifest.get(id)).transpose()?.cloned();
+        let age_gender_id = manifest.defaults.age_gender.clone().unwrap_or_else(|| recognizer_id.clone());
+        let age_gender_from_recognizer = age_gender_id == recognizer_id;
+        let age_gender_entry = if age_gender_from_recognizer { None } else { Some(manifest.get(&age_gender_id)?.clone()) };
+
+        let threshold = opts.detect_threshold.or(detector_entry.score_threshold).unwrap_or(DEFAULT_THRESHOLD);
+        let intra = opts.intra_threads.max(1);
+        let workers = opts.inference_workers;
+        let wait = Duration::from_micros(opts.batch_wait_us);
+        let dir = opts.model_dir.clone();
+
+        // Provider lines are logged by the first worker of each stage only.
+        let detector = {
+            let (dir, entry, providers) = (dir.clone(), detector_entry.clone(), providers.clone());
+            let max_batch = opts.max_batch;
+            Batcher::start(
+                BatcherConfig { name: "detector", workers, max_batch: opts.max_batch, max_wait: wait, capacity: opts.queue_capacity * 64 },
+                move |n| {
+                    let (mut model, report) = DetectorModel::load(rt, &dir, &entry, &providers, intra, max_batch, threshold)?;
+                    if n == 0 {
+                        runtime::log_providers(&entry.id, &providers, &report);
+                    }
+                    Ok(move |inputs: Vec<Vec<f32>>| model.run(inputs))
+                },
+            )?
+        };
+
+        let (dim_tx, dim_rx) = std::sync::mpsc::channel::<(usize, Vec<String>)>();
+        let faces = {
+            let dir = dir.clone();
+            let providers = providers.clone();
+            let (rec_entry, ag_entry, emo_entry) = (recognizer_entry.clone(), age_gender_entry.clone(), emotion_entry.clone());
+            let max_batch = opts.max_batch;
+            Batcher::start(
+                BatcherConfig { name: "face", workers, max_batch, max_wait: wait, capacity: opts.queue_capacity * 64 },
+                move |n| {
+                    let (mut rec, report) = Recognizer::load(rt, &dir, &rec_entry, &providers, intra, max_batch)?;
+                    let mut ag = ag_entry
+                        .as_ref()
+                        .map(|e| Recognizer::load(rt, &dir, e, &providers, intra, max_batch))
+                        .transpose()?;
+                    let mut emo = emo_entry
+                        .as_ref()
+                        .map(|e| EmotionModel::load(rt, &dir, e, &providers, intra, max_batch))
+                        .transpose()?;
+                    if n == 0 {
+                        runtime::log_providers(&rec_entry.id, &providers, &report);
+                        if let (Some(e), Some((_, r))) = (&ag_entry, &ag) {
+                            runtime::log_providers(&e.id, &providers, r);
+                        }
+                        if let (Some(e), Some((_, r))) = (&emo_entry, &emo) {
+                            runtime::log_providers(&e.id, &providers, r);
+                        }
+                        let _ = dim_tx.send((rec.dim, report.active.clone()));
+                    }
+                    Ok(move |jobs: Vec<FaceJob>| -> Result<Vec<FaceOut>> {
+                        let mut outs: Vec<FaceOut> = (0..jobs.len()).map(|_| FaceOut::default()).collect();
+                        let rec_idx: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].recognizer.is_some()).collect();
+                        if !rec_idx.is_empty() {
+                            let crops: Vec<&[u8]> = rec_idx.iter().map(|&i| jobs[i].recognizer.as_deref().unwrap()).collect();
+                            for (i, v) in rec_idx.iter().zip(rec.run(&crops)?) {
+                                outs[*i].vector = Some(v);
+                            }
+                        }
+                        if let Some((ag, _)) = ag.as_mut() {
+                            let idx: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].age_gender.is_some()).collect();
+                            if !idx.is_empty() {
+                                let crops: Vec<&[u8]> = idx.iter().map(|&i| jobs[i].age_gender.as_deref().unwrap()).collect();
+                                for (i, v) in idx.iter().zip(ag.run(&crops)?) {
+                                    outs[*i].age_gender = Some(v);
+                                }
+                            }
+                        }
+                        if let Some((emo, _)) = emo.as_mut() {
+                            let idx: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].emotion.is_some()).collect();
+                            if !idx.is_empty() {
+                                let crops: Vec<&[u8]> = idx.iter().map(|&i| jobs[i].emotion.as_deref().unwrap()).collect();
+                                for (i, v) in idx.iter().zip(emo.run(&crops)?) {
+                                    outs[*i].emotions = Some(v);
+                                }
+                            }
+                        }
+                        Ok(outs)
+                    })
+                },
+            )?
+        };
+        let (dim, active) = dim_rx.recv().map_err(|_| EngineError::Internal("face worker did not report".into()))?;
+
+        let mut models = vec![
+            (detector_entry.id.clone(), detector_entry.onnx.clone()),
+            (recognizer_entry.id.clone(), recognizer_entry.onnx.clone()),
+        ];
+        models.extend(age_gender_entry.iter().map(|e| (e.id.clone(), e.onnx.clone())));
+        models.extend(emotion_entry.iter().map(|e| (e.id.clone(), e.onnx.clone())));
+        let info = EngineInfo {
+            providers: active,
+            simd: simd::active_level().name().to_string(),
+            recognizer: recognizer_entry.id.clone(),
+            detector: detector_entry.id.clone(),
+            dim,
+            models,
+        };
+        let plan = PlanOptions { input: detector_entry.input.width, min_face: opts.min_face.max(8.0), ..PlanOptions::default() };
+        let pipeline_threads = if opts.pipeline_threads == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+        } else {
+            opts.pipeline_threads
+        };
+        let pool = Pool::new("pipeline", pipeline_threads, opts.queue_capacity)?;
+        let inner = Inner {
+            max_pixels: opts.max_pixels,
+            detector,
+            faces,
+            detector_input: detector_entry.input.clone(),
+            recognizer_input: recognizer_entry.input.clone(),
+            age_gender_input: age_gender_entry.map(|e| e.input),
+            emotion_input: emotion_entry.map(|e| e.input),
+            age_gender_from_recognizer,
+            plan,
+            info,
+        };
+        static SIMD_LOG: Once = Once::new();
+        SIMD_LOG.call_once(|| {
+            runtime::log_json(&format!(
+                r#"{{"level":"info","msg":"engine ready","simd":{},"onnxruntime":{},"recognizer":{},"dim":{dim}}}"#,
+                runtime::json_str(simd::active_level().name()),
+                runtime::json_str(rt.version()),
+                runtime::json_str(&recognizer_entry.id)
+            ))
+        });
+        Ok(Engine { inner: Arc::new(inner), pool: Arc::new(pool) })
+    }
+
+    /// What the engine runs on.
+    pub fn info(&self) -> EngineInfo {
+        self.inner.info.clone()
+    }
+
+    /// Runs the whole analysis on the calling thread (blocking on the model workers).
+    pub fn analyze(&self, bytes: &[u8], opts: &AnalyzeOptions) -> Result<Analysis> {
+        self.inner.analyze(bytes, opts)
+    }
+
+    /// Queues an analysis on the pipeline threads and returns at once; `done` runs on a
+    /// pipeline thread with the result. Fails with OVERLOADED when the queue is full, in
+    /// which case `done` is not called.
+    pub fn submit(&self, bytes: Vec<u8>, opts: AnalyzeOptions, done: impl FnOnce(Result<Analysis>) + Send + 'static) -> Result<()> {
+        let inner = Arc::clone(&self.inner);
+        self.pool.spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.analyze(&bytes, &opts)))
+                .unwrap_or_else(|_| Err(EngineError::Internal("analysis panicked".into())));
+            done(result);
+        })
+    }
+
+    /// Runs any CPU-heavy closure on the pipeline threads (same queue and limit as `submit`).
+    pub fn spawn(&self, job: impl FnOnce() + Send + 'static) -> Result<()> {
+        self.pool.spawn(job)
+    }
+
+    /// Cosine similarity of every row of `a` against every row of `b`.
+    pub fn similarity(a: &[f32], b: &[f32], dim: usize) -> Result<Vec<f32>> {
+        if dim == 0 || a.len() % dim != 0 || b.len() % dim != 0 {
+            return Err(EngineError::BadParam(format!("vector lengths {} and {} are not multiples of dim {dim}", a.len(), b.len())));
+        }
+        if a.iter().chain(b).any(|v| !v.is_finite()) {
+            return Err(EngineError::BadParam("vectors contain NaN or infinity".into()));
+        }
+        Ok(simd::similarity_matrix(a, b, dim))
+    }
+}
+
+const DEFAULT_THRESHOLD: f32 = 0.5;
+
+/// A face on its way through the pipeline, in photo coordinates.
+struct Candidate {
+    det: Detection,
+    has_keypoints: bool,
+}
+
+impl Inner {
+    fn analyze(&self, bytes: &[u8], opts: &AnalyzeOptions) -> Result<Analysis> {
+        let decoded = image_io::decode(bytes, self.max_pixels)?;
+        let img = decoded.image;
+        let (w, h) = img.dimensions();
+        let candidates = match &opts.boxes {
+            Some(boxes) => self.caller_boxes(&img, boxes)?,
+            None => {
+                let mut dets = self.detect(&img)?;
+                dets.sort_by(|a, b| b.area().total_cmp(&a.area()));
+                dets.into_iter().map(|det| Candidate { det, has_keypoints: true }).collect()
+            }
+        };
+        let want_rec = opts.embed || (self.age_gender_from_recognizer && (opts.age || opts.gender));
+        let want_ag = !self.age_gender_from_recognizer && (opts.age || opts.gender);
+        let want_emo = opts.emotions && self.emotion_input.is_some();
+        let outs = if candidates.is_empty() || !(want_rec || want_ag || want_emo) {
+            (0..candidates.len()).map(|_| FaceOut::default()).collect()
+        } else {
+            let jobs = candidates
+                .iter()
+                .map(|c| FaceJob {
+                    recognizer: want_rec.then(|| crop(&img, c, &self.recognizer_input, RECOGNIZER_CROP)),
+                    age_gender: want_ag.then(|| crop(&img, c, self.age_gender_input.as_ref().expect("loaded"), RECOGNIZER_CROP)),
+                    emotion: want_emo.then(|| crop(&img, c, self.emotion_input.as_ref().expect("loaded"), EMOTION_CROP)),
+                })
+                .collect();
+            self.faces.run(jobs)?
+        };
+        let dim = self.info.dim;
+        let mut faces = Vec::with_capacity(candidates.len());
+        let mut embeddings = Vec::with_capacity(if opts.embed { candidates.len() * dim } else { 0 });
+        for (c, out) in candidates.iter().zip(outs) {
+            let d = &c.det;
+            let clamp_x = |v: f32| (v.round() as i64).clamp(0, w as i64) as i32;
+            let clamp_y = |v: f32| (v.round() as i64).clamp(0, h as i64) as i32;
+            let attrs = if self.age_gender_from_recognizer { out.vector.as_ref() } else { out.age_gender.as_ref() };
+            let mut face = Face {
+                x1: clamp_x(d.x1),
+                y1: clamp_y(d.y1),
+                x2: clamp_x(d.x2),
+                y2: clamp_y(d.y2),
+                score: d.score,
+                landmarks: if c.has_keypoints { d.keypoints.iter().flat_map(|&(x, y)| [x, y]).collect() } else { Vec::new() },
+                age: None,
+                gender: None,
+                emotions: None,
+            };
+            if opts.age {
+                face.age = attrs.and_then(|a| a.age).map(|a| a.round().max(0.0) as u32);
+            }
+            if opts.gender {
+                face.gender = attrs.and_then(|a| a.gender);
+            }
+            if opts.emotions {
+                face.emotions = out.emotions.map(|e| e.into_iter().map(|(label, _)| label).collect());
+            }
+            if opts.embed {
+                match out.vector.and_then(|v| v.embedding) {
+                    Some(e) if e.len() == dim => embeddings.extend_from_slice(&e),
+                    _ => return Err(EngineError::Model("recogniser returned no embedding".into())),
+                }
+            }
+            faces.push(face);
+        }
+        Ok(Analysis { width: w, height: h, faces, embeddings, dim })
+    }
+
+    /// Runs every detector pass over the photo and merges the results.
+    fn detect(&self, img: &RgbImage) -> Result<Vec<Detection>> {
+        let (w, h) = img.dimensions();
+        let (passes, scales) = detector::plan(w, h, &self.plan);
+        let levels = detector::pyramid(img, &scales);
+        let spec = &self.detector_input;
+        let inputs: Vec<Vec<f32>> = passes
+            .iter()
+            .map(|p| {
+                let mut buf = vec![0f32; spec.len()];
+                detector::render_pass(&levels[p.level], w, h, p, spec.width, spec.scale, spec.offset, &mut buf);
+                buf
+            })
+            .collect();
+        let results = self.detector.run(inputs)?;
+        let mut all = Vec::new();
+        let debug = std::env::var("FACE_DEBUG_PASSES").is_ok();
+        for (pi, (pass, dets)) in passes.iter().zip(results).enumerate() {
+            for d in dets {
+                if debug {
+                    let p = pass.to_photo(&d);
+                    eprintln!("pass level={} origin=({:.0},{:.0}) det score={:.2} box=[{:.0},{:.0},{:.0},{:.0}] input=[{:.0},{:.0},{:.0},{:.0}] cut={}", pass.level, pass.origin_x, pass.origin_y, d.score, p.x1, p.y1, p.x2, p.y2, d.x1, d.y1, d.x2, d.y2, detector::cut_by_tile_edge(pass, &d, spec.width, w, h));
+                }
+                if detector::cut_by_tile_edge(pass, &d, spec.width, w, h) || detector::too_big_for_tile(pass, &d, spec.width) {
+                    continue;
+                }
+                all.push((pi, pass.to_photo(&d)));
+            }
+        }
+        let merged = detector::nms(all.iter().map(|(_, d)| d.clone()).collect(), NmsOptions::default());
+        if debug {
+            for m in &merged {
+                let mut passes_seen: Vec<usize> = all.iter().filter(|(_, d)| d.iou(m) > 0.5).map(|(p, _)| *p).collect();
+                passes_seen.sort();
+                passes_seen.dedup();
+                let mean: f32 = all.iter().filter(|(_, d)| d.iou(m) > 0.5).map(|(_, d)| d.score).sum::<f32>() / all.iter().filter(|(_, d)| d.iou(m) > 0.5).count().max(1) as f32;
+                eprintln!("final score={:.2} box=[{:.0},{:.0},{:.0},{:.0}] passes={} members={} mean={:.2}", m.score, m.x1, m.y1, m.x2, m.y2, passes_seen.len(), all.iter().filter(|(_, d)| d.iou(m) > 0.5).count(), mean);
+            }
+        }
+        // Boxes centred outside the photo come from the padding and are not faces.
+        Ok(merged
+            .into_iter()
+            .filter(|d| {
+                let (cx, cy) = ((d.x1 + d.x2) / 2.0, (d.y1 + d.y2) / 2.0);
+                cx >= 0.0 && cy >= 0.0 && cx < w as f32 && cy < h as f32
+            })
+            .collect())
+    }
+
+    /// Caller boxes are validated, then the detector looks inside each (with some margin) for
+    /// keypoints so that the crop can still be aligned; a box where it finds none is cropped
+    /// upright.
+    fn caller_boxes(&self, img: &RgbImage, boxes: &[[f32; 4]]) -> Result<Vec<Candidate>> {
+        let (w, h) = img.dimensions();
+        for (i, b) in boxes.iter().enumerate() {
+            let [x1, y1, x2, y2] = *b;
+            if b.iter().any(|v| !v.is_finite()) || x2 <= x1 || y2 <= y1 {
+                return Err(EngineError::BadParam(format!("box {i} must be [x1, y1, x2, y2] with x2 > x1 and y2 > y1")));
+            }
+            if x2 <= 0.0 || y2 <= 0.0 || x1 >= w as f32 || y1 >= h as f32 {
+                return Err(EngineError::BadParam(format!("box {i} lies outside the {w}x{h} image")));
+            }
+        }
+        if boxes.len() > 1024 {
+            return Err(EngineError::BadParam("at most 1024 boxes per image".into()));
+        }
+        let spec = &self.detector_input;
+        let s = spec.width as f32;
+        let passes: Vec<detector::Pass> = boxes
+            .iter()
+            .map(|b| {
+                let side = (b[2] - b[0]).max(b[3] - b[1]) * 2.0;
+                let scale = side / s;
+                detector::Pass {
+                    origin_x: (b[0] + b[2]) / 2.0 - side / 2.0,
+                    origin_y: (b[1] + b[3]) / 2.0 - side / 2.0,
+                    scale,
+                    level: 0,
+                    tiled: false,
+                }
+            })
+            .collect();
+        let inputs: Vec<Vec<f32>> = passes
+            .iter()
+            .map(|p| {
+                // Each box is its own pass at its own scale; render through a crop warp that
+                // antialiases big boxes.
+                let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
+                let rgb = align::warp_antialiased(img, &t, spec.width, spec.height);
+                let mut buf = Vec::with_capacity(spec.len());
+                spec.push_image(&rgb, &mut buf);
+                buf
+            })
+            .collect();
+        let results = self.detector.run(inputs)?;
+        let mut out = Vec::with_capacity(boxes.len());
+        for ((b, pass), dets) in boxes.iter().zip(&passes).zip(results) {
+            let given = Detection { score: 1.0, x1: b[0], y1: b[1], x2: b[2], y2: b[3], keypoints: [((b[0] + b[2]) / 2.0, (b[1] + b[3]) / 2.0); detector::KEYPOINTS] };
+            let best = dets
+                .iter()
+                .map(|d| pass.to_photo(d))
+                .map(|d| (given.iou(&d), d))
+                .filter(|(iou, _)| *iou > 0.3)
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            match best {
+                Some((_, found)) => out.push(Candidate { det: Detection { keypoints: found.keypoints, ..given }, has_keypoints: true }),
+                None => out.push(Candidate { det: given, has_keypoints: false }),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Photo → crop transform for one face: keypoints fitted to the template when there are
+/// keypoints, else an upright square around the box. `enlarge` sets how much context around
+/// the detector box the crop shows.
+fn face_transform(c: &Candidate, out: u32, enlarge: f32) -> Affine {
+    let d = &c.det;
+    let side = d.width().max(d.height()) * enlarge;
+    let upright = align::square_crop_transform((d.x1 + d.x2) / 2.0, (d.y1 + d.y2) / 2.0, side, out);
+    if !c.has_keypoints {
+        return upright;
+    }
+    let src: Vec<(f32, f32)> = TEMPLATE_KEYPOINTS.iter().map(|&k| d.keypoints[k]).collect();
+    let dst: Vec<(f32, f32)> = FACE_TEMPLATE
+        .iter()
+        .map(|&(x, y)| ((0.5 + (x - 0.5) / enlarge) * out as f32, (0.5 + (y - 0.5) / enlarge) * out as f32))
+        .collect();
+    match align::similarity_transform(&src, &dst) {
+        // Keypoints that disagree wildly with the box (a bad detection) would zoom the crop
+        // onto a fragment; keep the upright crop unless the fitted scale is plausible.
+        Some(t) if (t.scale() / upright.scale() - 1.0).abs() < 0.5 => t,
+        _ => upright,
+    }
+}
+
+fn crop(img: &RgbImage, c: &Candidate, spec: &InputSpec, enlarge: f32) -> Vec<u8> {
+    let t = face_transform(c, spec.width, enlarge);
+    let t = if spec.width == spec.height {
+        t
+    } else {
+        // Non-square inputs: stretch the square crop's height.
+        align::compose(&Affine { a: 1.0, b: 0.0, c: 0.0, d: 0.0, e: spec.height as f32 / spec.width as f32, f: 0.0 }, &t)
+    };
+    align::warp_antialiased(img, &t, spec.width, spec.height)
+}

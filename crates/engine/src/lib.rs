@@ -1,0 +1,34 @@
+//! Face analysis over ONNX Runtime: decode an uploaded image, find the faces, align them, and
+//! compute embeddings and attributes. Pure Rust with no JavaScript dependency; the Node addon
+//! (`crates/addon`) is a thin layer over [`Engine`].
+//!
+//! Where things are:
+//! - [`image_io`]: bytes → upright RGB (format sniffing, pixel limit, EXIF orientation)
+//! - [`manifest`]: `models/manifest.json`, what each model expects
+//! - [`runtime`]: ONNX Runtime loading, execution providers, sessions
+//! - [`detector`]: multi-pass BlazeFace detection and NMS
+//! - [`align`]: similarity transform to the canonical face and crop warping
+//! - [`recognizer`]: embeddings (and age/gender heads)
+//! - [`attributes`]: emotion, age and gender decoding
+//! - [`batcher`]: bounded queues and the worker threads that own sessions
+//! - [`simd`]: dot product / cosine kernels with runtime dispatch
+//! - [`engine`]: the pipeline tying it together
+
+pub mod align;
+pub mod attributes;
+pub mod batcher;
+pub mod detector;
+pub mod engine;
+pub mod error;
+pub mod image_io;
+pub mod manifest;
+pub mod recognizer;
+pub mod runtime;
+pub mod simd;
+
+#[cfg(test)]
+pub(crate) mod test_util;
+
+pub use attributes::Gender;
+pub use engine::{Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face};
+pub use error::{EngineError, Result};

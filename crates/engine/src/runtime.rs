@@ -1,0 +1,220 @@
+//! ONNX Runtime: loading the shared library, choosing execution providers, building sessions.
+//!
+//! The library is loaded at run time from a path the caller gives (the one shipped with
+//! onnxruntime-node by default), so the same binary can use a CPU build or a GPU build.
+//! Execution providers are tried in the caller's order; ONNX Runtime would otherwise fall back
+//! to CPU silently, so what is active and what was skipped, and why, is logged as one JSON
+//! line on stderr and reported by `info()`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use ort::ep::ExecutionProvider;
+use ort::environment::Environment;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+use ort::value::Tensor;
+
+use crate::error::{EngineError, Result};
+
+/// Execution providers the engine knows how to request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    TensorRt,
+    Cuda,
+    Cpu,
+}
+
+impl Provider {
+    pub fn parse(name: &str) -> Result<Provider> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "tensorrt" | "trt" => Ok(Provider::TensorRt),
+            "cuda" => Ok(Provider::Cuda),
+            "cpu" => Ok(Provider::Cpu),
+            other => Err(EngineError::BadParam(format!("unknown execution provider {other:?} (expected tensorrt, cuda or cpu)"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::TensorRt => "tensorrt",
+            Provider::Cuda => "cuda",
+            Provider::Cpu => "cpu",
+        }
+    }
+}
+
+/// The loaded runtime. One per process: ONNX Runtime's library and environment are global.
+pub struct Runtime {
+    env: Environment,
+    library: PathBuf,
+    version: String,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static INIT_LOCK: Mutex<()> = Mutex::new(());
+
+/// Loads ONNX Runtime from `library` (first call) and returns the process-wide runtime. Later
+/// calls with another path keep the library already loaded, and say so in the log.
+pub fn init(library: &Path) -> Result<&'static Runtime> {
+    let _guard = INIT_LOCK.lock().map_err(|_| EngineError::Internal("runtime init lock poisoned".into()))?;
+    if let Some(rt) = RUNTIME.get() {
+        if rt.library != library {
+            log_json(&format!(
+                r#"{{"level":"warn","msg":"onnxruntime already loaded; ignoring other library path","loaded":{},"requested":{}}}"#,
+                json_str(&rt.library.display().to_string()),
+                json_str(&library.display().to_string())
+            ));
+        }
+        return Ok(rt);
+    }
+    if !library.exists() {
+        return Err(EngineError::Model(format!("onnxruntime library not found at {}", library.display())));
+    }
+    let builder = ort::init_from(library).map_err(|e| EngineError::Model(format!("cannot load onnxruntime: {e}")))?;
+    let env = builder
+        .with_name("face-engine")
+        .with_telemetry(false)
+        .build()
+        .map_err(|e| EngineError::Model(format!("cannot create onnxruntime environment: {e}")))?;
+    let version = ort::info().split(',').next().unwrap_or("").trim().to_string();
+    let rt = Runtime { env, library: library.to_path_buf(), version };
+    let _ = RUNTIME.set(rt);
+    Ok(RUNTIME.get().expect("just set"))
+}
+
+/// What a session ended up running on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderReport {
+    /// Providers registered, in priority order; always ends with "cpu".
+    pub active: Vec<String>,
+    /// Providers requested but not registered, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Runtime {
+    /// ONNX Runtime build description (for logs).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Builds a session for `model` with the requested providers.
+    pub fn session(&self, model: &Path, providers: &[Provider], intra_threads: usize) -> Result<(Session, ProviderReport)> {
+        let mut builder = Session::builder(&self.env)?
+            .with_optimization_level(GraphOptimizationLevel::Level3)
+            .map_err(ort::Error::from)?
+            .with_intra_threads(intra_threads.max(1))
+            .map_err(ort::Error::from)?;
+        let mut report = ProviderReport { active: Vec::new(), skipped: Vec::new() };
+        for &p in providers {
+            let registered = match p {
+                Provider::Cpu => break, // always there, and lowest priority by definition
+                Provider::TensorRt => register(ort::ep::TensorRT::default(), &mut builder),
+                Provider::Cuda => register(ort::ep::CUDA::default(), &mut builder),
+            };
+            match registered {
+                Ok(()) => report.active.push(p.name().to_string()),
+                Err(reason) => report.skipped.push((p.name().to_string(), reason)),
+            }
+        }
+        report.active.push("cpu".into());
+        let session = builder
+            .commit_from_file(model)
+            .map_err(|e| EngineError::Model(format!("cannot load {}: {e}", model.display())))?;
+        Ok((session, report))
+    }
+}
+
+fn register<E: ExecutionProvider>(ep: E, builder: &mut ort::session::builder::SessionBuilder) -> std::result::Result<(), String> {
+    match E::is_available() {
+        Ok(true) => {}
+        Ok(false) => return Err("not included in this onnxruntime library".into()),
+        Err(e) => return Err(e.to_string()),
+    }
+    ep.register(builder).map_err(|e| e.to_string())
+}
+
+/// Logs which providers a model runs on, once per model.
+pub fn log_providers(model_id: &str, requested: &[Provider], report: &ProviderReport) {
+    let requested: Vec<String> = requested.iter().map(|p| json_str(p.name())).collect();
+    let active: Vec<String> = report.active.iter().map(|p| json_str(p)).collect();
+    let skipped: Vec<String> = report
+        .skipped
+        .iter()
+        .map(|(p, why)| format!(r#"{{"provider":{},"reason":{}}}"#, json_str(p), json_str(why)))
+        .collect();
+    let fell_back = report.active.first().map(String::as_str) != requested.first().map(|s| s.trim_matches('"'));
+    log_json(&format!(
+        r#"{{"level":"{}","msg":"execution providers","model":{},"requested":[{}],"active":[{}],"primary":{},"skipped":[{}]}}"#,
+        if fell_back { "warn" } else { "info" },
+        json_str(model_id),
+        requested.join(","),
+        active.join(","),
+        json_str(report.active.first().map(String::as_str).unwrap_or("cpu")),
+        skipped.join(",")
+    ));
+}
+
+/// One JSON line on stderr, the format the service's log collector reads.
+pub fn log_json(line: &str) {
+    eprintln!("{line}");
+}
+
+/// JSON string literal for `s`.
+pub fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// An output tensor copied out of a session run.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub name: String,
+    pub shape: Vec<i64>,
+    pub data: Vec<f32>,
+}
+
+/// Runs `session` on one NHWC float batch and copies every output out.
+pub fn run_nhwc(session: &mut Session, batch: usize, height: u32, width: u32, channels: u32, data: Vec<f32>) -> Result<Vec<Output>> {
+    let shape = [batch as i64, height as i64, width as i64, channels as i64];
+    let tensor = Tensor::from_array((shape, data))?;
+    let outputs = session.run(ort::inputs![tensor])?;
+    let mut out = Vec::with_capacity(outputs.len());
+    for (name, value) in outputs.iter() {
+        let (shape, data) = value.try_extract_tensor::<f32>()?;
+        out.push(Output { name: name.to_string(), shape: shape.iter().copied().collect(), data: data.to_vec() });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_names() {
+        assert_eq!(Provider::parse("TensorRT").unwrap(), Provider::TensorRt);
+        assert_eq!(Provider::parse("cuda").unwrap(), Provider::Cuda);
+        assert_eq!(Provider::parse(" cpu ").unwrap(), Provider::Cpu);
+        assert_eq!(Provider::parse("rocm").unwrap_err().code(), "BAD_PARAM");
+    }
+
+    #[test]
+    fn json_escaping() {
+        assert_eq!(json_str("a\"b\\c\n"), r#""a\"b\\c\n""#);
+        assert_eq!(json_str("\u{1}"), r#""\u0001""#);
+    }
+}

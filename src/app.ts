@@ -1,0 +1,73 @@
+/**
+ * Assembles the HTTP service from configuration, an engine and a token
+ * verifier. main.ts uses it with the native engine; tests use it with port 0
+ * and an engine of their own.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
+import { findProjectRoot, type Config } from './config.js';
+import { listen } from './http/server.js';
+import { log as rootLog, type Logger } from './log.js';
+import type { Engine } from './native/engine.js';
+import { buildRegistry } from './routes/index.js';
+import { PhotoSource } from './services/photo-source.js';
+
+export interface StartOptions {
+  config: Config;
+  engine: Engine;
+  /** Extra token verifiers (e.g. the database store), asked after FACE_TOKEN. */
+  verifiers?: TokenVerifier[];
+  log?: Logger;
+}
+
+export interface RunningServer {
+  /** The port actually listened on (useful with port 0). */
+  port: number;
+  /** Graceful stop: no new connections, requests in progress finish, then the engine is closed. */
+  close(): Promise<void>;
+}
+
+function serviceVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(path.join(findProjectRoot(), 'package.json'), 'utf8')) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+export async function startServer({ config, engine, verifiers = [], log = rootLog }: StartOptions): Promise<RunningServer> {
+  const photos = new PhotoSource({
+    timeoutMs: config.fetch.timeoutMs,
+    maxRedirects: config.fetch.maxRedirects,
+    maxBytes: config.maxUploadBytes,
+    allowPrivate: config.fetch.allowPrivate,
+  });
+  const registry = buildRegistry({ engine, photos, serviceVersion: serviceVersion() });
+  const verifier = new AnyTokenVerifier([new StaticTokenVerifier(config.token), ...verifiers]);
+  const server = await listen({
+    host: config.host,
+    port: config.port,
+    registry,
+    verifier,
+    limits: {
+      maxBodyBytes: config.maxBodyBytes,
+      maxUploadBytes: config.maxUploadBytes,
+      maxInflight: config.maxInflight,
+    },
+    shutdownTimeoutMs: config.shutdownTimeoutMs,
+    log,
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    port: server.port,
+    close() {
+      closing ??= (async () => {
+        await server.close();
+        engine.close();
+      })();
+      return closing;
+    },
+  };
+}

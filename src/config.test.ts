@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+
+describe('loadConfig', () => {
+  it('has documented defaults', () => {
+    const c = loadConfig({}, { root: '/srv/face', cores: 8 });
+    expect(c).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      token: undefined,
+      dataDir: '/srv/face/data',
+      modelDir: '/srv/face/models',
+      ortLibrary: '/srv/face/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1',
+      providers: ['cpu'],
+      maxPixels: 40_000_000,
+      maxUploadBytes: 10 * 1024 * 1024,
+      fetch: { timeoutMs: 5000, maxRedirects: 3, allowPrivate: false },
+    });
+    expect(c.inferenceWorkers * c.intraThreads).toBeLessThanOrEqual(8);
+  });
+
+  it('parses values and treats empty strings as unset', () => {
+    const c = loadConfig(
+      { PORT: '0', FACE_PROVIDERS: 'TensorRT, cuda,cpu', FACE_FETCH_ALLOW_PRIVATE: 'true', FACE_TOKEN: '', FACE_MAX_INFLIGHT: '5' },
+      { root: '/r', cores: 2 },
+    );
+    expect(c.port).toBe(0);
+    expect(c.providers).toEqual(['tensorrt', 'cuda', 'cpu']);
+    expect(c.fetch.allowPrivate).toBe(true);
+    expect(c.token).toBeUndefined();
+    expect(c.maxInflight).toBe(5);
+  });
+
+  it('names every invalid variable', () => {
+    expect(() => loadConfig({ PORT: 'eighty', FACE_FETCH_ALLOW_PRIVATE: 'sure' }, { root: '/r', cores: 1 })).toThrow(
+      /PORT.*FACE_FETCH_ALLOW_PRIVATE/,
+    );
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * Service configuration, read once from the environment at start-up.
+ *
+ * Every variable has a documented default so that `npm start` works on a fresh
+ * checkout; a malformed value stops the process before anything listens, with
+ * the offending variable named.
+ */
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+
+/** Walks up from this module until a folder holding package.json: the project root in both src/ and dist/src/. */
+export function findProjectRoot(start: string = path.dirname(fileURLToPath(import.meta.url))): string {
+  let dir = start;
+  for (;;) {
+    if (existsSync(path.join(dir, 'package.json'))) return dir;
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error(`no package.json above ${start}`);
+    dir = parent;
+  }
+}
+
+const MiB = 1024 * 1024;
+
+const intVar = (fallback: number, min = 0) =>
+  z.coerce.number().int().min(min).default(fallback);
+
+const boolVar = (fallback: boolean) =>
+  z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default(fallback ? 'true' : 'false')
+    .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+/** Empty strings in the environment mean "not set", as shells make unsetting awkward. */
+function dropEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined && v !== '') out[k] = v;
+  return out;
+}
+
+function envSchema(root: string, cores: number) {
+  // One ORT thread pool per session competes with the others, so the default
+  // splits the cores between workers rather than giving each all of them.
+  const workers = Math.max(1, Math.min(4, Math.floor(cores / 2)));
+  const intra = Math.max(1, Math.floor(cores / workers));
+  return z.object({
+    PORT: intVar(8080).pipe(z.number().max(65535)),
+    HOST: z.string().default('0.0.0.0'),
+    FACE_TOKEN: z.string().optional(),
+    DATABASE_URL: z.string().optional(),
+    FACE_DATA_DIR: z.string().default(path.join(root, 'data')),
+    FACE_MODEL_DIR: z.string().default(path.join(root, 'models')),
+    ORT_LIBRARY: z
+      .string()
+      .default(path.join(root, 'node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1')),
+    FACE_PROVIDERS: z
+      .string()
+      .default('cpu')
+      .transform((s) => s.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean))
+      .pipe(z.array(z.string().regex(/^[a-z0-9_]+$/)).min(1)),
+    FACE_INTRA_THREADS: intVar(intra, 1),
+    FACE_INFERENCE_WORKERS: intVar(workers, 1),
+    FACE_MAX_BATCH: intVar(32, 1),
+    FACE_BATCH_WAIT_US: intVar(2000, 0),
+    FACE_QUEUE_CAPACITY: intVar(256, 1),
+    FACE_MAX_PIXELS: intVar(40_000_000, 1),
+    FACE_MAX_UPLOAD_BYTES: intVar(10 * MiB, 1),
+    // verify carries two photos plus form overhead, so the body cap sits above two uploads.
+    FACE_MAX_BODY_BYTES: intVar(21 * MiB, 1),
+    FACE_MAX_INFLIGHT: intVar(Math.max(64, cores * 16), 1),
+    FACE_SHUTDOWN_TIMEOUT_MS: intVar(10_000, 0),
+    FACE_FETCH_TIMEOUT_MS: intVar(5000, 1),
+    FACE_FETCH_MAX_REDIRECTS: intVar(3, 0),
+    FACE_FETCH_ALLOW_PRIVATE: boolVar(false),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  });
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  /** Bootstrap API token; requests bearing it are accepted. */
+  token?: string;
+  databaseUrl?: string;
+  dataDir: string;
+  modelDir: string;
+  ortLibrary: string;
+  providers: string[];
+  intraThreads: number;
+  inferenceWorkers: number;
+  maxBatch: number;
+  batchWaitUs: number;
+  queueCapacity: number;
+  maxPixels: number;
+  maxUploadBytes: number;
+  maxBodyBytes: number;
+  maxInflight: number;
+  shutdownTimeoutMs: number;
+  fetch: { timeoutMs: number; maxRedirects: number; allowPrivate: boolean };
+  logLevel: string;
+}
+
+/** Parses the environment; throws an Error naming every invalid variable. */
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  opts: { root?: string; cores?: number } = {},
+): Config {
+  const root = opts.root ?? findProjectRoot();
+  const cores = opts.cores ?? os.availableParallelism();
+  const parsed = envSchema(root, cores).safeParse(dropEmpty(env));
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new Error(`invalid configuration: ${lines.join('; ')}`);
+  }
+  const e = parsed.data;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    token: e.FACE_TOKEN,
+    databaseUrl: e.DATABASE_URL,
+    dataDir: e.FACE_DATA_DIR,
+    modelDir: e.FACE_MODEL_DIR,
+    ortLibrary: e.ORT_LIBRARY,
+    providers: e.FACE_PROVIDERS,
+    intraThreads: e.FACE_INTRA_THREADS,
+    inferenceWorkers: e.FACE_INFERENCE_WORKERS,
+    maxBatch: e.FACE_MAX_BATCH,
+    batchWaitUs: e.FACE_BATCH_WAIT_US,
+    queueCapacity: e.FACE_QUEUE_CAPACITY,
+    maxPixels: e.FACE_MAX_PIXELS,
+    maxUploadBytes: e.FACE_MAX_UPLOAD_BYTES,
+    maxBodyBytes: e.FACE_MAX_BODY_BYTES,
+    maxInflight: e.FACE_MAX_INFLIGHT,
+    shutdownTimeoutMs: e.FACE_SHUTDOWN_TIMEOUT_MS,
+    fetch: {
+      timeoutMs: e.FACE_FETCH_TIMEOUT_MS,
+      maxRedirects: e.FACE_FETCH_MAX_REDIRECTS,
+      allowPrivate: e.FACE_FETCH_ALLOW_PRIVATE,
+    },
+    logLevel: e.LOG_LEVEL,
+  };
+}

@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { HttpError } from './errors.js';
+import { boolParam, jsonParam, numberParam, parseParams, queryToParams, textToBoolean, textToNumber } from './params.js';
+
+const schema = z.object({
+  photo: z.string(),
+  age: boolParam().default(false),
+  n: numberParam(z.number().int().min(1)).default(1),
+  threshold: numberParam(z.union([z.enum(['strict', 'none']), z.number().min(0).max(1)])).optional(),
+  galleries: jsonParam(z.array(z.string())).optional(),
+  bbox: jsonParam(z.array(z.tuple([z.number(), z.number(), z.number(), z.number()]))).optional(),
+  meta: z.string().optional(),
+});
+
+describe('coercion: one schema for JSON and text encodings', () => {
+  it('accepts typed JSON values as they are', () => {
+    expect(
+      parseParams(schema, { photo: 'p', age: true, n: 3, threshold: 0.5, galleries: ['a'], bbox: [[1, 2, 3, 4]] }),
+    ).toEqual({ photo: 'p', age: true, n: 3, threshold: 0.5, galleries: ['a'], bbox: [[1, 2, 3, 4]] });
+  });
+
+  it('converts the text forms multipart and query strings deliver', () => {
+    expect(
+      parseParams(schema, {
+        photo: 'p',
+        age: 'true',
+        n: '3',
+        threshold: '0.5',
+        galleries: '["a","b"]',
+        bbox: '[[1,2,3,4]]',
+      }),
+    ).toEqual({ photo: 'p', age: true, n: 3, threshold: 0.5, galleries: ['a', 'b'], bbox: [[1, 2, 3, 4]] });
+  });
+
+  it('keeps preset names as text and leaves string fields untouched', () => {
+    expect(parseParams(schema, { photo: 'p', threshold: 'strict', meta: '123' })).toMatchObject({ threshold: 'strict', meta: '123' });
+  });
+
+  it('applies defaults when a parameter is absent', () => {
+    expect(parseParams(schema, { photo: 'p' })).toEqual({ photo: 'p', age: false, n: 1 });
+  });
+
+  it('reports the first bad parameter as 400 BAD_PARAM with its name', () => {
+    const err = (() => {
+      try {
+        parseParams(schema, { photo: 'p', age: 'maybe' });
+      } catch (e) {
+        return e as HttpError;
+      }
+    })();
+    expect(err).toBeInstanceOf(HttpError);
+    expect(err?.body()).toMatchObject({ code: 400, error: 'BAD_PARAM', param: 'age' });
+  });
+
+  it('says "is required" for a missing parameter', () => {
+    expect(() => parseParams(schema, {})).toThrow('photo: is required');
+  });
+
+  it('reports malformed JSON text as a type error of that parameter', () => {
+    expect(() => parseParams(schema, { photo: 'p', galleries: '["a",' })).toThrow(/galleries/);
+  });
+
+  it('converts booleans and numbers conservatively', () => {
+    expect(textToBoolean('TRUE')).toBe(true);
+    expect(textToBoolean('0')).toBe(false);
+    expect(textToBoolean('yes please')).toBe('yes please');
+    expect(textToNumber('1e-3')).toBe(0.001);
+    expect(textToNumber('12abc')).toBe('12abc');
+    expect(textToNumber('')).toBe('');
+  });
+
+  it('collects repeated query keys into arrays', () => {
+    expect(queryToParams('galleries=a&galleries=b&age=true')).toEqual({ galleries: ['a', 'b'], age: 'true' });
+    expect(parseParams(schema, { ...queryToParams('galleries=a&galleries=b'), photo: 'p' }).galleries).toEqual(['a', 'b']);
+  });
+});

@@ -1,0 +1,150 @@
+/**
+ * The route registry: the one way to add an endpoint.
+ *
+ * A route is declared together with its documentation (summary, request and
+ * response schemas, error statuses, auth), and the server serves only what is
+ * registered here while the OpenAPI builder reads the very same list, so an
+ * undocumented endpoint cannot exist. `define` checks at start-up what the
+ * types cannot: a non-empty summary, path parameters matching the params
+ * schema, documented error statuses.
+ */
+import type { z } from 'zod';
+import type { Logger } from '../log.js';
+import { patternParams, Router, type Method } from './router.js';
+
+/** A non-JSON or non-200 answer; handlers return a plain value for the declared JSON response. */
+export class Reply {
+  constructor(
+    readonly status: number,
+    readonly body?: string | Buffer,
+    readonly contentType?: string,
+    readonly headers: Record<string, string> = {},
+  ) {}
+
+  static json(value: unknown, status = 200, headers: Record<string, string> = {}): Reply {
+    return new Reply(status, JSON.stringify(value), 'application/json', headers);
+  }
+
+  static html(text: string, status = 200): Reply {
+    return new Reply(status, text, 'text/html; charset=utf-8');
+  }
+
+  static empty(status = 204): Reply {
+    return new Reply(status);
+  }
+}
+
+/** What the server tells a handler about itself. */
+export interface ServerState {
+  inflight: number;
+  maxInflight: number;
+  draining: boolean;
+}
+
+export interface RouteContext<I, P> {
+  /** Body and query-string parameters, validated by the route's `request` schema. */
+  input: I;
+  /** Path parameters, validated by the route's `params` schema. */
+  params: P;
+  /** Request headers, lower-cased names, copied before the first await. */
+  headers: Readonly<Record<string, string>>;
+  /** Aborts when the client goes away; pass it to anything slow. */
+  signal: AbortSignal;
+  log: Logger;
+  server: ServerState;
+}
+
+type AnyObject = z.ZodType<Record<string, unknown>, Record<string, unknown>>;
+
+export interface RouteDef<
+  Req extends AnyObject | undefined = AnyObject | undefined,
+  Par extends AnyObject | undefined = AnyObject | undefined,
+  Res extends z.ZodType | undefined = z.ZodType | undefined,
+> {
+  method: Method;
+  /** `/v0/face/id/:id/`; the leading `/vN/` segment names the API version it belongs to. */
+  path: string;
+  summary: string;
+  description?: string;
+  /** Requires `Authorization: Token <token>`. */
+  auth: boolean;
+  /**
+   * Parameters from the body (JSON, multipart, urlencoded) and the query
+   * string; on GET and DELETE only the query string.
+   */
+  request?: Req;
+  params?: Par;
+  response: {
+    status: number;
+    description: string;
+    /** Omitted for bodiless answers such as 204. */
+    schema?: Res;
+    /** Other media types this route can answer with, e.g. text/html for docs. */
+    alternatives?: string[];
+  };
+  /** Error statuses a client should expect besides the 500/503 every route can give. */
+  errors: number[];
+  /** False for cheap routes (health, docs) that must answer even when the service is saturated. */
+  limited?: boolean;
+  handler: (
+    ctx: RouteContext<
+      Req extends z.ZodType ? z.output<Req> : Record<string, never>,
+      Par extends z.ZodType ? z.output<Par> : Record<string, string>
+    >,
+  ) => Promise<(Res extends z.ZodType ? z.input<Res> : never) | Reply>;
+}
+
+/** Routes as stored: the generic parameters erased once `define` has checked them. */
+export type AnyRoute = RouteDef<AnyObject | undefined, AnyObject | undefined, z.ZodType | undefined> & {
+  handler: (ctx: RouteContext<any, any>) => Promise<unknown>;
+};
+
+/** Statuses any route may answer with; documented once for all. */
+export const COMMON_ERRORS = [500, 503] as const;
+
+export class RouteRegistry {
+  private readonly list: AnyRoute[] = [];
+  readonly router = new Router<AnyRoute>();
+
+  define<Req extends AnyObject | undefined, Par extends AnyObject | undefined, Res extends z.ZodType | undefined>(
+    def: RouteDef<Req, Par, Res>,
+  ): void {
+    const where = `${def.method} ${def.path}`;
+    if (!def.summary?.trim()) throw new Error(`${where}: a route needs a summary`);
+    if (!def.response?.description?.trim()) throw new Error(`${where}: a route needs a response description`);
+    if (!Array.isArray(def.errors)) throw new Error(`${where}: a route lists its error statuses`);
+    if (def.auth && !def.errors.includes(401)) throw new Error(`${where}: an authenticated route documents 401`);
+    if (def.request && !def.errors.includes(400)) throw new Error(`${where}: a route with parameters documents 400`);
+    if (def.response.status !== 204 && !def.response.schema && !def.response.alternatives?.length) {
+      throw new Error(`${where}: a response with a body needs a schema`);
+    }
+    const names = patternParams(def.path);
+    const declared = def.params ? Object.keys(shapeOf(def.params)) : [];
+    if (names.sort().join() !== declared.sort().join()) {
+      throw new Error(`${where}: path parameters [${names}] do not match the params schema [${declared}]`);
+    }
+    const route = def as unknown as AnyRoute;
+    this.router.add(def.method, def.path, route);
+    this.list.push(route);
+  }
+
+  routes(): readonly AnyRoute[] {
+    return this.list;
+  }
+}
+
+/** The keys of an object schema, seen through wrappers such as preprocess pipes. */
+export function shapeOf(schema: z.ZodType): Record<string, z.ZodType> {
+  let s: any = schema;
+  for (let i = 0; i < 8 && s; i++) {
+    if (s.shape) return s.shape as Record<string, z.ZodType>;
+    const def = s._zod?.def;
+    s = def?.out ?? def?.innerType ?? def?.schema;
+  }
+  return {};
+}
+
+/** The API version a path belongs to (`/v0/verify/` → `v0`), or undefined for unversioned paths. */
+export function versionOf(path: string): string | undefined {
+  return /^\/(v\d+)(\/|$)/.exec(path)?.[1];
+}

@@ -1,0 +1,63 @@
+/**
+ * POST /v1/detect/: faces on one photo, optionally with age, gender and
+ * emotions. A photo without faces is not an error here: `faces` is empty.
+ */
+import { z } from 'zod';
+import type { RouteRegistry } from '../http/registry.js';
+import { boxOf, type FaceService } from '../services/faces.js';
+import { flagParam, photoParam } from './schemas.js';
+
+export const detectRequest = z.object({
+  photo: photoParam('The image to search for faces.'),
+  age: flagParam('Return the estimated age of each face.'),
+  gender: flagParam('Return the gender of each face.'),
+  emotions: flagParam('Return emotions of each face, most likely first.'),
+});
+
+export const EMOTIONS = ['angry', 'disgust', 'fear', 'happy', 'sad', 'surprise', 'neutral'] as const;
+
+const detectedFace = z
+  .object({
+    x1: z.number().int(),
+    y1: z.number().int(),
+    x2: z.number().int(),
+    y2: z.number().int(),
+    age: z.number().int().optional().meta({ description: 'Years; only when age=true.' }),
+    gender: z.enum(['male', 'female']).optional().meta({ description: 'Only when gender=true.' }),
+    emotions: z
+      .array(z.enum(EMOTIONS))
+      .optional()
+      .meta({ description: 'All emotion labels, most likely first; only when emotions=true.' }),
+  })
+  .meta({ description: 'A detected face: bounding box (keys x1, y1, x2, y2) and the attributes asked for.' });
+
+export const detectResponse = z.object({
+  faces: z.array(detectedFace).meta({ description: 'One entry per face, biggest first.' }),
+});
+
+export function registerDetect(registry: RouteRegistry, faces: FaceService): void {
+  registry.define({
+    method: 'POST',
+    path: '/v1/detect/',
+    summary: 'Detect faces, optionally with age, gender and emotions',
+    auth: true,
+    request: detectRequest,
+    response: { status: 200, description: 'Faces found on the photo (possibly none).', schema: detectResponse },
+    errors: [400, 401, 413, 415],
+    async handler({ input, signal }) {
+      const analysis = await faces.analyze(
+        { photo: input.photo, param: 'photo' },
+        { embed: false, age: input.age, gender: input.gender, emotions: input.emotions },
+        signal,
+      );
+      return {
+        faces: analysis.faces.map((f) => ({
+          ...boxOf(f),
+          ...(input.age && f.age !== undefined ? { age: f.age } : {}),
+          ...(input.gender && f.gender !== undefined ? { gender: f.gender } : {}),
+          ...(input.emotions && f.emotions !== undefined ? { emotions: f.emotions as (typeof EMOTIONS)[number][] } : {}),
+        })),
+      };
+    },
+  });
+}

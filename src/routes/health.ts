@@ -1,0 +1,55 @@
+/**
+ * GET /health: liveness and what the engine runs on (execution providers,
+ * SIMD level, recogniser), plus the request load.
+ *
+ * No token: load balancers and orchestrators probe it without credentials,
+ * and it reveals nothing about stored data. It bypasses the concurrency
+ * limit so a saturated service still reports itself; while shutting down it
+ * answers 503 so traffic drains away.
+ */
+import { z } from 'zod';
+import { unavailable } from '../http/errors.js';
+import type { RouteRegistry } from '../http/registry.js';
+import type { Engine } from '../native/engine.js';
+
+const healthResponse = z.object({
+  status: z.literal('ok'),
+  engine: z.object({
+    providers: z.array(z.string()).meta({ description: 'Execution providers in use, in priority order.' }),
+    simd: z.string().meta({ description: 'SIMD level of the similarity kernels.' }),
+    recognizer: z.string(),
+    dim: z.number().int().meta({ description: 'Embedding dimension.' }),
+    models: z.array(z.object({ id: z.string(), onnx: z.string() })),
+  }),
+  inflight: z.number().int().meta({ description: 'Requests in progress that count toward the limit.' }),
+  max_inflight: z.number().int(),
+});
+
+export function registerHealth(registry: RouteRegistry, engine: Engine): void {
+  registry.define({
+    method: 'GET',
+    path: '/health',
+    summary: 'Service health, engine details and load',
+    description: 'No token needed. Answers 503 while the service shuts down.',
+    auth: false,
+    limited: false,
+    response: { status: 200, description: 'The service is up.', schema: healthResponse },
+    errors: [],
+    async handler({ server }) {
+      if (server.draining) throw unavailable('Shutting down');
+      const info = engine.info();
+      return {
+        status: 'ok' as const,
+        engine: {
+          providers: info.providers,
+          simd: info.simd,
+          recognizer: info.recognizer,
+          dim: info.dim,
+          models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
+        },
+        inflight: server.inflight,
+        max_inflight: server.maxInflight,
+      };
+    },
+  });
+}

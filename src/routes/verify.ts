@@ -1,0 +1,80 @@
+/**
+ * POST /v0/verify/: do the faces on two photos belong to the same person?
+ *
+ * Every chosen face of photo1 is compared with every chosen face of photo2
+ * (pairs in photo1-major order). With a threshold other than `none`, each pair
+ * carries `verified`, and the top-level `verified` is true when every face of
+ * photo1 has at least one verified match on photo2.
+ */
+import { z } from 'zod';
+import type { RouteRegistry } from '../http/registry.js';
+import { isVerified, resolveThreshold, toConfidence } from '../services/calibration.js';
+import { boxOf, pickRows, selectFaces, type FaceService } from '../services/faces.js';
+import { boxesParam, boxOutput, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
+
+export const verifyRequest = z.object({
+  photo1: photoParam('The first image.'),
+  photo2: photoParam('The second image.'),
+  bbox1: boxesParam('Faces to use on photo1 instead of detecting them; overrides mf_selector for photo1.').optional(),
+  bbox2: boxesParam('Faces to use on photo2 instead of detecting them; overrides mf_selector for photo2.').optional(),
+  threshold: thresholdParam,
+  mf_selector: mfSelectorParam,
+});
+
+const pair = z.object({
+  bbox1: boxOutput,
+  bbox2: boxOutput,
+  confidence: z.number().min(0).max(1).meta({ description: 'Calibrated similarity, 0 (different) to 1 (same person).' }),
+  verified: z.boolean().optional().meta({ description: 'confidence >= threshold; absent when threshold is none.' }),
+});
+
+export const verifyResponse = z.object({
+  results: z.array(pair).meta({ description: 'One entry per (face on photo1, face on photo2) pair, photo1-major.' }),
+  verified: z
+    .boolean()
+    .optional()
+    .meta({ description: 'Every face on photo1 has a verified match on photo2; absent when threshold is none.' }),
+});
+
+export function registerVerify(registry: RouteRegistry, faces: FaceService): void {
+  registry.define({
+    method: 'POST',
+    path: '/v0/verify/',
+    summary: 'Verify that faces on two photos belong to the same person',
+    description:
+      'Without bbox1/bbox2, faces are detected and mf_selector chooses among them; ' +
+      'a photo without a face answers 422 NO_FACE naming it.',
+    auth: true,
+    request: verifyRequest,
+    response: { status: 200, description: 'Pairwise confidences and verdicts.', schema: verifyResponse },
+    errors: [400, 401, 413, 415, 422],
+    async handler({ input, signal }) {
+      const threshold = resolveThreshold(input.threshold);
+      const opts = { embed: true, age: false, gender: false, emotions: false };
+      const [a, b] = await Promise.all([
+        faces.analyze({ photo: input.photo1, param: 'photo1', boxes: input.bbox1, boxesParam: 'bbox1' }, opts, signal),
+        faces.analyze({ photo: input.photo2, param: 'photo2', boxes: input.bbox2, boxesParam: 'bbox2' }, opts, signal),
+      ]);
+      const pick1 = selectFaces(a.faces, input.mf_selector, 'photo1', input.bbox1 !== undefined);
+      const pick2 = selectFaces(b.faces, input.mf_selector, 'photo2', input.bbox2 !== undefined);
+      const sims = await faces.similarity(pickRows(a, pick1), pickRows(b, pick2), a.dim);
+
+      const results: z.input<typeof pair>[] = [];
+      let allMatched = true;
+      pick1.forEach((i, r) => {
+        let matched = false;
+        pick2.forEach((j, c) => {
+          const confidence = toConfidence(sims[r * pick2.length + c]);
+          const entry: z.input<typeof pair> = { bbox1: boxOf(a.faces[i]), bbox2: boxOf(b.faces[j]), confidence };
+          if (threshold !== null) {
+            entry.verified = isVerified(confidence, threshold);
+            matched ||= entry.verified;
+          }
+          results.push(entry);
+        });
+        allMatched &&= matched;
+      });
+      return threshold === null ? { results } : { results, verified: allMatched };
+    },
+  });
+}

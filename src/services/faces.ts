@@ -1,0 +1,86 @@
+/**
+ * Photo → faces: loading a photo parameter, running the engine on it, and
+ * choosing faces the way `mf_selector` asks. Routes stay declarative; errors
+ * raised here already name the request parameter they are about.
+ */
+import { HttpError } from '../http/errors.js';
+import type { AnalyzeOptions, Analysis, Engine, FaceResult } from '../native/engine.js';
+import type { PhotoInput, PhotoSource } from './photo-source.js';
+
+export type Box = [number, number, number, number];
+
+export interface BoxObject {
+  x1: number;
+  y1: number;
+  x2: number;
+  y2: number;
+}
+
+export type MultiFaceSelector = 'reject' | 'biggest' | 'all';
+
+/** Key order x1, y1, x2, y2 everywhere a box is returned: corner one, then corner two. */
+export function boxOf(f: { x1: number; y1: number; x2: number; y2: number }): BoxObject {
+  return { x1: f.x1, y1: f.y1, x2: f.x2, y2: f.y2 };
+}
+
+export interface PhotoRequest {
+  photo: PhotoInput;
+  /** Request parameter naming the photo, for error messages (`photo`, `photo1`). */
+  param: string;
+  /** Caller-given boxes replacing detection, and the parameter that carried them. */
+  boxes?: Box[];
+  boxesParam?: string;
+}
+
+export class FaceService {
+  constructor(
+    private readonly engine: Engine,
+    private readonly photos: PhotoSource,
+  ) {}
+
+  async analyze(req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes'>, signal?: AbortSignal): Promise<Analysis> {
+    const bytes = await this.photos.load(req.photo, req.param, signal);
+    signal?.throwIfAborted();
+    try {
+      return await this.engine.analyze(bytes, req.boxes ? { ...opts, boxes: req.boxes } : opts);
+    } catch (err) {
+      if (!(err instanceof HttpError)) throw err;
+      // A bad box is the box parameter's fault; anything else about the image is the photo's.
+      const param = err.error === 'BAD_PARAM' && req.boxes && req.boxesParam ? req.boxesParam : req.param;
+      throw err.status < 500 ? err.withParam(param) : err;
+    }
+  }
+
+  similarity(a: Float32Array, b: Float32Array, dim: number): Promise<Float32Array> {
+    return this.engine.similarity(a, b, dim);
+  }
+}
+
+/**
+ * Indices of the faces to use under `selector`. Faces arrive biggest first,
+ * so `biggest` is index 0. Without caller boxes, no face at all is 422
+ * NO_FACE and `reject` with several is 400 TOO_MANY_FACES listing them.
+ */
+export function selectFaces(faces: FaceResult[], selector: MultiFaceSelector, param: string, callerBoxes: boolean): number[] {
+  if (callerBoxes) return faces.map((_, i) => i);
+  if (faces.length === 0) {
+    throw new HttpError(422, 'NO_FACE', `No face found on ${param}`, { param });
+  }
+  if (selector === 'reject' && faces.length > 1) {
+    throw new HttpError(400, 'TOO_MANY_FACES', `Too many faces: ${faces.length}`, {
+      param,
+      faces: faces.map(boxOf),
+    });
+  }
+  if (selector === 'biggest') return [0];
+  return faces.map((_, i) => i);
+}
+
+/** The embedding rows of the chosen faces, packed. */
+export function pickRows(analysis: Analysis, indices: number[]): Float32Array {
+  const { dim, embeddings } = analysis;
+  if (indices.length === analysis.faces.length) return embeddings;
+  const out = new Float32Array(indices.length * dim);
+  indices.forEach((row, k) => out.set(embeddings.subarray(row * dim, (row + 1) * dim), k * dim));
+  return out;
+}

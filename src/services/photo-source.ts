@@ -1,0 +1,196 @@
+/**
+ * A request's photo: uploaded bytes, or an http(s) URL fetched here.
+ *
+ * URL fetching is hardened against being turned on the service's own network:
+ * the host is resolved once, every resolved address must be public (unless
+ * FACE_FETCH_ALLOW_PRIVATE), and the connection goes to exactly the checked
+ * address, so a DNS answer that changes between check and connect cannot
+ * redirect it. Each redirect hop is checked the same way. One deadline covers
+ * the whole fetch including redirects; the size cap is applied while the body
+ * streams.
+ *
+ * Failures: a malformed URL or non-http(s) scheme is 400 BAD_PARAM; a host
+ * that does not resolve, resolves to a refused address, refuses the
+ * connection, times out, answers non-2xx or redirects too often is 400
+ * PHOTO_FETCH_FAILED (the client's URL is at fault, not this service); a body
+ * over the upload limit is 413 PAYLOAD_TOO_LARGE.
+ */
+import { lookup as dnsLookup } from 'node:dns/promises';
+import http from 'node:http';
+import https from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
+import { HttpError } from '../http/errors.js';
+import { isPublicAddress } from './address-guard.js';
+
+export interface PhotoFetchOptions {
+  timeoutMs: number;
+  maxRedirects: number;
+  maxBytes: number;
+  allowPrivate: boolean;
+  /** Which resolved addresses may be connected to when private ones are refused; replaceable in tests. */
+  isAllowedAddress?: (address: string) => boolean;
+  /** Name resolution; replaceable in tests. Returns every address of the host. */
+  resolve?: (host: string) => Promise<Array<{ address: string; family: number }>>;
+}
+
+export type PhotoInput = Buffer | string;
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+const fetchFailed = (reason: string, cause?: unknown) =>
+  new HttpError(400, 'PHOTO_FETCH_FAILED', reason, cause !== undefined ? { cause } : undefined);
+
+async function systemResolve(host: string): Promise<Array<{ address: string; family: number }>> {
+  return dnsLookup(host, { all: true, verbatim: true });
+}
+
+/** A lookup that answers with the already checked address whatever it is asked. */
+function pinnedLookup(address: string, family: number): LookupFunction {
+  return ((_host: string, options: { all?: boolean }, cb: (...args: unknown[]) => void) => {
+    if (options?.all) cb(null, [{ address, family }]);
+    else cb(null, address, family);
+  }) as unknown as LookupFunction;
+}
+
+function parsePhotoUrl(text: string, base?: URL): URL {
+  let url: URL;
+  try {
+    url = new URL(text, base);
+  } catch {
+    throw new HttpError(400, 'BAD_PARAM', 'Not a valid URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new HttpError(400, 'BAD_PARAM', `URL scheme ${url.protocol.replace(/:$/, '')} is not allowed; use http or https`);
+  }
+  return url;
+}
+
+/** Safe to show a client: the URL without credentials or query string. */
+function describe(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
+async function resolveChecked(url: URL, opts: PhotoFetchOptions): Promise<{ address: string; family: number }> {
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  let addresses: Array<{ address: string; family: number }>;
+  const literal = isIP(host);
+  if (literal) addresses = [{ address: host, family: literal }];
+  else {
+    try {
+      addresses = await (opts.resolve ?? systemResolve)(host);
+    } catch (err) {
+      throw fetchFailed(`Cannot resolve host ${host}`, err);
+    }
+  }
+  if (addresses.length === 0) throw fetchFailed(`Cannot resolve host ${host}`);
+  // All must pass: a host with one public and one private address is refused,
+  // as the choice between them is not ours to trust.
+  const allowed = opts.isAllowedAddress ?? isPublicAddress;
+  if (!opts.allowPrivate && addresses.some((a) => !allowed(a.address))) {
+    throw fetchFailed(literal ? `Address ${host} is not public; refused` : `Host ${host} resolves to a non-public address; refused`);
+  }
+  return addresses[0];
+}
+
+interface Hop {
+  status: number;
+  location?: string;
+  body?: Buffer;
+}
+
+function requestOnce(url: URL, target: { address: string; family: number }, opts: PhotoFetchOptions, signal: AbortSignal): Promise<Hop> {
+  return new Promise<Hop>((resolve, reject) => {
+    const client = url.protocol === 'https:' ? https : http;
+    const req = client.request(url, {
+      method: 'GET',
+      agent: false,
+      lookup: pinnedLookup(target.address, target.family),
+      signal,
+      headers: { accept: 'image/*', 'user-agent': 'face-service' },
+    });
+    req.on('error', (err) => reject(signal.aborted ? signal.reason : err));
+    req.on('response', (res) => {
+      const status = res.statusCode ?? 0;
+      if (REDIRECTS.has(status) && res.headers.location) {
+        res.resume();
+        resolve({ status, location: res.headers.location });
+        req.destroy();
+        return;
+      }
+      if (status < 200 || status > 299) {
+        res.resume();
+        req.destroy();
+        resolve({ status });
+        return;
+      }
+      const declared = Number(res.headers['content-length']);
+      const tooLarge = new HttpError(413, 'PAYLOAD_TOO_LARGE', `Photo at ${describe(url)} exceeds ${opts.maxBytes} bytes`);
+      if (declared > opts.maxBytes) {
+        req.destroy();
+        reject(tooLarge);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > opts.maxBytes) {
+          req.destroy();
+          reject(tooLarge);
+          return;
+        }
+        chunks.push(chunk);
+      });
+      res.on('end', () => resolve({ status, body: Buffer.concat(chunks, size) }));
+      res.on('error', (err) => reject(signal.aborted ? signal.reason : err));
+      res.on('aborted', () => reject(fetchFailed(`Connection to ${describe(url)} closed early`)));
+    });
+    req.end();
+  });
+}
+
+/** Fetches a photo URL under the guard described above. `signal` cancels it (client went away). */
+export async function fetchPhoto(text: string, opts: PhotoFetchOptions, signal?: AbortSignal): Promise<Buffer> {
+  let url = parsePhotoUrl(text);
+  const deadline = AbortSignal.timeout(opts.timeoutMs);
+  const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+  try {
+    for (let hop = 0; ; hop++) {
+      combined.throwIfAborted();
+      const target = await resolveChecked(url, opts);
+      const res = await requestOnce(url, target, opts, combined);
+      if (res.location !== undefined) {
+        if (hop >= opts.maxRedirects) throw fetchFailed(`Too many redirects (limit ${opts.maxRedirects})`);
+        url = parsePhotoUrl(res.location, url);
+        continue;
+      }
+      if (!res.body) throw fetchFailed(`Photo URL ${describe(url)} answered HTTP ${res.status}`);
+      return res.body;
+    }
+  } catch (err) {
+    if (err instanceof HttpError) throw err;
+    if (signal?.aborted) throw signal.reason;
+    if (deadline.aborted) throw fetchFailed(`Fetching the photo timed out after ${opts.timeoutMs} ms`, err);
+    const code = (err as { code?: string }).code;
+    throw fetchFailed(`Fetching ${describe(url)} failed${code ? ` (${code})` : ''}`, err);
+  }
+}
+
+/** Turns a request's photo parameter into bytes. */
+export class PhotoSource {
+  constructor(private readonly opts: PhotoFetchOptions) {}
+
+  async load(photo: PhotoInput, param: string, signal?: AbortSignal): Promise<Buffer> {
+    if (Buffer.isBuffer(photo)) {
+      if (photo.length > this.opts.maxBytes) {
+        throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `Photo exceeds ${this.opts.maxBytes} bytes`, { param });
+      }
+      return photo;
+    }
+    try {
+      return await fetchPhoto(photo, this.opts, signal);
+    } catch (err) {
+      throw err instanceof HttpError ? err.withParam(param) : err;
+    }
+  }
+}
