@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    // One PostgreSQL server for the run (embedded in a temp dir, or DATABASE_URL); each file makes its own database on it.
+    globalSetup: ['test/global-setup.ts'],
     // Two cores: model-heavy suites run one file at a time so timings stay sane.
     pool: 'forks',
     maxWorkers: 1,

@@ -7,16 +7,26 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
 import { findProjectRoot, type Config } from './config.js';
+import type { Database } from './db/client.js';
+import { FaceStore } from './db/face-store.js';
+import { DbTokenVerifier } from './db/tokens.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import type { Engine } from './native/engine.js';
 import { buildRegistry } from './routes/index.js';
+import { PhotoBlobs } from './services/photo-blobs.js';
 import { PhotoSource } from './services/photo-source.js';
 
 export interface StartOptions {
   config: Config;
   engine: Engine;
-  /** Extra token verifiers (e.g. the database store), asked after FACE_TOKEN. */
+  /**
+   * The migrated face database. With it the database routes are served, photo
+   * blobs go to `<dataDir>/photos` and tokens stored there are accepted. The
+   * caller owns it and closes it after `close()`.
+   */
+  db?: Database;
+  /** Extra token verifiers, asked after FACE_TOKEN and the database. */
   verifiers?: TokenVerifier[];
   log?: Logger;
 }
@@ -24,6 +34,8 @@ export interface StartOptions {
 export interface RunningServer {
   /** The port actually listened on (useful with port 0). */
   port: number;
+  /** The face database as served (absent without `db`). */
+  store?: FaceStore;
   /** Graceful stop: no new connections, requests in progress finish, then the engine is closed. */
   close(): Promise<void>;
 }
@@ -37,15 +49,17 @@ function serviceVersion(): string {
   }
 }
 
-export async function startServer({ config, engine, verifiers = [], log = rootLog }: StartOptions): Promise<RunningServer> {
+export async function startServer({ config, engine, db, verifiers = [], log = rootLog }: StartOptions): Promise<RunningServer> {
   const photos = new PhotoSource({
     timeoutMs: config.fetch.timeoutMs,
     maxRedirects: config.fetch.maxRedirects,
     maxBytes: config.maxUploadBytes,
     allowPrivate: config.fetch.allowPrivate,
   });
-  const registry = buildRegistry({ engine, photos, serviceVersion: serviceVersion() });
-  const verifier = new AnyTokenVerifier([new StaticTokenVerifier(config.token), ...verifiers]);
+  const store = db ? new FaceStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log) : undefined;
+  const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
+  const registry = buildRegistry({ engine, photos, serviceVersion: serviceVersion(), store, publicUrl: config.publicUrl });
+  const verifier = new AnyTokenVerifier([new StaticTokenVerifier(config.token), ...(dbTokens ? [dbTokens] : []), ...verifiers]);
   const server = await listen({
     host: config.host,
     port: config.port,
@@ -62,10 +76,12 @@ export async function startServer({ config, engine, verifiers = [], log = rootLo
   let closing: Promise<void> | undefined;
   return {
     port: server.port,
+    store,
     close() {
       closing ??= (async () => {
         await server.close();
         engine.close();
+        await dbTokens?.close();
       })();
       return closing;
     },

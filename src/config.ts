@@ -50,6 +50,9 @@ function envSchema(root: string, cores: number) {
     HOST: z.string().default('0.0.0.0'),
     FACE_TOKEN: z.string().optional(),
     DATABASE_URL: z.string().optional(),
+    FACE_PG_PORT: intVar(0, 0).pipe(z.number().max(65535)),
+    FACE_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+    FACE_DB_POOL: intVar(20, 1),
     FACE_DATA_DIR: z.string().default(path.join(root, 'data')),
     FACE_MODEL_DIR: z.string().default(path.join(root, 'models')),
     ORT_LIBRARY: z
@@ -74,6 +77,7 @@ function envSchema(root: string, cores: number) {
     FACE_FETCH_TIMEOUT_MS: intVar(5000, 1),
     FACE_FETCH_MAX_REDIRECTS: intVar(3, 0),
     FACE_FETCH_ALLOW_PRIVATE: boolVar(false),
+    FACE_RECOGNIZER: z.string().optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   });
 }
@@ -84,6 +88,12 @@ export interface Config {
   /** Bootstrap API token; requests bearing it are accepted. */
   token?: string;
   databaseUrl?: string;
+  /** Port for the embedded PostgreSQL (used without DATABASE_URL); undefined picks a free one. */
+  pgPort?: number;
+  /** Base URL clients reach this service at, for links it hands out (photo URLs). */
+  publicUrl?: string;
+  dbPool: number;
+  /** Embedded database (pg/), photo blobs (photos/). */
   dataDir: string;
   modelDir: string;
   ortLibrary: string;
@@ -94,6 +104,8 @@ export interface Config {
   batchWaitUs: number;
   queueCapacity: number;
   maxPixels: number;
+  /** Manifest id of the recogniser; unset means the manifest's default. */
+  recognizer?: string;
   maxUploadBytes: number;
   maxBodyBytes: number;
   maxInflight: number;
@@ -120,6 +132,9 @@ export function loadConfig(
     host: e.HOST,
     token: e.FACE_TOKEN,
     databaseUrl: e.DATABASE_URL,
+    pgPort: e.FACE_PG_PORT || undefined,
+    publicUrl: e.FACE_PUBLIC_URL,
+    dbPool: e.FACE_DB_POOL,
     dataDir: e.FACE_DATA_DIR,
     modelDir: e.FACE_MODEL_DIR,
     ortLibrary: e.ORT_LIBRARY,
@@ -130,6 +145,7 @@ export function loadConfig(
     batchWaitUs: e.FACE_BATCH_WAIT_US,
     queueCapacity: e.FACE_QUEUE_CAPACITY,
     maxPixels: e.FACE_MAX_PIXELS,
+    recognizer: e.FACE_RECOGNIZER,
     maxUploadBytes: e.FACE_MAX_UPLOAD_BYTES,
     maxBodyBytes: e.FACE_MAX_BODY_BYTES,
     maxInflight: e.FACE_MAX_INFLIGHT,

@@ -1,34 +1,68 @@
 /**
- * Process entry point: configuration → engine → HTTP, and a graceful stop on
- * SIGTERM/SIGINT (stop accepting, finish requests in progress, close the
- * engine). A second signal exits at once.
+ * Process entry point: configuration → database (migrated) → engine → HTTP,
+ * and a graceful stop on SIGTERM/SIGINT in the reverse order (stop
+ * accepting, finish requests in progress, close the engine, close the
+ * database, stop the embedded server). A second signal exits at once.
  */
 import { startServer } from './app.js';
 import { loadConfig } from './config.js';
+import { openDatabase } from './db/open.js';
+import { TokenStore } from './db/tokens.js';
 import { createLogger } from './log.js';
 import { openEngine } from './native/engine.js';
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const log = createLogger(config.logLevel);
-  if (!config.token) log.warn('FACE_TOKEN is not set: every authenticated route will answer 401');
 
-  const engine = await openEngine({
-    modelDir: config.modelDir,
-    ortLibrary: config.ortLibrary,
-    providers: config.providers,
-    intraThreads: config.intraThreads,
-    inferenceWorkers: config.inferenceWorkers,
-    maxBatch: config.maxBatch,
-    batchWaitUs: config.batchWaitUs,
-    queueCapacity: config.queueCapacity,
-    maxPixels: config.maxPixels,
-  });
-  const server = await startServer({ config, engine, log });
-  const info = engine.info();
-  log.info(
-    { host: config.host, port: server.port, providers: info.providers, simd: info.simd, recognizer: info.recognizer },
-    'listening',
+  const database = await openDatabase(config, log);
+  const cleanup = async () => {
+    await database.db.close();
+    await database.embedded?.stop();
+  };
+  try {
+    if (database.embedded && (await new TokenStore(database.db.sql).count()) === 0) {
+      // First start of a self-contained install: without a token nobody could use it.
+      const { id, token } = await new TokenStore(database.db.sql).create('admin');
+      log.info({ tokenId: id }, 'created the first API token (admin); it is printed once on stdout and not stored');
+      process.stdout.write(`\nAdmin API token (shown once, keep it): ${token}\nUse it as: Authorization: Token ${token}\n\n`);
+    } else if (!config.token && (await new TokenStore(database.db.sql).count()) === 0) {
+      log.warn('no API token exists (FACE_TOKEN unset, none in the database): create one with `npm run token -- create <name>`');
+    }
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+
+  let server;
+  try {
+    const engine = await openEngine({
+      modelDir: config.modelDir,
+      ortLibrary: config.ortLibrary,
+      providers: config.providers,
+      intraThreads: config.intraThreads,
+      inferenceWorkers: config.inferenceWorkers,
+      maxBatch: config.maxBatch,
+      batchWaitUs: config.batchWaitUs,
+      queueCapacity: config.queueCapacity,
+      maxPixels: config.maxPixels,
+    });
+    server = await startServer({ config, engine, db: database.db, log });
+    const info = engine.info();
+    log.info(
+      { host: config.host, port: server.port, providers: info.providers, simd: info.simd, recognizer: info.recognizer },
+      'listening',
+    );
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+  const running = server;
+
+  // Blobs left by a crash between blob write and commit; harmless meanwhile, so not awaited.
+  running.store?.sweepOrphans().then(
+    (n) => (n.blobs || n.temporary) && log.info(n, 'removed orphan photo files'),
+    (err) => log.warn({ err }, 'photo sweep failed'),
   );
 
   let stopping = false;
@@ -39,7 +73,10 @@ async function main(): Promise<void> {
     }
     stopping = true;
     log.info({ signal }, 'shutting down');
-    server.close().then(
+    (async () => {
+      await running.close();
+      await cleanup();
+    })().then(
       () => {
         log.info('stopped');
         process.exit(0);

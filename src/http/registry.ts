@@ -32,6 +32,31 @@ export class Reply {
   static empty(status = 204): Reply {
     return new Reply(status);
   }
+
+  /** A body produced piece by piece (large listings); see StreamReply. */
+  static stream(chunks: AsyncIterable<string | Buffer>, contentType = 'application/json', status = 200): StreamReply {
+    return new StreamReply(status, chunks, contentType);
+  }
+}
+
+/**
+ * A body written as its chunks are produced, with back-pressure: the next
+ * chunk is only pulled once the socket has taken the previous one, so memory
+ * stays bounded however long the body. The status is sent before the first
+ * chunk; an error thrown while iterating cannot become an error response, so
+ * the connection is closed instead and the client sees a truncated body.
+ * When the client goes away, iteration stops and the iterator is closed
+ * (which releases a database cursor behind it).
+ */
+export class StreamReply extends Reply {
+  constructor(
+    status: number,
+    readonly chunks: AsyncIterable<string | Buffer>,
+    contentType: string,
+    headers: Record<string, string> = {},
+  ) {
+    super(status, undefined, contentType, headers);
+  }
 }
 
 /** What the server tells a handler about itself. */

@@ -17,7 +17,7 @@ import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
 import { HttpError, INTERNAL_REASON, toHttpError, unavailable } from './errors.js';
 import { ActivityTracker, ConcurrencyLimiter } from './limiter.js';
 import { parseParams, queryToParams, type RawParams } from './params.js';
-import { Reply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
+import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
 
 export interface HttpServerOptions {
   host: string;
@@ -80,6 +80,57 @@ class Exchange {
       if (body === undefined) this.res.endWithoutBody(0, closeConnection);
       else this.res.end(body, closeConnection);
     });
+  }
+
+  /** Writes a chunked response from `chunks`, waiting for the socket to drain between them. */
+  async sendStream(status: number, contentType: string | undefined, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+    if (!this.open) return;
+    this.responded = true;
+    this.status = status;
+    const res = this.res;
+    let wake: (() => void) | undefined;
+    const woken = () => {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    };
+    res.onWritable(() => {
+      woken();
+      return true;
+    });
+    this.controller.signal.addEventListener('abort', woken, { once: true });
+    res.cork(() => {
+      res.writeStatus(statusLine(status));
+      res.writeHeader('X-Request-Id', this.requestId);
+      if (contentType) res.writeHeader('Content-Type', contentType);
+      for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
+    });
+    const it = chunks[Symbol.asyncIterator]();
+    let finished = false;
+    try {
+      for (;;) {
+        const next = await it.next();
+        if (next.done) {
+          finished = true;
+          break;
+        }
+        if (this.aborted) break;
+        let drained = true;
+        res.cork(() => {
+          drained = res.write(next.value);
+        });
+        // uWS keeps what it could not send yet; wait until it has gone before producing more.
+        if (!drained && !this.aborted) await new Promise<void>((resolve) => (wake = resolve));
+        if (this.aborted) break;
+      }
+      if (!this.aborted) res.cork(() => res.end());
+    } catch (err) {
+      finished = true; // the iterator threw, so it is already closed
+      if (!this.aborted) res.close();
+      throw err;
+    } finally {
+      if (!finished) await it.return?.();
+    }
   }
 
   sendError(err: HttpError, closeConnection = false): void {
@@ -222,7 +273,9 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       log: ctxLog,
       server: state,
     });
-    if (result instanceof Reply) {
+    if (result instanceof StreamReply) {
+      await ex.sendStream(result.status, result.contentType, result.headers, result.chunks);
+    } else if (result instanceof Reply) {
       ex.send(result.status, result.body, result.contentType, result.headers);
     } else if (route.response.status === 204 || result === undefined) {
       ex.send(route.response.status, undefined, undefined, {});

@@ -10,7 +10,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { findProjectRoot } from '../config.js';
+import { findProjectRoot, type Config } from '../config.js';
 import { HttpError, INTERNAL_REASON } from '../http/errors.js';
 
 export interface EngineOptions {
@@ -167,6 +167,23 @@ class NativeEngineWrapper implements Engine {
   private assertOpen(): void {
     if (this.closed) throw new HttpError(503, 'SERVICE_UNAVAILABLE', 'Engine is shut down', { headers: { 'Retry-After': '1' } });
   }
+}
+
+/** Engine options as the service configures them; callers may override single fields (benchmarks, calibration). */
+export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptions> = {}): EngineOptions {
+  return {
+    modelDir: config.modelDir,
+    ortLibrary: config.ortLibrary,
+    providers: config.providers,
+    intraThreads: config.intraThreads,
+    inferenceWorkers: config.inferenceWorkers,
+    maxBatch: config.maxBatch,
+    batchWaitUs: config.batchWaitUs,
+    queueCapacity: config.queueCapacity,
+    maxPixels: config.maxPixels,
+    ...(config.recognizer ? { recognizer: config.recognizer } : {}),
+    ...overrides,
+  };
 }
 
 /** Loads the addon and opens the engine: models are loaded and sessions built before this resolves. */

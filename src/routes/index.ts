@@ -9,11 +9,20 @@ import { registerDetect } from './detect.js';
 import { registerDocs } from './docs.js';
 import { registerHealth } from './health.js';
 import { registerVerify } from './verify.js';
+import type { FaceStore } from '../db/face-store.js';
+import { registerFace } from './face.js';
+import { registerGalleries } from './galleries.js';
+import { registerListings } from './listings.js';
+import { registerPhoto } from './photo.js';
 
 export interface RouteDeps {
   engine: Engine;
   photos: PhotoSource;
   serviceVersion: string;
+  /** The face database; without it the database routes are not served (engine-only deployments, tests). */
+  store?: FaceStore;
+  /** Base of links to this service (photo URLs); the request's Host when absent. */
+  publicUrl?: string;
 }
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
@@ -21,6 +30,12 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
   const faces = new FaceService(deps.engine, deps.photos);
   registerDetect(registry, faces);
   registerVerify(registry, faces);
+  if (deps.store) {
+    registerFace(registry, { faces, store: deps.store, publicUrl: deps.publicUrl });
+    registerListings(registry, deps.store, deps.publicUrl);
+    registerGalleries(registry, deps.store);
+    registerPhoto(registry, deps.store);
+  }
   registerHealth(registry, deps.engine);
   registerDocs(registry, {
     title: 'Face recognition service',

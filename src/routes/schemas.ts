@@ -4,7 +4,7 @@
  * multipart and query strings deliver (see http/params.ts).
  */
 import { z } from 'zod';
-import { jsonParam, numberParam, textToBoolean } from '../http/params.js';
+import { jsonParam, numberParam, textToBoolean, textToJson } from '../http/params.js';
 import { DEFAULT_THRESHOLD, THRESHOLD_PRESETS } from '../services/calibration.js';
 import type { Box } from '../services/faces.js';
 import type { PhotoInput } from '../services/photo-source.js';
@@ -74,3 +74,65 @@ export const errorBody = z
     faces: z.array(boxOutput).optional().meta({ description: 'TOO_MANY_FACES only: every face found.' }),
   })
   .meta({ id: 'Error' });
+
+/** A gallery name as the spec limits it. */
+export const galleryName = z
+  .string()
+  .regex(/^[a-zA-Z0-9_-]{1,48}$/, { message: 'gallery names are 1 to 48 characters from a-z, A-Z, 0-9, _ and -' })
+  .meta({ description: 'Gallery name: 1 to 48 characters from a-z, A-Z, 0-9, _ and -.' });
+
+/**
+ * A list of gallery names: a JSON array, repeated fields, or (in multipart,
+ * form and query encodings) a single bare name.
+ */
+export const galleryList = z.preprocess((v) => {
+  if (typeof v !== 'string') return v;
+  const decoded = textToJson(v);
+  return decoded === v ? [v] : decoded;
+}, z.array(galleryName).max(100));
+
+export const faceOutput = z
+  .object({
+    id: int.meta({ description: 'Face id.' }),
+    meta: z.string().meta({ description: 'User-defined identifier; may be empty.' }),
+    photo: z.string().meta({
+      description:
+        'URL of the source photo: the URL it was fetched from, or for uploads GET /v0/photo/<photo_hash>/ of this service (needs the token).',
+    }),
+    photo_hash: z.string().meta({ description: 'SHA-256 of the photo bytes, lower-case hex.' }),
+    timestamp: z.string().meta({ description: 'When the face was added: UTC, ISO 8601 with microseconds, no zone designator.' }),
+    x1: int,
+    y1: int,
+    x2: int,
+    y2: int,
+    galleries: z.array(z.string()).meta({ description: 'Galleries holding the face: default first, then the others sorted.' }),
+  })
+  .meta({ id: 'Face' });
+
+const pageLink = (dir: string) =>
+  z.string().optional().meta({
+    description: `Path and query of the ${dir} page; absent when there is none. Only with limit.`,
+  });
+
+/** Listing answer: results by id descending, plus page links when a limit was given. */
+export const listingOf = <T extends z.ZodType>(item: T, what: string) =>
+  z.object({
+    results: z.array(item).meta({ description: `${what}, ids descending (newest first).` }),
+    next_page: pageLink('next (older)'),
+    prev_page: pageLink('previous (newer)'),
+  });
+
+const pageId = (description: string) =>
+  numberParam(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER)).optional().meta({ description });
+
+export const pageQuery = z.object({
+  limit: numberParam(z.number().int().min(1).max(100_000))
+    .optional()
+    .meta({ description: 'At most this many results per page (1 to 100000); without it, every result in one answer.' }),
+  max_id: pageId('Only results with ids below this (exclusive): the cursor next_page carries.'),
+  min_id: pageId('Only results with ids above this (exclusive): the cursor prev_page carries; with limit, the page is the limit results just above it.'),
+});
+
+export const PAGING_NOTE =
+  'Results are listed by id descending (newest first) and streamed, so any number can be listed. ' +
+  'With limit, next_page (older results, max_id cursor) and prev_page (newer results, min_id cursor) hold the path and query of the neighbouring pages.';

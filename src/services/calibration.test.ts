@@ -1,8 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { CALIBRATION_ANCHORS, DEFAULT_THRESHOLD, isVerified, resolveThreshold, THRESHOLD_PRESETS, toConfidence } from './calibration.js';
+import {
+  CALIBRATIONS,
+  DEFAULT_THRESHOLD,
+  THRESHOLD_PRESETS,
+  assertCalibrated,
+  isVerified,
+  resolveThreshold,
+  toConfidence,
+} from './calibration.js';
 
 describe('calibration', () => {
-  it('maps cosine to [0,1] monotonically, clamping the ends', () => {
+  it('maps cosine to [0,1] monotonically', () => {
     let prev = -Infinity;
     for (let c = -1.2; c <= 1.2; c += 0.01) {
       const v = toConfidence(c);
@@ -11,21 +19,20 @@ describe('calibration', () => {
       expect(v).toBeGreaterThanOrEqual(prev);
       prev = v;
     }
-    expect(toConfidence(1)).toBe(1);
+    expect(toConfidence(1)).toBeGreaterThan(0.999);
+    expect(toConfidence(-1)).toBeLessThan(0.001);
     expect(toConfidence(Number.NaN)).toBe(0);
   });
 
-  it('passes through its anchors', () => {
-    for (const [cos, conf] of CALIBRATION_ANCHORS) expect(toConfidence(cos)).toBeCloseTo(conf, 10);
+  it('gives one half at the logistic centre', () => {
+    expect(toConfidence(CALIBRATIONS.faceres.center)).toBeCloseTo(0.5, 10);
   });
 
-  it('keeps anchors increasing and presets ordered strict > medium > low', () => {
-    for (let i = 1; i < CALIBRATION_ANCHORS.length; i++) {
-      expect(CALIBRATION_ANCHORS[i][0]).toBeGreaterThan(CALIBRATION_ANCHORS[i - 1][0]);
-      expect(CALIBRATION_ANCHORS[i][1]).toBeGreaterThan(CALIBRATION_ANCHORS[i - 1][1]);
-    }
+  it('orders presets strict > default > low and places them at their cosines', () => {
     expect(THRESHOLD_PRESETS.strict).toBeGreaterThan(THRESHOLD_PRESETS.medium);
     expect(THRESHOLD_PRESETS.medium).toBeGreaterThan(THRESHOLD_PRESETS.low);
+    const { cosineAtFar } = CALIBRATIONS.faceres;
+    expect(THRESHOLD_PRESETS.medium).toBeCloseTo(toConfidence(cosineAtFar.medium), 4);
   });
 
   it('resolves thresholds', () => {
@@ -36,5 +43,10 @@ describe('calibration', () => {
     expect(() => resolveThreshold(1.5)).toThrow(RangeError);
     expect(isVerified(0.75, 0.75)).toBe(true);
     expect(isVerified(0.7499, 0.75)).toBe(false);
+  });
+
+  it('refuses a recogniser without measured thresholds', () => {
+    expect(() => assertCalibrated('faceres')).not.toThrow();
+    expect(() => assertCalibrated('mobileface')).toThrow(/no calibration/);
   });
 });

@@ -2,57 +2,71 @@
  * From the recogniser's cosine similarity to the `confidence` clients see,
  * and the threshold presets in that confidence space.
  *
- * Clients compare `confidence` with a threshold (default 0.75, presets
- * strict/medium/low), so confidence must mean the same thing whatever model
- * is loaded. The mapping is a monotone piecewise-linear curve through measured
- * anchor points; the presets are the confidences at the false-accept rates the
- * API has always promised (strict FAR 1e-5, medium 1e-3, low 1e-1).
+ * `confidence` is the probability that two faces belong to one person at
+ * equal priors, from a logistic fit of genuine against impostor pairs:
+ * confidence = 1 / (1 + exp(-slope * (cosine - center))). It means the same
+ * whatever recogniser is loaded, so thresholds stay meaningful; the presets
+ * are the confidences at the false-accept rates the API has always promised
+ * (strict FAR 1e-5, medium 1e-3, low 1e-1).
  *
- * PLACEHOLDER VALUES: the anchors and presets below are not yet measured for
- * our recogniser. They are to be replaced after calibrating on labelled pairs
- * (cosine at each FAR target → preset; genuine/impostor distributions →
- * anchors). Keep this module the only place holding such numbers.
+ * The numbers come from `node dist/bench/accuracy.js` on the labelled photos
+ * (124 genuine and 1646 impostor pairs of 60 faces of 14 people). FAR 1e-1
+ * and 1e-3 are empirical impostor quantiles; 1e-5 is beyond what 1646 pairs
+ * can show, so it is the Gaussian tail of the impostor scores (mean 0.378,
+ * sd 0.070). Each recogniser needs its own numbers: an uncalibrated one is
+ * refused at start-up rather than served with wrong thresholds.
  */
 
-/** [cosine, confidence] anchors, strictly increasing in both; cosines outside are clamped to the ends. */
-export const CALIBRATION_ANCHORS: ReadonlyArray<readonly [number, number]> = [
-  [-1.0, 0.0],
-  [0.0, 0.2], // PLACEHOLDER
-  [0.15, 0.5], // PLACEHOLDER
-  [0.25, 0.6], // PLACEHOLDER
-  [0.35, 0.7], // PLACEHOLDER
-  [0.45, 0.8], // PLACEHOLDER
-  [0.6, 0.9], // PLACEHOLDER
-  [1.0, 1.0],
-];
+export interface Calibration {
+  /** Logistic slope and centre on the cosine axis. */
+  slope: number;
+  center: number;
+  /** Cosine similarity at each false-accept rate target. */
+  cosineAtFar: { strict: number; medium: number; low: number };
+}
 
-/** Preset thresholds in confidence space (PLACEHOLDER until measured at their FAR targets). */
+export const CALIBRATIONS: Readonly<Record<string, Calibration>> = {
+  faceres: {
+    slope: 38.58,
+    center: 0.5067,
+    cosineAtFar: { strict: 0.6787, medium: 0.6162, low: 0.4698 },
+  },
+};
+
+/** The recogniser the presets below belong to (the manifest's default). */
+export const CALIBRATED_RECOGNIZER = 'faceres';
+const active = CALIBRATIONS[CALIBRATED_RECOGNIZER];
+
+/** Confidence in [0, 1] for a cosine similarity; monotone non-decreasing. NaN counts as no similarity. */
+export function toConfidence(cosine: number, c: Calibration = active): number {
+  if (Number.isNaN(cosine)) return 0;
+  return 1 / (1 + Math.exp(-c.slope * (cosine - c.center)));
+}
+
+const round4 = (x: number) => Math.round(x * 1e4) / 1e4;
+
+/** Preset thresholds in confidence space, rounded to 4 decimals. */
 export const THRESHOLD_PRESETS = {
   /** FAR 1e-5 */
-  strict: 0.8, // PLACEHOLDER
+  strict: round4(toConfidence(active.cosineAtFar.strict)),
   /** FAR 1e-3 */
-  medium: 0.7, // PLACEHOLDER
+  medium: round4(toConfidence(active.cosineAtFar.medium)),
   /** FAR 1e-1 */
-  low: 0.57, // PLACEHOLDER
+  low: round4(toConfidence(active.cosineAtFar.low)),
 } as const;
 
 export type ThresholdPreset = keyof typeof THRESHOLD_PRESETS | 'none';
 
 export const DEFAULT_THRESHOLD = 0.75;
 
-/** Confidence in [0, 1] for a cosine similarity; monotone non-decreasing. NaN counts as no similarity. */
-export function toConfidence(cosine: number): number {
-  const a = CALIBRATION_ANCHORS;
-  if (!(cosine > a[0][0])) return a[0][1];
-  if (cosine >= a[a.length - 1][0]) return a[a.length - 1][1];
-  for (let i = 1; i < a.length; i++) {
-    const [x1, y1] = a[i];
-    if (cosine <= x1) {
-      const [x0, y0] = a[i - 1];
-      return y0 + ((cosine - x0) * (y1 - y0)) / (x1 - x0);
-    }
+/** Refuses a recogniser whose thresholds were never measured. */
+export function assertCalibrated(recognizer: string): void {
+  if (recognizer !== CALIBRATED_RECOGNIZER) {
+    throw new Error(
+      `recogniser ${recognizer} has no calibration (thresholds are measured for ${CALIBRATED_RECOGNIZER}); ` +
+        'measure it with bench/accuracy.ts and add it to src/services/calibration.ts',
+    );
   }
-  return a[a.length - 1][1];
 }
 
 /**

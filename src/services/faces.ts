@@ -39,8 +39,18 @@ export class FaceService {
   ) {}
 
   async analyze(req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes'>, signal?: AbortSignal): Promise<Analysis> {
+    return this.analyzeBytes(await this.load(req, signal), req, opts);
+  }
+
+  /** The photo's bytes (uploaded, or fetched from its URL). */
+  async load(req: PhotoRequest, signal?: AbortSignal): Promise<Buffer> {
     const bytes = await this.photos.load(req.photo, req.param, signal);
     signal?.throwIfAborted();
+    return bytes;
+  }
+
+  /** Runs the engine on bytes already loaded by `load` (for callers that keep the photo, e.g. to store it). */
+  async analyzeBytes(bytes: Buffer, req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes'>): Promise<Analysis> {
     try {
       return await this.engine.analyze(bytes, req.boxes ? { ...opts, boxes: req.boxes } : opts);
     } catch (err) {

@@ -1,1 +1,301 @@
+//! Node.js bindings for `face-engine`.
+//!
+//! Deliberately thin: argument conversion, error codes and promise plumbing only. Every export
+//! that does real work returns a promise; the work runs on the engine's own threads and the
+//! promise settles back on the JavaScript thread. Panics are caught at this boundary and
+//! reported as `INTERNAL` rejections rather than aborting the process.
 
+mod error;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use face_engine::{Analysis as CoreAnalysis, AnalyzeOptions as CoreAnalyzeOptions, Engine, EngineError, EngineOptions as CoreEngineOptions};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::error::{reject_now, settle_later};
+
+/// Engine configuration.
+#[napi(object)]
+pub struct EngineOptions {
+    /// Folder holding manifest.json and the converted *.onnx files.
+    pub model_dir: String,
+    /// Path of the ONNX Runtime shared library (libonnxruntime.so).
+    pub ort_library: String,
+    /// Execution providers in priority order, e.g. ["tensorrt", "cuda", "cpu"]; unavailable ones are skipped with a log line.
+    pub providers: Vec<String>,
+    /// ONNX Runtime intra-op threads per session.
+    pub intra_threads: u32,
+    /// Threads per model stage that own sessions and pull batches.
+    pub inference_workers: u32,
+    /// Recogniser batch size cap.
+    pub max_batch: u32,
+    /// How long a partial batch waits for more faces, in microseconds.
+    pub batch_wait_us: u32,
+    /// Requests allowed to wait; beyond it analyze() rejects with OVERLOADED.
+    pub queue_capacity: u32,
+    /// Images whose header says width*height > maxPixels are refused before decoding.
+    pub max_pixels: f64,
+    /// Manifest id of the recogniser (default: the manifest's).
+    pub recognizer: Option<String>,
+    /// Detector score threshold 0..1 (default 0.7).
+    pub detect_threshold: Option<f64>,
+    /// Smallest face side in pixels searched for in large photos (default 40). Raising it to 64
+    /// skips the finest detector tiles and makes 2-megapixel photos about 4x faster.
+    pub min_face: Option<f64>,
+}
+
+/// What to compute for each face.
+#[napi(object)]
+pub struct AnalyzeOptions {
+    /// Compute L2-normalised embeddings.
+    pub embed: bool,
+    pub age: bool,
+    pub gender: bool,
+    pub emotions: bool,
+    /// Caller-given [x1, y1, x2, y2] boxes: one face per box, in order, instead of detection.
+    pub boxes: Option<Vec<Vec<f64>>>,
+}
+
+/// One face in the EXIF-upright image.
+#[napi(object)]
+pub struct FaceResult {
+    pub x1: i32,
+    pub y1: i32,
+    pub x2: i32,
+    pub y2: i32,
+    /// Detector score 0..1 (1 for caller-given boxes).
+    pub score: f64,
+    /// Flat [x, y, ...] keypoints used for alignment: right eye, left eye, nose, mouth, right ear, left ear (subject's sides).
+    pub landmarks: Vec<f64>,
+    /// Integer years.
+    pub age: Option<u32>,
+    #[napi(ts_type = "\"male\" | \"female\"")]
+    pub gender: Option<String>,
+    /// All 7 labels, most likely first.
+    pub emotions: Option<Vec<String>>,
+}
+
+/// Result of analyze().
+#[napi(object)]
+pub struct Analysis {
+    /// Upright image width.
+    pub width: u32,
+    /// Upright image height.
+    pub height: u32,
+    /// Detected faces biggest first; caller boxes in the given order.
+    pub faces: Vec<FaceResult>,
+    /// faces.length * dim values, row-major; empty when embed is false.
+    pub embeddings: Float32Array,
+    pub dim: u32,
+}
+
+/// A loaded model.
+#[napi(object)]
+pub struct ModelInfo {
+    pub id: String,
+    pub onnx: String,
+}
+
+/// What the engine runs on.
+#[napi(object)]
+pub struct EngineInfo {
+    /// Execution providers in use, highest priority first.
+    pub providers: Vec<String>,
+    /// SIMD level used for similarity ("avx512f", "avx2+fma" or "scalar").
+    pub simd: String,
+    pub recognizer: String,
+    pub dim: u32,
+    pub models: Vec<ModelInfo>,
+}
+
+/// Face detection, embedding and attributes over ONNX Runtime.
+#[napi]
+pub struct FaceEngine {
+    engine: Mutex<Option<Engine>>,
+}
+
+#[napi]
+impl FaceEngine {
+    /// Loads the runtime and models and starts the worker threads.
+    #[napi(ts_return_type = "Promise<FaceEngine>")]
+    pub fn open<'env>(env: &'env Env, opts: EngineOptions) -> Result<Object<'env>> {
+        let (deferred, promise) = env.create_deferred()?;
+        let options = match catch_unwind(AssertUnwindSafe(|| core_engine_options(opts))) {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => return reject_now(deferred, promise, e),
+            Err(_) => return reject_now(deferred, promise, EngineError::Internal("panic while reading options".into())),
+        };
+        // Loading models takes a while; it gets a thread of its own.
+        std::thread::Builder::new()
+            .name("face-engine-open".into())
+            .spawn(move || {
+                let result = catch_unwind(AssertUnwindSafe(|| Engine::open(options)))
+                    .unwrap_or_else(|_| Err(EngineError::Internal("panic while opening the engine".into())));
+                settle_later(deferred, result, |_env, engine| Ok(FaceEngine { engine: Mutex::new(Some(engine)) }));
+            })
+            .map_err(|e| Error::from_reason(format!("cannot start engine thread: {e}")))?;
+        Ok(promise)
+    }
+
+    /// Finds the faces in an image (JPEG, PNG or WebP bytes) and computes what `opts` asks for.
+    #[napi(ts_return_type = "Promise<Analysis>")]
+    pub fn analyze<'env>(&self, env: &'env Env, image: Buffer, opts: AnalyzeOptions) -> Result<Object<'env>> {
+        let (deferred, promise) = env.create_deferred()?;
+        let prepared = catch_unwind(AssertUnwindSafe(|| -> std::result::Result<_, EngineError> {
+            let engine = self.engine()?;
+            Ok((engine, image.to_vec(), core_analyze_options(opts)?))
+        }));
+        let (engine, bytes, options) = match prepared {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => return reject_now(deferred, promise, e),
+            Err(_) => return reject_now(deferred, promise, EngineError::Internal("panic while reading arguments".into())),
+        };
+        // The completion callback owns the deferred; if submission is refused (OVERLOADED) the
+        // callback is dropped unrun, so the deferred travels through a shared slot to be
+        // rejected here instead.
+        let slot = std::sync::Arc::new(Mutex::new(Some(deferred)));
+        let in_callback = std::sync::Arc::clone(&slot);
+        let submitted = engine.submit(bytes, options, move |result| {
+            if let Some(deferred) = in_callback.lock().ok().and_then(|mut d| d.take()) {
+                settle_later(deferred, result, |_env, analysis| Ok(js_analysis(analysis)));
+            }
+        });
+        if let Err(e) = submitted {
+            if let Some(deferred) = slot.lock().ok().and_then(|mut d| d.take()) {
+                return reject_now(deferred, promise, e);
+            }
+        }
+        Ok(promise)
+    }
+
+    /// Reports execution providers, SIMD level, recogniser and embedding size.
+    #[napi]
+    pub fn info(&self) -> Result<EngineInfo> {
+        let engine = self.engine().map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+        let info = engine.info();
+        Ok(EngineInfo {
+            providers: info.providers,
+            simd: info.simd,
+            recognizer: info.recognizer,
+            dim: info.dim as u32,
+            models: info.models.into_iter().map(|(id, onnx)| ModelInfo { id, onnx }).collect(),
+        })
+    }
+
+    /// Cosine similarity of every row of `a` against every row of `b` (rows of `dim` values);
+    /// the result has a.rows x b.rows values, row-major.
+    #[napi(ts_return_type = "Promise<Float32Array>")]
+    pub fn similarity<'env>(&self, env: &'env Env, a: Float32Array, b: Float32Array, dim: u32) -> Result<Object<'env>> {
+        let (deferred, promise) = env.create_deferred()?;
+        let engine = match self.engine() {
+            Ok(e) => e,
+            Err(e) => return reject_now(deferred, promise, e),
+        };
+        let (a, b) = (a.to_vec(), b.to_vec());
+        let slot = std::sync::Arc::new(Mutex::new(Some(deferred)));
+        let in_job = std::sync::Arc::clone(&slot);
+        let spawned = engine.spawn(move || {
+            let result = catch_unwind(AssertUnwindSafe(|| Engine::similarity(&a, &b, dim as usize)))
+                .unwrap_or_else(|_| Err(EngineError::Internal("panic in similarity".into())));
+            if let Some(deferred) = in_job.lock().ok().and_then(|mut d| d.take()) {
+                settle_later(deferred, result, |_env, m| Ok(Float32Array::new(m)));
+            }
+        });
+        if let Err(e) = spawned {
+            if let Some(deferred) = slot.lock().ok().and_then(|mut d| d.take()) {
+                return reject_now(deferred, promise, e);
+            }
+        }
+        Ok(promise)
+    }
+
+    /// Stops accepting work. Requests already queued finish; the models are unloaded when the
+    /// last one completes.
+    #[napi]
+    pub fn close(&self) {
+        if let Ok(mut e) = self.engine.lock() {
+            e.take();
+        }
+    }
+}
+
+impl FaceEngine {
+    fn engine(&self) -> std::result::Result<Engine, EngineError> {
+        self.engine
+            .lock()
+            .map_err(|_| EngineError::Internal("engine lock poisoned".into()))?
+            .clone()
+            .ok_or_else(|| EngineError::Internal("engine is closed".into()))
+    }
+}
+
+fn core_engine_options(o: EngineOptions) -> std::result::Result<CoreEngineOptions, EngineError> {
+    let positive = |name: &str, v: u32| {
+        if v == 0 { Err(EngineError::BadParam(format!("{name} must be positive"))) } else { Ok(v as usize) }
+    };
+    if !(o.max_pixels.is_finite() && o.max_pixels >= 1.0) {
+        return Err(EngineError::BadParam("maxPixels must be a positive number".into()));
+    }
+    Ok(CoreEngineOptions {
+        model_dir: PathBuf::from(o.model_dir),
+        ort_library: PathBuf::from(o.ort_library),
+        providers: o.providers,
+        intra_threads: positive("intraThreads", o.intra_threads)?,
+        inference_workers: positive("inferenceWorkers", o.inference_workers)?,
+        max_batch: positive("maxBatch", o.max_batch)?,
+        batch_wait_us: o.batch_wait_us as u64,
+        queue_capacity: positive("queueCapacity", o.queue_capacity)?,
+        max_pixels: o.max_pixels as u64,
+        recognizer: o.recognizer,
+        detect_threshold: o.detect_threshold.map(|t| t as f32),
+        min_face: match o.min_face {
+            None => CoreEngineOptions::default().min_face,
+            Some(m) if m.is_finite() && m >= 8.0 => m as f32,
+            Some(_) => return Err(EngineError::BadParam("minFace must be at least 8".into())),
+        },
+        ..CoreEngineOptions::default()
+    })
+}
+
+fn core_analyze_options(o: AnalyzeOptions) -> std::result::Result<CoreAnalyzeOptions, EngineError> {
+    let boxes = match o.boxes {
+        None => None,
+        Some(list) => Some(
+            list.into_iter()
+                .enumerate()
+                .map(|(i, b)| match b.as_slice() {
+                    [x1, y1, x2, y2] => Ok([*x1 as f32, *y1 as f32, *x2 as f32, *y2 as f32]),
+                    _ => Err(EngineError::BadParam(format!("box {i} must have 4 numbers"))),
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?,
+        ),
+    };
+    Ok(CoreAnalyzeOptions { embed: o.embed, age: o.age, gender: o.gender, emotions: o.emotions, boxes })
+}
+
+fn js_analysis(a: CoreAnalysis) -> Analysis {
+    Analysis {
+        width: a.width,
+        height: a.height,
+        faces: a
+            .faces
+            .into_iter()
+            .map(|f| FaceResult {
+                x1: f.x1,
+                y1: f.y1,
+                x2: f.x2,
+                y2: f.y2,
+                score: f.score as f64,
+                landmarks: f.landmarks.into_iter().map(|v| v as f64).collect(),
+                age: f.age,
+                gender: f.gender.map(|g| g.as_str().to_string()),
+                emotions: f.emotions,
+            })
+            .collect(),
+        embeddings: Float32Array::new(a.embeddings),
+        dim: a.dim as u32,
+    }
+}

@@ -52,7 +52,7 @@ fn main() {
 /// Writes a half-size copy of the photo with each face's box (green) and keypoints (red).
 fn draw(bytes: &[u8], a: &face_engine::Analysis, path: &str, dir: &str) {
     let mut img = face_engine::image_io::decode(bytes, u64::MAX).expect("decodes").image;
-    let mut put = |img: &mut image::RgbImage, x: i32, y: i32, c: [u8; 3]| {
+    let put = |img: &mut image::RgbImage, x: i32, y: i32, c: [u8; 3]| {
         if x >= 0 && y >= 0 && (x as u32) < img.width() && (y as u32) < img.height() {
             img.put_pixel(x as u32, y as u32, image::Rgb(c));
         }

@@ -66,6 +66,35 @@ pub fn header_dimensions(bytes: &[u8], format: Format) -> Result<(u32, u32)> {
         .map_err(|e| EngineError::ImageCorrupt(e.to_string()))
 }
 
+/// Whether a JPEG stream reaches its end-of-image marker after the first scan.
+///
+/// Header segments are skipped by their lengths (an EXIF thumbnail carries its own end marker,
+/// which must not count); inside entropy-coded data a 0xFF byte is always followed by 0x00 or a
+/// restart marker, so the first `FF D9` after the scan starts is the real end.
+pub fn jpeg_has_end(bytes: &[u8]) -> bool {
+    let mut i = 2; // after SOI
+    while i + 4 <= bytes.len() {
+        if bytes[i] != 0xFF {
+            return false;
+        }
+        let marker = bytes[i + 1];
+        match marker {
+            0xFF => i += 1, // fill byte
+            0xD8 | 0x01 | 0xD0..=0xD7 => i += 2,
+            0xD9 => return true,
+            _ => {
+                let len = u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]) as usize;
+                if marker == 0xDA {
+                    let scan = i + 2 + len;
+                    return scan <= bytes.len() && bytes[scan..].windows(2).any(|w| w == [0xFF, 0xD9]);
+                }
+                i += 2 + len;
+            }
+        }
+    }
+    false
+}
+
 /// A decoded, upright image.
 #[derive(Debug)]
 pub struct Decoded {
@@ -83,6 +112,11 @@ pub fn decode(bytes: &[u8], max_pixels: u64) -> Result<Decoded> {
     }
     if pixels == 0 {
         return Err(EngineError::ImageCorrupt("image has no pixels".into()));
+    }
+    if format == Format::Jpeg && !jpeg_has_end(bytes) {
+        // The JPEG decoder fills a cut-off scan with grey and reports success; a face search on
+        // half a photo would silently miss people, so a missing end marker is an error.
+        return Err(EngineError::ImageCorrupt("JPEG data ends before the end-of-image marker".into()));
     }
     let corrupt = |e: image::ImageError| EngineError::ImageCorrupt(e.to_string());
     let mut reader = ImageReader::with_format(Cursor::new(bytes), format.image_format());
@@ -178,6 +212,22 @@ pub(crate) mod tests {
                 assert_eq!(err.code(), "IMAGE_CORRUPT", "{format:?} cut at {cut}: {err}");
             }
         }
+    }
+
+    #[test]
+    fn jpeg_cut_inside_the_scan_is_corrupt() {
+        let img = RgbImage::from_fn(64, 64, |x, y| Rgb([(x * 4) as u8, (y * 4) as u8, 90]));
+        let jpeg = encode(&img, ImageFormat::Jpeg);
+        assert!(jpeg_has_end(&jpeg));
+        assert!(!jpeg_has_end(&jpeg[..jpeg.len() - 2]));
+        let err = decode(&jpeg[..jpeg.len() * 3 / 4], 1 << 20).unwrap_err();
+        assert_eq!(err.code(), "IMAGE_CORRUPT");
+        // Bytes after the end marker (some cameras append data) are fine.
+        let mut trailing = jpeg.clone();
+        trailing.extend_from_slice(&[0u8; 100]);
+        assert!(decode(&trailing, 1 << 20).is_ok());
+        // An EXIF block does not confuse the segment walk.
+        assert!(jpeg_has_end(&with_exif_orientation(&jpeg, 6)));
     }
 
     #[test]

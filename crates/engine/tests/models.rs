@@ -1,0 +1,268 @@
+//! End-to-end checks against the real converted models.
+//!
+//! These need `models/manifest.json` with `models/onnx/*.onnx` (produced by `npm run models`)
+//! and onnxruntime-node's shared library; when either is missing each test prints why and
+//! passes without checking anything. The labelled photo set in `../shared/testdata/faces` is
+//! optional in the same way.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use face_engine::{AnalyzeOptions, Engine, EngineOptions};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn ort_library() -> PathBuf {
+    std::env::var_os("FACE_ORT_LIBRARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1"))
+}
+
+/// The shared engine, or `None` (with the reason printed) when models or runtime are absent.
+fn engine() -> Option<&'static Engine> {
+    static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let models = root().join("models");
+            let has_onnx = std::fs::read_dir(models.join("onnx"))
+                .map(|d| d.flatten().any(|e| e.path().extension().is_some_and(|x| x == "onnx")))
+                .unwrap_or(false);
+            if !models.join("manifest.json").exists() || !has_onnx {
+                eprintln!("SKIPPED: no converted models in {} (run `npm run models`)", models.display());
+                return None;
+            }
+            if !ort_library().exists() {
+                eprintln!("SKIPPED: onnxruntime library not found at {}", ort_library().display());
+                return None;
+            }
+            let opts = EngineOptions {
+                model_dir: models,
+                ort_library: ort_library(),
+                inference_workers: 2,
+                queue_capacity: 256,
+                ..EngineOptions::default()
+            };
+            Some(Engine::open(opts).expect("engine opens with the converted models"))
+        })
+        .as_ref()
+}
+
+fn demo(n: u32) -> Vec<u8> {
+    std::fs::read(root().join(format!("node_modules/@vladmandic/face-api/demo/sample{n}.jpg"))).expect("demo photo")
+}
+
+const ALL: AnalyzeOptions = AnalyzeOptions { embed: true, age: true, gender: true, emotions: true, boxes: None };
+const DETECT_ONLY: AnalyzeOptions = AnalyzeOptions { embed: false, age: false, gender: false, emotions: false, boxes: None };
+
+#[test]
+fn demo_photos_have_the_known_face_counts() {
+    let Some(engine) = engine() else { return };
+    let expected = [3, 3, 3, 4, 5, 4];
+    let mut got = Vec::new();
+    for (i, want) in expected.iter().enumerate() {
+        let t = Instant::now();
+        let a = engine.analyze(&demo(i as u32 + 1), &DETECT_ONLY).unwrap();
+        eprintln!("sample{}: {} faces in {:?}", i + 1, a.faces.len(), t.elapsed());
+        got.push(a.faces.len());
+        assert!(a.faces.len() != *want || a.faces.iter().all(|f| f.score >= 0.7));
+    }
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn analysis_fields_are_consistent() {
+    let Some(engine) = engine() else { return };
+    let a = engine.analyze(&demo(6), &ALL).unwrap();
+    assert_eq!((a.width, a.height), (1920, 1537));
+    assert_eq!(a.dim, engine.info().dim);
+    assert_eq!(a.embeddings.len(), a.faces.len() * a.dim);
+    for (i, f) in a.faces.iter().enumerate() {
+        let row = &a.embeddings[i * a.dim..(i + 1) * a.dim];
+        let norm: f32 = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "embedding {i} has norm {norm}");
+        assert!(f.x1 < f.x2 && f.y1 < f.y2 && f.x2 <= 1920 && f.y2 <= 1537);
+        assert_eq!(f.landmarks.len(), 12);
+        assert!(f.age.is_some_and(|a| a < 120));
+        assert!(f.gender.is_some());
+        assert_eq!(f.emotions.as_ref().map(Vec::len), Some(7));
+        // Landmarks lie in or near their box.
+        for p in f.landmarks.chunks(2) {
+            assert!(p[0] > f.x1 as f32 - 0.3 * (f.x2 - f.x1) as f32 && p[0] < f.x2 as f32 + 0.3 * (f.x2 - f.x1) as f32);
+        }
+    }
+    // Biggest first.
+    let areas: Vec<i32> = a.faces.iter().map(|f| (f.x2 - f.x1) * (f.y2 - f.y1)).collect();
+    assert!(areas.windows(2).all(|w| w[0] >= w[1]), "{areas:?}");
+    // Nothing requested beyond detection: no embeddings, no attributes.
+    let d = engine.analyze(&demo(6), &DETECT_ONLY).unwrap();
+    assert!(d.embeddings.is_empty());
+    assert!(d.faces.iter().all(|f| f.age.is_none() && f.gender.is_none() && f.emotions.is_none()));
+}
+
+#[test]
+fn caller_boxes_give_the_same_identity() {
+    let Some(engine) = engine() else { return };
+    let bytes = demo(3);
+    let detected = engine.analyze(&bytes, &ALL).unwrap();
+    let boxes: Vec<[f32; 4]> = detected.faces.iter().map(|f| [f.x1 as f32, f.y1 as f32, f.x2 as f32, f.y2 as f32]).collect();
+    let mut reversed = boxes.clone();
+    reversed.reverse();
+    let given = engine.analyze(&bytes, &AnalyzeOptions { boxes: Some(reversed), ..ALL }).unwrap();
+    assert_eq!(given.faces.len(), boxes.len());
+    let dim = detected.dim;
+    let sims = Engine::similarity(&detected.embeddings, &given.embeddings, dim).unwrap();
+    let n = boxes.len();
+    for i in 0..n {
+        let same = sims[i * n + (n - 1 - i)];
+        assert!(same > 0.9, "face {i}: same face via its box scores {same}");
+        for j in 0..n {
+            if j != n - 1 - i {
+                assert!(sims[i * n + j] < same, "face {i} is closer to another face");
+            }
+        }
+    }
+    assert!(given.faces.iter().all(|f| f.score == 1.0 && f.landmarks.len() == 12));
+    // Out-of-image and inverted boxes are refused.
+    let bad = engine.analyze(&bytes, &AnalyzeOptions { boxes: Some(vec![[5000.0, 10.0, 5100.0, 100.0]]), ..DETECT_ONLY });
+    assert_eq!(bad.unwrap_err().code(), "BAD_PARAM");
+    let bad = engine.analyze(&bytes, &AnalyzeOptions { boxes: Some(vec![[50.0, 10.0, 10.0, 100.0]]), ..DETECT_ONLY });
+    assert_eq!(bad.unwrap_err().code(), "BAD_PARAM");
+}
+
+#[test]
+fn image_errors_have_their_codes() {
+    let Some(engine) = engine() else { return };
+    let bytes = demo(1);
+    assert_eq!(engine.analyze(&[], &DETECT_ONLY).unwrap_err().code(), "IMAGE_CORRUPT");
+    assert_eq!(engine.analyze(&bytes[..bytes.len() / 2], &DETECT_ONLY).unwrap_err().code(), "IMAGE_CORRUPT");
+    assert_eq!(engine.analyze(b"GIF89a\x01\x00\x01\x00", &DETECT_ONLY).unwrap_err().code(), "IMAGE_UNSUPPORTED");
+    let small = Engine::open(EngineOptions {
+        model_dir: root().join("models"),
+        ort_library: ort_library(),
+        max_pixels: 1_000_000,
+        ..EngineOptions::default()
+    })
+    .unwrap();
+    assert_eq!(small.analyze(&bytes, &DETECT_ONLY).unwrap_err().code(), "IMAGE_TOO_LARGE");
+}
+
+#[test]
+fn concurrent_requests_agree_and_overload_is_reported() {
+    let Some(engine) = engine() else { return };
+    let bytes = Arc::new(demo(2));
+    let reference = engine.analyze(&bytes, &ALL).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = Instant::now();
+    let n = 8;
+    for _ in 0..n {
+        let tx = tx.clone();
+        engine.submit(bytes.to_vec(), ALL, move |r| tx.send(r).unwrap()).unwrap();
+    }
+    for _ in 0..n {
+        let a = rx.recv().unwrap().unwrap();
+        assert_eq!(a.faces.len(), reference.faces.len());
+        let sims = Engine::similarity(&a.embeddings[..a.dim], &reference.embeddings[..a.dim], a.dim).unwrap();
+        assert!(sims[0] > 0.999);
+    }
+    eprintln!("{n} concurrent analyses of a 1920px photo (all outputs): {:?}, {:.1} images/s", t.elapsed(), n as f64 / t.elapsed().as_secs_f64());
+
+    // A one-slot queue behind two busy pipeline threads refuses the surplus.
+    let tight = Engine::open(EngineOptions {
+        model_dir: root().join("models"),
+        ort_library: ort_library(),
+        queue_capacity: 1,
+        pipeline_threads: 1,
+        ..EngineOptions::default()
+    })
+    .unwrap();
+    let mut refused = 0;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut accepted = 0;
+    for _ in 0..10 {
+        let tx = tx.clone();
+        match tight.submit(bytes.to_vec(), DETECT_ONLY, move |r| tx.send(r.map(|a| a.faces.len())).unwrap()) {
+            Ok(()) => accepted += 1,
+            Err(e) => {
+                assert_eq!(e.code(), "OVERLOADED");
+                refused += 1;
+            }
+        }
+    }
+    for _ in 0..accepted {
+        assert_eq!(rx.recv().unwrap().unwrap(), reference.faces.len());
+    }
+    assert!(refused >= 7, "expected most of a burst of 10 to be refused, {refused} were");
+}
+
+#[test]
+fn exif_rotated_photo_reports_upright_coordinates() {
+    let Some(engine) = engine() else { return };
+    // Re-encode sample 4 rotated 90° counter-clockwise with an orientation tag saying "rotate
+    // 90° clockwise to display": the engine must see the original upright photo.
+    let upright = image::load_from_memory(&demo(4)).unwrap().to_rgb8();
+    let stored = image::imageops::rotate270(&upright);
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 92).encode_image(&stored).unwrap();
+    let tagged = with_orientation(&jpeg, 6);
+    let a = engine.analyze(&tagged, &DETECT_ONLY).unwrap();
+    let b = engine.analyze(&demo(4), &DETECT_ONLY).unwrap();
+    assert_eq!((a.width, a.height), (b.width, b.height));
+    assert_eq!(a.faces.len(), b.faces.len());
+    for (fa, fb) in a.faces.iter().zip(&b.faces) {
+        let centre = |f: &face_engine::Face| ((f.x1 + f.x2) as f32 / 2.0, (f.y1 + f.y2) as f32 / 2.0);
+        let (ca, cb) = (centre(fa), centre(fb));
+        assert!((ca.0 - cb.0).abs() < 20.0 && (ca.1 - cb.1).abs() < 20.0, "{ca:?} vs {cb:?}");
+    }
+}
+
+fn with_orientation(jpeg: &[u8], orientation: u16) -> Vec<u8> {
+    let mut tiff = b"MM\0\x2A".to_vec();
+    tiff.extend_from_slice(&8u32.to_be_bytes());
+    tiff.extend_from_slice(&1u16.to_be_bytes());
+    tiff.extend_from_slice(&0x0112u16.to_be_bytes());
+    tiff.extend_from_slice(&3u16.to_be_bytes());
+    tiff.extend_from_slice(&1u32.to_be_bytes());
+    tiff.extend_from_slice(&orientation.to_be_bytes());
+    tiff.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    let mut payload = b"Exif\0\0".to_vec();
+    payload.extend_from_slice(&tiff);
+    let mut out = jpeg[..2].to_vec();
+    out.extend_from_slice(&[0xFF, 0xE1]);
+    out.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
+    out.extend_from_slice(&payload);
+    out.extend_from_slice(&jpeg[2..]);
+    out
+}
+
+#[test]
+fn labelled_photos_face_counts() {
+    let Some(engine) = engine() else { return };
+    let dir = root().join("../shared/testdata/faces");
+    let Ok(text) = std::fs::read_to_string(dir.join("labels.json")) else {
+        eprintln!("SKIPPED: labelled photos not found at {}", dir.display());
+        return;
+    };
+    let labels: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (mut right, mut counted) = (0, 0);
+    let mut wrong = Vec::new();
+    for entry in labels.as_array().unwrap() {
+        let Some(expected) = entry["faces"].as_u64() else { continue };
+        let file = entry["file"].as_str().unwrap();
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        let got = engine.analyze(&bytes, &DETECT_ONLY).unwrap().faces.len() as u64;
+        counted += 1;
+        if got == expected {
+            right += 1;
+        } else {
+            wrong.push(format!("{file}: expected {expected}, got {got}"));
+        }
+    }
+    eprintln!("labelled photos: {right}/{counted} face counts right");
+    for w in &wrong {
+        eprintln!("  {w}");
+    }
+    assert!(right * 100 >= counted * 95, "{right}/{counted} right");
+}

@@ -1,0 +1,155 @@
+/**
+ * Adding faces to the database and reading, changing and deleting one:
+ * POST /v0/face/ and GET/PUT/DELETE /v0/face/id/<id>/.
+ */
+import { z } from 'zod';
+import { HttpError, notFound } from '../http/errors.js';
+import { jsonParam, numberParam } from '../http/params.js';
+import { Reply, type RouteRegistry } from '../http/registry.js';
+import { DEFAULT_GALLERY, type FaceStore, type GalleryChange } from '../db/face-store.js';
+import { boxOf, selectFaces, type FaceService } from '../services/faces.js';
+import { baseUrl, renderFace } from './face-view.js';
+import { boxesParam, faceOutput, galleryList, mfSelectorParam, photoParam } from './schemas.js';
+
+const META_MAX = 500;
+
+export const metaParam = z
+  .string()
+  .max(META_MAX)
+  .refine((s) => !s.includes('\u0000'), { message: 'meta must not contain NUL characters' })
+  .meta({ description: `User-defined identifier (a name, an id); at most ${META_MAX} characters; compared case-sensitively.` });
+
+export const addFaceRequest = z.object({
+  photo: photoParam('The photo to take faces from.'),
+  meta: metaParam.default(''),
+  bbox: boxesParam('Faces to add instead of detecting them; overrides mf_selector.').optional(),
+  mf_selector: mfSelectorParam,
+  galleries: galleryList
+    .default([])
+    .meta({ description: 'Galleries to add the faces to besides default, which always holds them. Each must exist.' }),
+  cam_id: z.uuid().optional().meta({ description: 'UUID of the camera the photo came from.' }),
+});
+
+const faceIdParams = z.object({
+  id: numberParam(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).meta({ description: 'Face id (a positive integer).' }),
+});
+
+const galleryChange = jsonParam(
+  z
+    .object({ add: galleryList.optional(), del: galleryList.optional(), set: galleryList.optional() })
+    .strict()
+    .refine((o) => [o.add, o.del, o.set].filter((v) => v !== undefined).length === 1, {
+      message: 'give exactly one of add, del, set',
+    })
+    .transform((o): GalleryChange => (o.add ? { add: o.add } : o.del ? { del: o.del } : { set: o.set ?? [] })),
+).meta({
+  description:
+    'Exactly one of {"add": [...]}, {"del": [...]}, {"set": [...]}: add to, remove from, or replace the galleries. ' +
+    'default is always kept; naming it is allowed and changes nothing.',
+});
+
+export const updateFaceRequest = z.object({
+  meta: metaParam.optional(),
+  person_id: numberParam(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER))
+    .nullable()
+    .optional()
+    .meta({ description: 'Id of the person the face belongs to; null clears it.' }),
+  galleries: galleryChange.optional(),
+});
+
+export const addFaceResponse = z.object({ results: z.array(faceOutput).meta({ description: 'The faces added, in id order.' }) });
+
+export interface FaceRouteDeps {
+  faces: FaceService;
+  store: FaceStore;
+  publicUrl?: string;
+}
+
+export function registerFace(registry: RouteRegistry, { faces, store, publicUrl }: FaceRouteDeps): void {
+  registry.define({
+    method: 'POST',
+    path: '/v0/face/',
+    summary: 'Detect faces on a photo and add them to the database',
+    description:
+      'Faces, gallery memberships and the photo are stored in one transaction: on any error nothing is stored. ' +
+      'Without bbox, mf_selector chooses among the detected faces; no face answers 422 NO_FACE, and reject with ' +
+      'several faces answers 400 TOO_MANY_FACES with the boxes in `faces`. An unknown gallery answers 404 naming it.',
+    auth: true,
+    request: addFaceRequest,
+    response: { status: 200, description: 'The faces added.', schema: addFaceResponse },
+    errors: [400, 401, 404, 413, 415, 422],
+    async handler({ input, signal, headers }) {
+      const extra = input.galleries.filter((g) => g !== DEFAULT_GALLERY);
+      // Cheap check first, so a typo does not cost an inference; the transaction checks again.
+      for (const g of new Set(extra)) {
+        if (!(await store.galleryExists(g))) throw new HttpError(404, 'NOT_FOUND', `Unknown gallery: ${g}`, { param: 'galleries' });
+      }
+      const req = { photo: input.photo, param: 'photo', boxes: input.bbox, boxesParam: 'bbox' };
+      const bytes = await faces.load(req, signal);
+      const analysis = await faces.analyzeBytes(bytes, req, { embed: true, age: false, gender: false, emotions: false });
+      const chosen = selectFaces(analysis.faces, input.mf_selector, 'photo', input.bbox !== undefined);
+      const { dim, embeddings } = analysis;
+      const stored = await store.addFaces({
+        photo: bytes,
+        photoUrl: typeof input.photo === 'string' ? input.photo.trim() : undefined,
+        faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
+        meta: input.meta,
+        galleries: extra,
+        camId: input.cam_id,
+      });
+      const base = baseUrl(headers, publicUrl);
+      return { results: stored.map((f) => renderFace(f, base)) };
+    },
+  });
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/face/id/:id/',
+    summary: 'Get one face',
+    auth: true,
+    params: faceIdParams,
+    response: { status: 200, description: 'The face.', schema: faceOutput },
+    errors: [400, 401, 404],
+    async handler({ params, headers }) {
+      const face = await store.getFace(params.id);
+      if (!face) throw notFound(`No face with id ${params.id}`);
+      return renderFace(face, baseUrl(headers, publicUrl));
+    },
+  });
+
+  registry.define({
+    method: 'PUT',
+    path: '/v0/face/id/:id/',
+    summary: 'Change the meta, person or galleries of a face',
+    description: 'Fields left out stay as they are. An unknown gallery answers 404 naming it and changes nothing.',
+    auth: true,
+    params: faceIdParams,
+    request: updateFaceRequest,
+    response: { status: 200, description: 'The face as updated.', schema: faceOutput },
+    errors: [400, 401, 404],
+    async handler({ params, input, headers }) {
+      const face = await store.updateFace(params.id, {
+        meta: input.meta,
+        personId: input.person_id,
+        galleries: input.galleries,
+      });
+      if (!face) throw notFound(`No face with id ${params.id}`);
+      return renderFace(face, baseUrl(headers, publicUrl));
+    },
+  });
+
+  registry.define({
+    method: 'DELETE',
+    path: '/v0/face/id/:id/',
+    summary: 'Delete a face',
+    description: 'When it was the last face of its photo, the stored photo is deleted too.',
+    auth: true,
+    params: faceIdParams,
+    response: { status: 204, description: 'Deleted.' },
+    errors: [400, 401, 404],
+    async handler({ params }) {
+      if (!(await store.deleteFace(params.id))) throw notFound(`No face with id ${params.id}`);
+      return Reply.empty(204);
+    },
+  });
+}

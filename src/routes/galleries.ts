@@ -1,0 +1,64 @@
+/**
+ * Galleries: list, create, delete (with every face in them). `default`
+ * always exists and cannot be deleted.
+ */
+import { z } from 'zod';
+import { badParam, HttpError, notFound } from '../http/errors.js';
+import { Reply, type RouteRegistry } from '../http/registry.js';
+import { DEFAULT_GALLERY, type FaceStore } from '../db/face-store.js';
+import { galleryName } from './schemas.js';
+
+const galleryPath = z.object({ gallery: galleryName });
+
+const galleriesResponse = z.object({
+  results: z.array(z.string()).meta({ description: 'Gallery names: default first, then the others sorted.' }),
+});
+
+export function registerGalleries(registry: RouteRegistry, store: FaceStore): void {
+  registry.define({
+    method: 'GET',
+    path: '/v0/galleries/',
+    summary: 'List the galleries',
+    auth: true,
+    response: { status: 200, description: 'All gallery names.', schema: galleriesResponse },
+    errors: [401],
+    async handler() {
+      return { results: await store.listGalleries() };
+    },
+  });
+
+  registry.define({
+    method: 'POST',
+    path: '/v0/galleries/:gallery/',
+    summary: 'Create a gallery',
+    description: 'An invalid name answers 400 BAD_PARAM; an existing one 409 CONFLICT.',
+    auth: true,
+    params: galleryPath,
+    response: { status: 201, description: 'Created; no body.' },
+    errors: [400, 401, 409],
+    async handler({ params }) {
+      if (!(await store.createGallery(params.gallery))) {
+        throw new HttpError(409, 'CONFLICT', `Gallery ${params.gallery} already exists`, { param: 'gallery' });
+      }
+      return Reply.empty(201);
+    },
+  });
+
+  registry.define({
+    method: 'DELETE',
+    path: '/v0/galleries/:gallery/',
+    summary: 'Delete a gallery and every face in it',
+    description:
+      'Faces in the gallery are deleted (not just removed from it), with photos no face uses any more, in one transaction. ' +
+      'The default gallery holds every face and cannot be deleted: 400 BAD_PARAM.',
+    auth: true,
+    params: galleryPath,
+    response: { status: 204, description: 'Deleted.' },
+    errors: [400, 401, 404],
+    async handler({ params }) {
+      if (params.gallery === DEFAULT_GALLERY) throw badParam('gallery', 'The default gallery cannot be deleted');
+      if (!(await store.deleteGallery(params.gallery))) throw notFound(`Unknown gallery: ${params.gallery}`);
+      return Reply.empty(204);
+    },
+  });
+}

@@ -1,0 +1,128 @@
+/**
+ * Reading the face database in bulk: faces by meta, all faces, a gallery's
+ * faces, and per-meta summaries, each also restricted to one gallery.
+ *
+ * Every listing streams from a database cursor straight into the response,
+ * so memory does not grow with the number of faces; `limit` with the
+ * `max_id`/`min_id` cursors pages through them.
+ */
+import { z } from 'zod';
+import type { RouteRegistry } from '../http/registry.js';
+import type { FaceStore, MetaSummary, Page, StoredFace } from '../db/face-store.js';
+import { baseUrl, renderFace, streamListing } from './face-view.js';
+import { faceOutput, galleryName, listingOf, PAGING_NOTE, pageQuery } from './schemas.js';
+
+const metaPath = z.object({
+  meta: z.string().meta({
+    description: 'The meta, percent-encoded (a space is %20; a + stays a plus). Matched exactly and case-sensitively.',
+  }),
+});
+const galleryPath = z.object({ gallery: galleryName });
+const galleryMetaPath = galleryPath.extend(metaPath.shape);
+
+const facesListing = listingOf(faceOutput, 'Faces');
+const metaSummary = z
+  .object({
+    meta: z.string(),
+    count: z.number().int().meta({ description: 'Number of faces with this meta (in the gallery, for gallery listings).' }),
+    face: faceOutput.meta({ description: 'The first face (lowest id) with this meta.' }),
+  })
+  .meta({ id: 'MetaSummary' });
+const metaListing = listingOf(metaSummary, 'One summary per distinct meta, ordered by the id of its first face');
+
+function pageOf(q: z.output<typeof pageQuery>): Page {
+  return { limit: q.limit, maxId: q.max_id, minId: q.min_id };
+}
+
+const enc = encodeURIComponent;
+
+export function registerListings(registry: RouteRegistry, store: FaceStore, publicUrl?: string): void {
+  const faceList = (path: string, filter: { meta?: string; gallery?: string }, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) =>
+    store.listFaces(filter, pageOf(q)).then((listing) => {
+      const base = baseUrl(headers, publicUrl);
+      return streamListing(listing, (f: StoredFace) => renderFace(f, base), path, q.limit);
+    });
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/face/meta/:meta/',
+    summary: 'Faces with a given meta',
+    description: PAGING_NOTE,
+    auth: true,
+    params: metaPath,
+    request: pageQuery,
+    response: { status: 200, description: 'Faces whose meta equals the given one.', schema: facesListing },
+    errors: [400, 401],
+    handler: ({ params, input, headers }) => faceList(`/v0/face/meta/${enc(params.meta)}/`, { meta: params.meta }, input, headers),
+  });
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/face/gallery/:gallery/meta/:meta/',
+    summary: 'Faces of a gallery with a given meta',
+    description: PAGING_NOTE,
+    auth: true,
+    params: galleryMetaPath,
+    request: pageQuery,
+    response: { status: 200, description: 'Faces in the gallery whose meta equals the given one.', schema: facesListing },
+    errors: [400, 401, 404],
+    handler: ({ params, input, headers }) =>
+      faceList(`/v0/face/gallery/${params.gallery}/meta/${enc(params.meta)}/`, { meta: params.meta, gallery: params.gallery }, input, headers),
+  });
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/faces/',
+    summary: 'All stored faces',
+    description: PAGING_NOTE,
+    auth: true,
+    request: pageQuery,
+    response: { status: 200, description: 'Every face.', schema: facesListing },
+    errors: [400, 401],
+    handler: ({ input, headers }) => faceList('/v0/faces/', {}, input, headers),
+  });
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/faces/gallery/:gallery/',
+    summary: 'The faces of one gallery',
+    description: PAGING_NOTE,
+    auth: true,
+    params: galleryPath,
+    request: pageQuery,
+    response: { status: 200, description: 'Every face in the gallery.', schema: facesListing },
+    errors: [400, 401, 404],
+    handler: ({ params, input, headers }) => faceList(`/v0/faces/gallery/${params.gallery}/`, { gallery: params.gallery }, input, headers),
+  });
+
+  const metaList = async (path: string, gallery: string | undefined, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) => {
+    const listing = await store.listMeta({ gallery }, pageOf(q));
+    const base = baseUrl(headers, publicUrl);
+    return streamListing(listing, (m: MetaSummary) => ({ meta: m.meta, count: m.count, face: renderFace(m.face, base) }), path, q.limit);
+  };
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/meta/',
+    summary: 'Every distinct meta with its face count and first face',
+    description: `${PAGING_NOTE} Here the ids are those of each meta's first face.`,
+    auth: true,
+    request: pageQuery,
+    response: { status: 200, description: 'One summary per meta.', schema: metaListing },
+    errors: [400, 401],
+    handler: ({ input, headers }) => metaList('/v0/meta/', undefined, input, headers),
+  });
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/meta/gallery/:gallery/',
+    summary: 'Every distinct meta in a gallery with its face count and first face there',
+    description: `${PAGING_NOTE} Here the ids are those of each meta's first face in the gallery.`,
+    auth: true,
+    params: galleryPath,
+    request: pageQuery,
+    response: { status: 200, description: 'One summary per meta in the gallery.', schema: metaListing },
+    errors: [400, 401, 404],
+    handler: ({ params, input, headers }) => metaList(`/v0/meta/gallery/${params.gallery}/`, params.gallery, input, headers),
+  });
+}

@@ -1,0 +1,60 @@
+/**
+ * Photos for tests: the face-api demo samples shipped in node_modules, the
+ * labelled photos in ../shared/testdata/faces when present, and a blank PNG
+ * made here (a valid image with no face on it).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { deflateSync, crc32 } from 'node:zlib';
+import { findProjectRoot } from '../../src/config.js';
+
+const root = findProjectRoot();
+
+/** sample1.jpg … sample6.jpg and the number of faces on each. */
+export const SAMPLE_FACES: Record<number, number> = { 1: 3, 2: 3, 3: 3, 4: 4, 5: 5, 6: 4 };
+
+export function sample(n: number): Buffer {
+  return readFileSync(path.join(root, 'node_modules/@vladmandic/face-api/demo', `sample${n}.jpg`));
+}
+
+export const sharedFacesDir = path.resolve(root, '..', 'shared', 'testdata', 'faces');
+export const haveSharedFaces = existsSync(path.join(sharedFacesDir, 'labels.json'));
+
+export function sharedFace(file: string): Buffer {
+  return readFileSync(path.join(sharedFacesDir, file));
+}
+
+function chunk(type: string, data: Buffer): Buffer {
+  const len = Buffer.alloc(4);
+  len.writeUInt32BE(data.length);
+  const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(body));
+  return Buffer.concat([len, body, crc]);
+}
+
+/** A uniformly grey 8-bit greyscale PNG. */
+export function blankPng(width = 96, height = 96): Buffer {
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(width, 0);
+  ihdr.writeUInt32BE(height, 4);
+  ihdr[8] = 8; // bit depth
+  ihdr[9] = 0; // greyscale
+  const rows = Buffer.alloc((width + 1) * height, 0x80);
+  for (let y = 0; y < height; y++) rows[y * (width + 1)] = 0; // filter: none
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(rows)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+export function form(fields: Record<string, string | Buffer>, type = 'image/jpeg'): FormData {
+  const fd = new FormData();
+  for (const [k, v] of Object.entries(fields)) {
+    if (typeof v === 'string') fd.append(k, v);
+    else fd.append(k, new Blob([new Uint8Array(v)], { type }), `${k}.bin`);
+  }
+  return fd;
+}
