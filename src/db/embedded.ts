@@ -20,7 +20,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, openSync, closeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -133,12 +133,19 @@ function freePort(): Promise<number> {
   });
 }
 
+/** Whether `pid` is a running process; a zombie (dead, not yet reaped, e.g. in a container without an init) is not. */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return existsSync('/proc') ? false : true;
   }
 }
 
@@ -317,6 +324,11 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedServ
     owned = opts.takeOver ?? true;
     log?.info({ pid, port }, 'embedded PostgreSQL already running on this data directory: using it');
   } else {
+    if (running) {
+      // Postgres trusts a lock file whose pid exists; a zombie or a recycled pid would keep it from starting.
+      log?.warn({ pid: running.pid }, 'removing the stale lock file of a PostgreSQL server that is gone');
+      await fs.rm(path.join(pgDir, 'postmaster.pid'), { force: true });
+    }
     for (let attempt = 1; ; attempt++) {
       port = opts.port ?? (await freePort());
       child = spawnServer(bin, pgDir, port, logFile, owner);
@@ -324,9 +336,13 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedServ
         await waitReady(child, pgDir, logFile);
         break;
       } catch (err) {
+        const text = String(err);
         // A free port can be taken between the probe and the bind; another one will do.
-        const portClash = /could not (bind|create listen socket)/i.test(String(err));
-        if (opts.port !== undefined || !portClash || attempt >= 3) throw err;
+        const portClash = opts.port === undefined && /could not (bind|create listen socket)/i.test(text);
+        // After a crash, backends of the old server can hold its shared memory for a moment.
+        const leftovers = /shared memory block is still in use|lock file .* already exists/i.test(text);
+        if (!(portClash || leftovers) || attempt >= 5) throw err;
+        await new Promise((r) => setTimeout(r, 500 * attempt));
       }
     }
     pid = child.pid as number;

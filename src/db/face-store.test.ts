@@ -317,8 +317,10 @@ describe('concurrency', () => {
           .addFaces({ photo: photos[i % 5], faces: [face(i)], meta: `m${i % 3}`, galleries: i % 2 ? ['x'] : ['x', 'y'] })
           .then(async ([f]) => {
             added.push(f.id);
-            // Every third face is deleted again at once, racing the adds of the same photos.
-            if (i % 3 === 0) expect(await store.deleteFace(f.id)).toBe(true);
+            // Some faces outside y (which is being deleted meanwhile) are deleted again at once, racing the adds of the same photos.
+            if (i % 6 === 3) expect(await store.deleteFace(f.id)).toBe(true);
+            // The others in y may already be gone with it; deleting is then a no-op.
+            else if (i % 6 === 0) await store.deleteFace(f.id);
           }),
       );
     }

@@ -124,6 +124,9 @@ export type AnyRoute = RouteDef<AnyObject | undefined, AnyObject | undefined, z.
   handler: (ctx: RouteContext<any, any>) => Promise<unknown>;
 };
 
+/** Success statuses that may be answered without a body (201: the created resource is named by the request path). */
+const BODILESS = new Set([201, 204]);
+
 /** Statuses any route may answer with; documented once for all. */
 export const COMMON_ERRORS = [500, 503] as const;
 
@@ -140,7 +143,7 @@ export class RouteRegistry {
     if (!Array.isArray(def.errors)) throw new Error(`${where}: a route lists its error statuses`);
     if (def.auth && !def.errors.includes(401)) throw new Error(`${where}: an authenticated route documents 401`);
     if (def.request && !def.errors.includes(400)) throw new Error(`${where}: a route with parameters documents 400`);
-    if (def.response.status !== 204 && !def.response.schema && !def.response.alternatives?.length) {
+    if (!BODILESS.has(def.response.status) && !def.response.schema && !def.response.alternatives?.length) {
       throw new Error(`${where}: a response with a body needs a schema`);
     }
     const names = patternParams(def.path);

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { StaticTokenVerifier } from '../auth.js';
 import { createLogger } from '../log.js';
 import { boolParam } from './params.js';
-import { RouteRegistry } from './registry.js';
+import { Reply, RouteRegistry } from './registry.js';
 import { listen, type HttpServer } from './server.js';
 
 let server: HttpServer | undefined;
@@ -133,5 +133,77 @@ describe('HTTP server', () => {
     await closed;
     await expect(fetch(`${base}/v0/slow/`, { method: 'POST' })).rejects.toThrow();
     server = undefined;
+  });
+});
+
+describe('streamed replies', () => {
+  /** A route streaming `count` chunks of `size` bytes, recording how far the producer got and whether it was closed. */
+  function streamRegistry(count: number, size: number, failAt?: number) {
+    const registry = new RouteRegistry();
+    const state = { produced: 0, closed: false };
+    registry.define({
+      method: 'GET',
+      path: '/stream',
+      summary: 'Streams chunks',
+      auth: false,
+      response: { status: 200, description: 'chunks', alternatives: ['text/plain'] },
+      errors: [],
+      async handler() {
+        async function* chunks() {
+          try {
+            for (let i = 0; i < count; i++) {
+              if (i === failAt) throw new Error('producer failed');
+              state.produced++;
+              yield Buffer.alloc(size, 97 + (i % 26));
+            }
+          } finally {
+            state.closed = true;
+          }
+        }
+        return Reply.stream(chunks(), 'text/plain');
+      },
+    });
+    return { registry, state };
+  }
+
+  it('sends every chunk in order', async () => {
+    const { registry, state } = streamRegistry(50, 1000);
+    const base = await start(registry);
+    const res = await fetch(`${base}/stream`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/plain');
+    const body = Buffer.from(await res.arrayBuffer());
+    expect(body.length).toBe(50_000);
+    expect(body[0]).toBe(97);
+    expect(body[49_999]).toBe(97 + (49 % 26));
+    expect(state.closed).toBe(true);
+  });
+
+  it('does not run ahead of a slow reader, and closes the producer when the client leaves', async () => {
+    const { registry, state } = streamRegistry(2000, 64 * 1024);
+    const base = await start(registry);
+    await new Promise<void>((resolve) => {
+      const req = http.get(`${base}/stream`, (res) => {
+        res.pause();
+        // Nothing is read for a while: the producer must stall long before the 128 MiB are produced.
+        setTimeout(() => {
+          expect(state.produced).toBeLessThan(400);
+          req.destroy();
+          resolve();
+        }, 500);
+      });
+      req.on('error', () => {});
+    });
+    await until(() => state.closed);
+    expect(state.closed).toBe(true);
+    expect(state.produced).toBeLessThan(2000);
+  });
+
+  it('cuts the connection when the producer fails after the status was sent, so no client takes a partial body as whole', async () => {
+    const { registry, state } = streamRegistry(100, 1000, 10);
+    const base = await start(registry);
+    // Whether the cut comes before or after the headers reached the client depends on buffering; either way it fails.
+    await expect(fetch(`${base}/stream`).then((res) => res.arrayBuffer())).rejects.toThrow();
+    expect(state.closed).toBe(true);
   });
 });

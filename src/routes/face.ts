@@ -121,7 +121,9 @@ export function registerFace(registry: RouteRegistry, { faces, store, publicUrl 
     method: 'PUT',
     path: '/v0/face/id/:id/',
     summary: 'Change the meta, person or galleries of a face',
-    description: 'Fields left out stay as they are. An unknown gallery answers 404 naming it and changes nothing.',
+    description:
+      'Fields left out stay as they are. An unknown gallery answers 404 naming it and changes nothing. ' +
+      'person_id is stored with the face but, like cam_id, is not part of the Face representation.',
     auth: true,
     params: faceIdParams,
     request: updateFaceRequest,

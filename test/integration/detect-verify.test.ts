@@ -190,6 +190,20 @@ describe('POST /v0/verify/', () => {
     expect(r.body.results[0].confidence).toBeGreaterThan(0.99);
   });
 
+  it('is verified at the top level only when every face of photo1 has a match on photo2', async () => {
+    const detected = await post('/v1/detect/', form({ photo: demoPhoto(1) }));
+    const f = detected.body.faces[0];
+    const one = JSON.stringify([[f.x1, f.y1, f.x2, f.y2]]);
+    const allVsOne = await post('/v0/verify/', form({ photo1: demoPhoto(1), photo2: demoPhoto(1), mf_selector: 'all', bbox2: one }));
+    expect(allVsOne.status).toBe(200);
+    expect(allVsOne.body.results).toHaveLength(3);
+    expect(allVsOne.body.results.filter((p: any) => p.verified)).toHaveLength(1);
+    expect(allVsOne.body.verified).toBe(false);
+    const oneVsAll = await post('/v0/verify/', form({ photo1: demoPhoto(1), photo2: demoPhoto(1), mf_selector: 'all', bbox1: one }));
+    expect(oneVsAll.body.results).toHaveLength(3);
+    expect(oneVsAll.body.verified).toBe(true);
+  });
+
   it.runIf(HAVE_TESTDATA)('verifies two different photos of one person', async () => {
     for (const [a, b] of [
       ['barack_obama__1.jpg', 'barack_obama__4.jpg'],

@@ -61,7 +61,7 @@ export function form(fields: Record<string, Buffer | string>, contentType = 'ima
   const fd = new FormData();
   for (const [name, value] of Object.entries(fields)) {
     if (typeof value === 'string') fd.append(name, value);
-    else fd.append(name, new Blob([value], { type: contentType }), `${name}.bin`);
+    else fd.append(name, new Blob([new Uint8Array(value)], { type: contentType }), `${name}.bin`);
   }
   return fd;
 }

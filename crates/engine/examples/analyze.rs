@@ -1,7 +1,9 @@
 //! Prints the faces found in each image given on the command line, one line per image.
 //!
 //! `cargo run --release -p face-engine --example analyze -- photo.jpg ...`
-//! Environment: FACE_MODEL_DIR (default models), FACE_ORT_LIBRARY, FACE_THRESHOLD, FACE_MIN_FACE.
+//! Environment: FACE_MODEL_DIR (default models), FACE_ORT_LIBRARY, FACE_THRESHOLD, FACE_MIN_FACE,
+//! FACE_DETECTOR (manifest id), FACE_VERBOSE (per-face lines), FACE_DRAW=<dir> (annotated
+//! previews), FACE_DUMP=<file> (append path, face count and first embedding per image).
 
 use std::time::Instant;
 
@@ -29,6 +31,12 @@ fn main() {
         let ms = t.elapsed().as_secs_f64() * 1000.0;
         match analysis {
             Ok(a) => {
+                if let Ok(out) = std::env::var("FACE_DUMP") {
+                    use std::io::Write;
+                    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(out).expect("dump file");
+                    let row: Vec<String> = a.embeddings.iter().take(a.dim).map(|v| format!("{v:.6}")).collect();
+                    writeln!(f, "{path}\t{}\t{}", a.faces.len(), row.join(",")).unwrap();
+                }
                 if let Ok(dir) = std::env::var("FACE_DRAW") {
                     draw(&bytes, &a, &path, &dir);
                 }

@@ -134,11 +134,13 @@ pub struct EngineInfo {
     pub models: Vec<(String, String)>,
 }
 
-/// Canonical keypoint positions (right eye, left eye, nose, mouth) in the frame the
-/// recogniser was trained on, as fractions of a square of the detector box's size centred on
-/// the box. Measured as the mean detector keypoints over frontal faces; ears are left out
-/// because they vanish or swing with head yaw.
-const FACE_TEMPLATE: [(f32, f32); 4] = [(0.315, 0.36), (0.685, 0.36), (0.5, 0.58), (0.5, 0.77)];
+/// Canonical keypoint positions (right eye, left eye, nose, mouth) as fractions of a square of
+/// the detector box's size centred on the box: the median detector keypoints over 138 faces of
+/// the demo and labelled photos, made left-right symmetric. Aligning to where the detector puts
+/// keypoints on an average face keeps the crop framed as the recogniser's publisher framed it
+/// (box-centred), while levelling the eyes. Ears are left out because they vanish or swing with
+/// head yaw. On the labelled identities this gave ROC AUC 0.992 (cosine, faceres).
+const FACE_TEMPLATE: [(f32, f32); 4] = [(0.295, 0.29), (0.705, 0.29), (0.5, 0.555), (0.5, 0.75)];
 /// Keypoint indices matching [`FACE_TEMPLATE`].
 const TEMPLATE_KEYPOINTS: [usize; 4] = [kp::RIGHT_EYE, kp::LEFT_EYE, kp::NOSE, kp::MOUTH];
 /// The recogniser crop is the detector box enlarged this much (as the FaceRes pipeline it was

@@ -1,0 +1,141 @@
+//! Construction options for a [`crate::ShardSet`].
+
+use crate::error::{IndexError, Result};
+
+/// How the ANN graph stores each vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    /// 4 bytes per component: exact similarities, most memory.
+    F32,
+    /// 2 bytes per component: ~1e-3 similarity error, half the memory and bandwidth.
+    F16,
+    /// 1 byte per component: usearch scales each unit vector into [-127, 127]; coarse
+    /// enough that rankings shuffle near ties, so pair it with exact re-ranking.
+    I8,
+}
+
+impl Scalar {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scalar::F32 => "f32",
+            Scalar::F16 => "f16",
+            Scalar::I8 => "i8",
+        }
+    }
+
+    pub(crate) fn to_usearch(self) -> usearch::ScalarKind {
+        match self {
+            Scalar::F32 => usearch::ScalarKind::F32,
+            Scalar::F16 => usearch::ScalarKind::F16,
+            Scalar::I8 => usearch::ScalarKind::I8,
+        }
+    }
+
+    pub(crate) fn tag(self) -> u8 {
+        match self {
+            Scalar::F32 => 1,
+            Scalar::F16 => 2,
+            Scalar::I8 => 3,
+        }
+    }
+
+    pub(crate) fn from_tag(tag: u8) -> Option<Scalar> {
+        match tag {
+            1 => Some(Scalar::F32),
+            2 => Some(Scalar::F16),
+            3 => Some(Scalar::I8),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Scalar {
+    type Err = IndexError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" => Ok(Scalar::F32),
+            "f16" => Ok(Scalar::F16),
+            "i8" => Ok(Scalar::I8),
+            other => Err(IndexError::BadOption(format!(
+                "unknown scalar kind {other:?} (f32, f16, i8)"
+            ))),
+        }
+    }
+}
+
+/// Options for a [`crate::ShardSet`]. Everything except `dims` has a usable default.
+#[derive(Debug, Clone)]
+pub struct ShardSetOptions {
+    /// Embedding dimension (the recogniser's output size, e.g. 1024).
+    pub dims: usize,
+    /// Number of shards; 0 means one per available core. Recorded in every snapshot:
+    /// snapshots written with a different count are refused (rebuild).
+    pub shards: usize,
+    pub scalar: Scalar,
+    /// HNSW edges per node; 0 lets usearch choose (16).
+    pub connectivity: usize,
+    /// Candidate list size while inserting; 0 lets usearch choose (128).
+    pub expansion_add: usize,
+    /// Candidate list size while searching; 0 lets usearch choose (64). Raised to the
+    /// requested candidate count automatically.
+    pub expansion_search: usize,
+    /// Keep an f32 copy of every vector so f16/i8 candidates can be re-scored exactly.
+    /// Costs `dims * 4` bytes per face (4 KiB at 1024 dims, i.e. 4 GiB per million faces)
+    /// on top of the index, and the copy is written into snapshots. Ignored for F32,
+    /// whose graph already holds exact vectors.
+    pub keep_exact: bool,
+    /// When re-ranking, fetch `n * oversample` candidates per shard before re-scoring.
+    pub oversample: usize,
+    /// Gallery-restricted searches on a shard where the gallery has at most this many
+    /// members score those members directly instead of walking the graph: a filtered
+    /// graph walk has to visit about `expansion / selectivity` nodes, which for a tiny
+    /// gallery is the whole shard.
+    pub exact_scan_below: usize,
+    /// Upper bound on concurrent `search` calls; usearch needs one scratch context per
+    /// concurrent search on each shard, so further callers wait rather than fail.
+    pub max_concurrent_searches: usize,
+}
+
+impl ShardSetOptions {
+    pub fn new(dims: usize) -> Self {
+        ShardSetOptions {
+            dims,
+            shards: 0,
+            scalar: Scalar::F16,
+            connectivity: 0,
+            expansion_add: 0,
+            expansion_search: 0,
+            keep_exact: true,
+            oversample: 4,
+            exact_scan_below: 2048,
+            max_concurrent_searches: 32,
+        }
+    }
+
+    /// Fills defaults and rejects nonsense.
+    pub(crate) fn resolved(&self) -> Result<ShardSetOptions> {
+        let mut o = self.clone();
+        if o.dims == 0 {
+            return Err(IndexError::BadOption("dims must be at least 1".into()));
+        }
+        if o.shards == 0 {
+            o.shards = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1);
+        }
+        if o.shards > 4096 {
+            return Err(IndexError::BadOption("more than 4096 shards".into()));
+        }
+        if o.scalar == Scalar::F32 {
+            o.keep_exact = false;
+        }
+        o.oversample = o.oversample.max(1);
+        o.max_concurrent_searches = o.max_concurrent_searches.max(1);
+        Ok(o)
+    }
+
+    /// Whether search results are re-scored in f32 before merging.
+    pub fn reranks(&self) -> bool {
+        self.scalar != Scalar::F32 && self.keep_exact
+    }
+}

@@ -1,0 +1,222 @@
+/**
+ * The service as a process: first start on an empty data directory (embedded
+ * PostgreSQL initialised, admin token printed once), the token CLI against
+ * the running service, a SIGKILL in the middle of a stream of adds, a
+ * restart on the same data directory, and a graceful stop.
+ *
+ * Runs the built JavaScript (dist/), which it rebuilds first.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findProjectRoot } from '../../src/config.js';
+import { PhotoBlobs } from '../../src/services/photo-blobs.js';
+import { form, sample } from '../helpers/images.js';
+
+const run = promisify(execFile);
+const root = findProjectRoot();
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+let dir: string;
+let dataDir: string;
+let env: NodeJS.ProcessEnv;
+
+interface Service {
+  child: ChildProcess;
+  base: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `node dist/src/main.js` and waits for its "listening" log line. */
+async function startService(): Promise<Service> {
+  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setInterval(() => {
+      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(out);
+      if (m) {
+        clearInterval(timer);
+        resolve(Number(m[1]));
+      }
+    }, 50);
+    exited.then((code) => {
+      clearInterval(timer);
+      reject(new Error(`service exited (${code}) before listening:\n${out.slice(-3000)}`));
+    });
+  });
+  return { child, base: `http://127.0.0.1:${port}`, output: () => out, exited };
+}
+
+let token: string;
+const auth = () => ({ Authorization: `Token ${token}` });
+
+beforeAll(async () => {
+  await run('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root });
+  dir = await mkdtemp(path.join(os.tmpdir(), 'face-restart-'));
+  await chmod(dir, 0o755);
+  dataDir = path.join(dir, 'data');
+  env = { ...process.env, FACE_DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', FACE_INFERENCE_WORKERS: '1' };
+  delete env.DATABASE_URL;
+  delete env.FACE_TOKEN;
+});
+
+afterAll(async () => {
+  // Whatever happened above, leave no database server running.
+  const pidFile = path.join(dataDir, 'pg', 'postmaster.pid');
+  if (existsSync(pidFile)) {
+    const pid = Number((await import('node:fs')).readFileSync(pidFile, 'utf8').split('\n')[0]);
+    try {
+      process.kill(pid, 'SIGINT');
+    } catch {
+      // already gone
+    }
+    for (let i = 0; i < 100 && existsSync(pidFile); i++) await new Promise((r) => setTimeout(r, 100));
+  }
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('the service process', () => {
+  let service: Service;
+
+  it('initialises its database on first start and prints an admin token once', async () => {
+    service = await startService();
+    const m = /Admin API token \(shown once, keep it\): (\S+)/.exec(service.output());
+    expect(m).not.toBeNull();
+    token = m![1];
+    expect(existsSync(path.join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
+    const r = await fetch(`${service.base}/v0/galleries/`, { headers: auth() });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ results: ['default'] });
+    expect((await fetch(`${service.base}/v0/galleries/crash/`, { method: 'POST', headers: auth() })).status).toBe(201);
+  });
+
+  it('manages tokens with the CLI while the service runs', async () => {
+    const cli = (...args: string[]) => run(process.execPath, [path.join(root, 'dist/src/cli/token.js'), ...args], { env });
+    const created = await cli('create', 'ci robot');
+    const id = Number(/^id: (\d+)$/m.exec(created.stdout)![1]);
+    const newToken = /^token: (\S+)$/m.exec(created.stdout)![1];
+    const h = { Authorization: `Token ${newToken}` };
+    expect((await fetch(`${service.base}/v0/galleries/`, { headers: h })).status).toBe(200);
+    const listed = (await cli('list')).stdout;
+    expect(listed).toMatch(/^1\tadmin\t.*\tactive$/m);
+    expect(listed).toMatch(new RegExp(`^${id}\\tci robot\\t.*\\tactive$`, 'm'));
+    expect(listed).not.toContain(newToken);
+    await cli('revoke', String(id));
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 401; i++) {
+      status = (await fetch(`${service.base}/v0/galleries/`, { headers: h })).status;
+      if (status !== 401) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).toBe(401);
+    expect((await cli('list')).stdout).toMatch(new RegExp(`^${id}\\tci robot\\t.*\\trevoked `, 'm'));
+    await expect(cli('revoke', String(id))).rejects.toMatchObject({ code: 1 });
+    await expect(cli('frobnicate')).rejects.toMatchObject({ code: 2 });
+  });
+
+  it('loses no acknowledged add and half-writes none when killed mid-stream', { timeout: 300_000 }, async () => {
+    const acknowledged: Array<{ id: number; meta: string; hash: string }> = [];
+    let stop = false;
+    let n = 0;
+    // Two faces per add, so a half-written add would show as a lone face.
+    const bbox = JSON.stringify([
+      [40, 40, 160, 170],
+      [200, 60, 300, 180],
+    ]);
+    const worker = async () => {
+      while (!stop) {
+        const k = n++;
+        const photo = Buffer.concat([sample((k % 6) + 1), Buffer.from(`crash-${k}`)]);
+        const meta = `crash-${k}`;
+        try {
+          const r = await fetch(`${service.base}/v0/face/`, {
+            method: 'POST',
+            headers: auth(),
+            body: form({ photo, meta, bbox, galleries: '["crash"]' }),
+          });
+          if (r.status === 200) {
+            const body = (await r.json()) as { results: Array<{ id: number }> };
+            for (const f of body.results) acknowledged.push({ id: f.id, meta, hash: sha(photo) });
+          }
+        } catch {
+          // The process died under this request: it may or may not have been stored, and either is fine.
+        }
+      }
+    };
+    const workers = Array.from({ length: 4 }, worker);
+    while (acknowledged.length < 16) await new Promise((r) => setTimeout(r, 20));
+    service.child.kill('SIGKILL');
+    stop = true;
+    await Promise.all(workers);
+    await service.exited;
+    expect(acknowledged.length).toBeGreaterThanOrEqual(16);
+
+    service = await startService();
+    // The killed service's database server outlived it; the new process takes it over.
+    expect(service.output()).toContain('embedded PostgreSQL already running');
+    expect(service.output()).not.toContain('Admin API token');
+    for (const a of acknowledged) {
+      const r = await fetch(`${service.base}/v0/face/id/${a.id}/`, { headers: auth() });
+      expect(r.status, `face ${a.id}`).toBe(200);
+      const f = (await r.json()) as { meta: string; photo_hash: string; galleries: string[]; photo: string };
+      expect(f).toMatchObject({ meta: a.meta, photo_hash: a.hash, galleries: ['default', 'crash'] });
+      const photo = await fetch(f.photo, { headers: auth() });
+      expect(photo.status).toBe(200);
+      expect(sha(Buffer.from(await photo.arrayBuffer()))).toBe(a.hash);
+    }
+    const all = ((await (await fetch(`${service.base}/v0/faces/`, { headers: auth() })).json()) as {
+      results: Array<{ meta: string; photo_hash: string; galleries: string[] }>;
+    }).results;
+    const perMeta = new Map<string, number>();
+    for (const f of all) {
+      perMeta.set(f.meta, (perMeta.get(f.meta) ?? 0) + 1);
+      expect(f.galleries).toEqual(['default', 'crash']);
+    }
+    for (const [meta, count] of perMeta) expect(count, meta).toBe(2);
+    for (const a of acknowledged) expect(perMeta.has(a.meta)).toBe(true);
+
+    // Blobs written by adds that never committed are swept after the restart.
+    const wanted = [...new Set(all.map((f) => f.photo_hash))].sort();
+    const blobs = new PhotoBlobs(path.join(dataDir, 'photos'));
+    let onDisk: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      onDisk = [];
+      for await (const e of blobs.walk()) if (!e.temporary) onDisk.push(e.hash);
+      onDisk.sort();
+      if (onDisk.join() === wanted.join()) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(onDisk).toEqual(wanted);
+  });
+
+  it('recovers when the database server is killed too', { timeout: 120_000 }, async () => {
+    const { readFileSync } = await import('node:fs');
+    const pgPid = Number(readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const before = ((await (await fetch(`${service.base}/v0/faces/`, { headers: auth() })).json()) as { results: unknown[] }).results;
+    service.child.kill('SIGKILL');
+    process.kill(pgPid, 'SIGKILL');
+    await service.exited;
+    service = await startService();
+    expect(service.output()).toContain('embedded PostgreSQL started');
+    const after = ((await (await fetch(`${service.base}/v0/faces/`, { headers: auth() })).json()) as { results: unknown[] }).results;
+    // Photo URLs name the host asked, whose port changed with the restart; everything else is as it was.
+    const withoutUrl = (faces: unknown[]) => faces.map((f) => ({ ...(f as object), photo: undefined }));
+    expect(withoutUrl(after)).toEqual(withoutUrl(before));
+    expect(after.length).toBeGreaterThan(0);
+  });
+
+  it('stops gracefully on SIGTERM, database included', async () => {
+    service.child.kill('SIGTERM');
+    expect(await service.exited).toBe(0);
+    expect(service.output()).toContain('"msg":"stopped"');
+    expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
+  });
+});
