@@ -117,7 +117,7 @@ impl EmotionModel {
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<Vec<(String, f32)>>> {
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let mut data = Vec::with_capacity(chunk.len() * self.input.len());
+            let mut data = Vec::with_capacity(chunk.len() * self.input.values_per_image());
             for crop in chunk {
                 self.input.push_image(crop, &mut data);
             }

@@ -447,7 +447,7 @@ mod tests {
         })
         .unwrap();
         // Wait until the blocking job has left the queue.
-        while pool.shared.jobs.lock().unwrap().len() > 0 {
+        while !pool.shared.jobs.lock().unwrap().is_empty() {
             std::thread::yield_now();
         }
         for i in 1..=2 {

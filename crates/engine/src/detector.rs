@@ -379,7 +379,8 @@ pub fn pyramid(photo: &RgbImage, scales: &[f32]) -> Vec<RgbImage> {
 
 /// Writes the detector input for `pass` as NHWC floats (`value = pixel * scale + offset`),
 /// padding outside the photo with black.
-pub fn render_pass(level_img: &RgbImage, photo_w: u32, photo_h: u32, pass: &Pass, input: u32, scale: f32, offset: f32, out: &mut [f32]) {
+pub fn render_pass(level_img: &RgbImage, photo_w: u32, photo_h: u32, pass: &Pass, spec: &crate::manifest::InputSpec, out: &mut [f32]) {
+    let (input, scale, offset) = (spec.width, spec.scale, spec.offset);
     let (lw, lh) = level_img.dimensions();
     // Level pixels per photo pixel on each axis (levels are rounded to whole pixels).
     let kx = lw as f32 / photo_w as f32;
@@ -438,7 +439,7 @@ impl DetectorModel {
         let (session, report) = rt.session(&crate::manifest::Manifest::onnx_path(dir, entry), providers, intra)?;
         let max_batch = if entry.input.dynamic_batch { max_batch.max(1) } else { 1 };
         let mut m = DetectorModel { session, input: entry.input.clone(), id: entry.id.clone(), anchors: Vec::new(), max_batch, threshold };
-        let blank = vec![0f32; entry.input.len()];
+        let blank = vec![0f32; entry.input.values_per_image()];
         m.run(vec![blank])?;
         Ok((m, report))
     }
@@ -618,7 +619,11 @@ mod tests {
         let img = RgbImage::from_pixel(4, 4, image::Rgb([255, 255, 255]));
         let pass = Pass { origin_x: -2.0, origin_y: -2.0, scale: 1.0, level: 0, tiled: false };
         let mut out = vec![0f32; 8 * 8 * 3];
-        render_pass(&img, 4, 4, &pass, 8, 1.0 / 127.5, -1.0, &mut out);
+        let spec: crate::manifest::InputSpec = serde_json::from_str(
+            r#"{"name":"x","height":8,"width":8,"channels":3,"scale":0.00784313725490196,"offset":-1.0}"#,
+        )
+        .unwrap();
+        render_pass(&img, 4, 4, &pass, &spec, &mut out);
         assert_eq!(out[0], -1.0);
         let centre = (3 * 8 + 3) * 3;
         assert!((out[centre] - 1.0).abs() < 1e-6);

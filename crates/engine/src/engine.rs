@@ -368,7 +368,7 @@ impl Engine {
 
     /// Cosine similarity of every row of `a` against every row of `b`.
     pub fn similarity(a: &[f32], b: &[f32], dim: usize) -> Result<Vec<f32>> {
-        if dim == 0 || a.len() % dim != 0 || b.len() % dim != 0 {
+        if dim == 0 || !a.len().is_multiple_of(dim) || !b.len().is_multiple_of(dim) {
             return Err(EngineError::BadParam(format!("vector lengths {} and {} are not multiples of dim {dim}", a.len(), b.len())));
         }
         if a.iter().chain(b).any(|v| !v.is_finite()) {
@@ -466,8 +466,8 @@ impl Inner {
         let inputs: Vec<Vec<f32>> = passes
             .iter()
             .map(|p| {
-                let mut buf = vec![0f32; spec.len()];
-                detector::render_pass(&levels[p.level], w, h, p, spec.width, spec.scale, spec.offset, &mut buf);
+                let mut buf = vec![0f32; spec.values_per_image()];
+                detector::render_pass(&levels[p.level], w, h, p, spec, &mut buf);
                 buf
             })
             .collect();
@@ -532,7 +532,7 @@ impl Inner {
                 // antialiases big boxes.
                 let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
                 let rgb = align::warp_antialiased(img, &t, spec.width, spec.height);
-                let mut buf = Vec::with_capacity(spec.len());
+                let mut buf = Vec::with_capacity(spec.values_per_image());
                 spec.push_image(&rgb, &mut buf);
                 buf
             })

@@ -3,16 +3,16 @@
 //! (`crates/addon`) is a thin layer over [`Engine`].
 //!
 //! Where things are:
-//! - [`image_io`]: bytes → upright RGB (format sniffing, pixel limit, EXIF orientation)
-//! - [`manifest`]: `models/manifest.json`, what each model expects
-//! - [`runtime`]: ONNX Runtime loading, execution providers, sessions
-//! - [`detector`]: multi-pass BlazeFace detection and NMS
-//! - [`align`]: similarity transform to the canonical face and crop warping
-//! - [`recognizer`]: embeddings (and age/gender heads)
-//! - [`attributes`]: emotion, age and gender decoding
-//! - [`batcher`]: bounded queues and the worker threads that own sessions
-//! - [`simd`]: dot product / cosine kernels with runtime dispatch
-//! - [`engine`]: the pipeline tying it together
+//! - [`image_io`] — bytes → upright RGB (format sniffing, pixel limit, EXIF orientation)
+//! - [`manifest`] — `models/manifest.json`, what each model expects
+//! - [`runtime`] — ONNX Runtime loading, execution providers, sessions
+//! - [`detector`] — multi-pass BlazeFace detection and NMS
+//! - [`align`] — similarity transform to the canonical face and crop warping
+//! - [`recognizer`] — embeddings (and age/gender heads)
+//! - [`attributes`] — emotion, age and gender decoding
+//! - [`batcher`] — bounded queues and the worker threads that own sessions
+//! - [`simd`] — dot product / cosine kernels with runtime dispatch
+//! - [`engine`] — the pipeline tying it together
 
 pub mod align;
 pub mod attributes;

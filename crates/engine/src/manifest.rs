@@ -153,7 +153,7 @@ impl Manifest {
 
 impl InputSpec {
     /// Values per image in the input tensor.
-    pub fn len(&self) -> usize {
+    pub fn values_per_image(&self) -> usize {
         (self.width * self.height * self.channels) as usize
     }
 

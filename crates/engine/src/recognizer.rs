@@ -64,7 +64,7 @@ impl Recognizer {
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<FaceVector>> {
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let mut data = Vec::with_capacity(chunk.len() * self.input.len());
+            let mut data = Vec::with_capacity(chunk.len() * self.input.values_per_image());
             for crop in chunk {
                 self.input.push_image(crop, &mut data);
             }
@@ -108,7 +108,7 @@ impl Recognizer {
             }
         };
         let rows = |o: &Output| -> Result<usize> {
-            if o.data.len() % batch != 0 {
+            if !o.data.len().is_multiple_of(batch) {
                 return Err(EngineError::Model(format!("model {}: output {} does not split into {batch} rows", self.id, o.name)));
             }
             Ok(o.data.len() / batch)

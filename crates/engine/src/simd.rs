@@ -118,7 +118,7 @@ pub fn l2_normalize(v: &mut [f32]) {
 /// Rows are re-normalised here rather than trusted to be unit length: callers store vectors
 /// that went through JSON and databases, and a norm near but not at 1 would skew scores.
 pub fn similarity_matrix(a: &[f32], b: &[f32], dim: usize) -> Vec<f32> {
-    assert!(dim > 0 && a.len() % dim == 0 && b.len() % dim == 0, "matrix sizes must be multiples of dim");
+    assert!(dim > 0 && a.len().is_multiple_of(dim) && b.len().is_multiple_of(dim), "matrix sizes must be multiples of dim");
     let inv_norms = |m: &[f32]| -> Vec<f32> {
         m.chunks_exact(dim)
             .map(|r| {

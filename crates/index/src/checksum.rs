@@ -93,6 +93,7 @@ impl Checksum {
         }
     }
 
+    #[cfg(test)]
     pub fn of(data: &[u8]) -> u64 {
         let mut c = Checksum::new();
         c.update(data);
