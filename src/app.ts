@@ -13,6 +13,7 @@ import { DbTokenVerifier } from './db/tokens.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import type { Engine } from './native/engine.js';
+import { assertCalibrated } from './services/calibration.js';
 import { buildRegistry } from './routes/index.js';
 import { PhotoBlobs } from './services/photo-blobs.js';
 import { PhotoSource } from './services/photo-source.js';
@@ -50,6 +51,8 @@ function serviceVersion(): string {
 }
 
 export async function startServer({ config, engine, db, verifiers = [], log = rootLog }: StartOptions): Promise<RunningServer> {
+  // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
+  assertCalibrated(engine.info().recognizer);
   const photos = new PhotoSource({
     timeoutMs: config.fetch.timeoutMs,
     maxRedirects: config.fetch.maxRedirects,

@@ -78,6 +78,8 @@ function envSchema(root: string, cores: number) {
     FACE_FETCH_MAX_REDIRECTS: intVar(3, 0),
     FACE_FETCH_ALLOW_PRIVATE: boolVar(false),
     FACE_RECOGNIZER: z.string().optional(),
+    FACE_MIN_FACE: intVar(40, 16),
+    FACE_DETECT_THRESHOLD: z.coerce.number().min(0.05).max(0.99).optional(),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   });
 }
@@ -106,6 +108,10 @@ export interface Config {
   maxPixels: number;
   /** Manifest id of the recogniser; unset means the manifest's default. */
   recognizer?: string;
+  /** Smallest face side (pixels) the detector looks for; smaller means more tiles, slower. */
+  minFace: number;
+  /** Detector score threshold; unset means the engine's default. */
+  detectThreshold?: number;
   maxUploadBytes: number;
   maxBodyBytes: number;
   maxInflight: number;
@@ -146,6 +152,8 @@ export function loadConfig(
     queueCapacity: e.FACE_QUEUE_CAPACITY,
     maxPixels: e.FACE_MAX_PIXELS,
     recognizer: e.FACE_RECOGNIZER,
+    minFace: e.FACE_MIN_FACE,
+    detectThreshold: e.FACE_DETECT_THRESHOLD,
     maxUploadBytes: e.FACE_MAX_UPLOAD_BYTES,
     maxBodyBytes: e.FACE_MAX_BODY_BYTES,
     maxInflight: e.FACE_MAX_INFLIGHT,

@@ -25,6 +25,8 @@ export interface EngineOptions {
   maxPixels: number;
   recognizer?: string;
   detectThreshold?: number;
+  /** Smallest face side in pixels the detector searches for. */
+  minFace?: number;
 }
 
 export interface AnalyzeOptions {
@@ -181,7 +183,9 @@ export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptio
     batchWaitUs: config.batchWaitUs,
     queueCapacity: config.queueCapacity,
     maxPixels: config.maxPixels,
+    minFace: config.minFace,
     ...(config.recognizer ? { recognizer: config.recognizer } : {}),
+    ...(config.detectThreshold !== undefined ? { detectThreshold: config.detectThreshold } : {}),
     ...overrides,
   };
 }

@@ -482,7 +482,6 @@ fn concurrent_searches_and_updates_do_not_fail() {
     std::thread::scope(|s| {
         for t in 0..6u64 {
             let set = &set;
-            let next = &next;
             s.spawn(move || {
                 let mut rng = Rng::new(100 + t);
                 for _ in 0..100 {
