@@ -107,6 +107,18 @@ describe('POST /v1/detect/', () => {
     expect(r.body.faces).toHaveLength(3);
   });
 
+  it.runIf(HAVE_TESTDATA)('finds exactly the labelled number of faces on every labelled photo', async () => {
+    const labels = JSON.parse(testPhoto('labels.json').toString('utf8')) as { file: string; faces: number | null }[];
+    const counted = labels.filter((l) => l.faces !== null);
+    expect(counted.length).toBeGreaterThan(100);
+    const wrong: string[] = [];
+    for (const l of counted) {
+      const r = await post('/v1/detect/', form({ photo: testPhoto(l.file) }));
+      if (r.status !== 200 || r.body.faces.length !== l.faces) wrong.push(`${l.file}: ${r.status} ${r.body.faces?.length} != ${l.faces}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
   it.runIf(HAVE_TESTDATA)('finds no face on photos without people', async () => {
     for (const file of ['noface__dog.jpg', 'noface__giraffe.jpg', 'noface__blank_white.png']) {
       const r = await post('/v1/detect/', form({ photo: testPhoto(file) }));

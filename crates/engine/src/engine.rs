@@ -173,6 +173,8 @@ struct Inner {
     /// Age and gender come from the recogniser's own heads.
     age_gender_from_recognizer: bool,
     plan: PlanOptions,
+    /// Score a tile detection needs; the whole-photo pass accepts WHOLE_PHOTO_MARGIN less.
+    tile_threshold: f32,
     info: EngineInfo,
 }
 
@@ -223,7 +225,8 @@ impl Engine {
             Batcher::start(
                 BatcherConfig { name: "detector", workers, max_batch: opts.max_batch, max_wait: wait, capacity: opts.queue_capacity * 64 },
                 move |n| {
-                    let (mut model, report) = DetectorModel::load(rt, &dir, &entry, &providers, intra, max_batch, threshold)?;
+                    let floor = (threshold - WHOLE_PHOTO_MARGIN).max(0.0);
+                    let (mut model, report) = DetectorModel::load(rt, &dir, &entry, &providers, intra, max_batch, floor)?;
                     if n == 0 {
                         runtime::log_providers(&entry.id, &providers, &report);
                     }
@@ -325,6 +328,7 @@ impl Engine {
             emotion_input: emotion_entry.map(|e| e.input),
             age_gender_from_recognizer,
             plan,
+            tile_threshold: threshold,
             info,
         };
         static SIMD_LOG: Once = Once::new();
@@ -382,6 +386,16 @@ impl Engine {
 /// demo and labelled photos: true faces scored 0.77 and up, background texture at most 0.71
 /// once tiles stopped reporting large boxes.
 const DEFAULT_THRESHOLD: f32 = 0.7;
+
+/// A face that fills the frame (a portrait or a face chip) is seen only by the whole-photo pass,
+/// squeezed into the padded square, and scores lower there (a 200 px chip: 0.67). Such large
+/// detections accept this much less; small ones must meet the tile threshold, since false
+/// positives on texture are small (an eagle's head: 0.66 at 15 input pixels).
+const WHOLE_PHOTO_MARGIN: f32 = 0.1;
+
+/// Width, as a fraction of the detector input, from which a whole-photo detection counts as
+/// frame-filling.
+const LARGE_FACE_FRACTION: f32 = 0.2;
 
 /// A face on its way through the pipeline, in photo coordinates.
 struct Candidate {
@@ -475,6 +489,11 @@ impl Inner {
         let mut all = Vec::new();
         for (pass, dets) in passes.iter().zip(results) {
             for d in dets {
+                let frame_filling = !pass.tiled && d.width() >= LARGE_FACE_FRACTION * spec.width as f32;
+                let needed = if frame_filling { self.tile_threshold - WHOLE_PHOTO_MARGIN } else { self.tile_threshold };
+                if d.score < needed {
+                    continue;
+                }
                 if detector::cut_by_tile_edge(pass, &d, spec.width, w, h) || detector::too_big_for_tile(pass, &d, spec.width) {
                     continue;
                 }

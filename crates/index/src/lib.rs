@@ -21,7 +21,7 @@ mod snapshot;
 pub use error::{IndexError, Result};
 pub use options::{Scalar, ShardSetOptions};
 pub use set::{dot, SearchResult, ShardSet, Similarity, SkippedShard};
-pub use shard::{Hit, Outcome, ShardHealth, ShardState};
+pub use shard::{Hit, IndexMemory, Outcome, ShardHealth, ShardState};
 
 /// Version of the usearch library linked in, for health reporting.
 pub fn usearch_version() -> &'static str {

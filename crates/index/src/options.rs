@@ -77,7 +77,10 @@ pub struct ShardSetOptions {
     /// Candidate list size while inserting; 0 lets usearch choose (128).
     pub expansion_add: usize,
     /// Candidate list size while searching; 0 lets usearch choose (64). Raised to the
-    /// requested candidate count automatically.
+    /// requested candidate count automatically. The main recall/latency knob: structureless
+    /// random 1024-d vectors need about 512 for recall@10 ≥ 0.95 at 10k faces, while finding
+    /// the enrolled face for a new photo of the same person (the bench's `--near` mode)
+    /// already succeeds at the default; tune on real embeddings with the bench.
     pub expansion_search: usize,
     /// Keep an f32 copy of every vector so f16/i8 candidates can be re-scored exactly.
     /// Costs `dims * 4` bytes per face (4 KiB at 1024 dims, i.e. 4 GiB per million faces)

@@ -6,11 +6,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use crate::error::{IndexError, Result};
 use crate::options::ShardSetOptions;
 use crate::route::shard_of;
-use crate::shard::{sort_hits, Change, Hit, Outcome, Shard, ShardHealth, ShardState, SimilarityFn};
+use crate::shard::{sort_hits, Change, Hit, IndexMemory, Outcome, Shard, ShardHealth, ShardState};
 
 /// Exact similarity used to re-rank quantised candidates and score small galleries.
 /// Both arguments are L2-normalised, so a dot product is the cosine.
-pub type Similarity = Arc<SimilarityFn>;
+pub type Similarity = Arc<dyn Fn(&[f32], &[f32]) -> f32 + Send + Sync>;
 
 /// Scalar reference dot product, the default [`Similarity`]. Eight accumulators let the
 /// compiler vectorise it without fast-math, and the summation order is fixed so results
@@ -448,8 +448,14 @@ impl ShardSet {
     }
 
     /// Graph memory across shards as usearch reports it (excludes gallery tables and exact copies).
-    pub fn index_memory(&self) -> usize {
-        self.shards.iter().map(Shard::index_memory).sum()
+    pub fn index_memory(&self) -> IndexMemory {
+        self.shards
+            .iter()
+            .map(Shard::index_memory)
+            .fold(IndexMemory::default(), |a, m| IndexMemory {
+                allocated: a.allocated + m.allocated,
+                used: a.used + m.used,
+            })
     }
 
     /// The SIMD path usearch chose at run time (e.g. "haswell", "skylake"), for health.

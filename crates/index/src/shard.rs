@@ -104,6 +104,15 @@ pub struct ShardHealth {
     pub snapshot_age: Option<Duration>,
 }
 
+/// Memory of the usearch graphs. usearch grows its arenas in power-of-two blocks, so
+/// `allocated` can be up to twice `used` right after a growth step; untouched reserve is
+/// mostly not resident, so process RSS tracks `used` more closely.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexMemory {
+    pub allocated: usize,
+    pub used: usize,
+}
+
 #[derive(Clone)]
 pub(crate) enum Change {
     Upsert {
@@ -525,8 +534,13 @@ impl Shard {
         self.read().index.size()
     }
 
-    pub fn index_memory(&self) -> usize {
-        self.read().index.memory_usage()
+    pub fn index_memory(&self) -> IndexMemory {
+        let m = self.read().index.memory_stats();
+        IndexMemory {
+            allocated: m.graph_allocated + m.vectors_allocated,
+            used: (m.graph_allocated - m.graph_reserved - m.graph_wasted)
+                + (m.vectors_allocated - m.vectors_reserved - m.vectors_wasted),
+        }
     }
 
     /// Top `n` of this shard for a normalised query, best first.
