@@ -9,7 +9,7 @@ import { loadConfig } from './config.js';
 import { openDatabase } from './db/open.js';
 import { TokenStore } from './db/tokens.js';
 import { createLogger } from './log.js';
-import { openEngine } from './native/engine.js';
+import { engineOptionsFrom, openEngine } from './native/engine.js';
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -36,17 +36,7 @@ async function main(): Promise<void> {
 
   let server;
   try {
-    const engine = await openEngine({
-      modelDir: config.modelDir,
-      ortLibrary: config.ortLibrary,
-      providers: config.providers,
-      intraThreads: config.intraThreads,
-      inferenceWorkers: config.inferenceWorkers,
-      maxBatch: config.maxBatch,
-      batchWaitUs: config.batchWaitUs,
-      queueCapacity: config.queueCapacity,
-      maxPixels: config.maxPixels,
-    });
+    const engine = await openEngine(engineOptionsFrom(config));
     server = await startServer({ config, engine, db: database.db, log });
     const info = engine.info();
     log.info(
