@@ -1,0 +1,159 @@
+/**
+ * The face database under load, against the real service in its own process:
+ *
+ *   node dist/bench/store.js [--faces 1000000] [--seconds 5]
+ *
+ * - adds/s of POST /v0/face/ (detection + embedding + store), and with the
+ *   face given as `bbox` (embedding + store);
+ * - GET /v0/face/id/<id>/ requests/s;
+ * - the server's resident memory while it streams GET /v0/faces/ over
+ *   `--faces` rows seeded straight into PostgreSQL.
+ * Latencies are client-side, over loopback.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { findProjectRoot } from '../src/config.js';
+import { openDatabase } from '../src/db/open.js';
+import { printLoadTable, runLoad, type LoadResult } from './http-load.js';
+
+const TOKEN = 'bench-token';
+const AUTH = { Authorization: `Token ${TOKEN}` };
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function rssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+  return kb / 1024;
+}
+
+async function waitForHealth(base: string, ms = 120_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    try {
+      if ((await fetch(`${base}/health`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error('service did not become healthy');
+}
+
+async function main() {
+  const root = findProjectRoot();
+  const faces = arg('faces', 1_000_000);
+  const seconds = arg('seconds', 5);
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'face-bench-'));
+  const database = await openDatabase({ dataDir, dbPool: 4 });
+  const url = database.embedded?.url;
+  if (!url) throw new Error('expected the embedded database');
+
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], {
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', FACE_TOKEN: TOKEN, DATABASE_URL: url, FACE_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const results: LoadResult[] = [];
+  try {
+    await waitForHealth(base);
+    const photo = readFileSync(path.join(root, 'node_modules/@vladmandic/face-api/demo/sample2.jpg'));
+    const upload = (extra: Record<string, string> = {}) => {
+      const fd = new FormData();
+      fd.append('photo', new Blob([new Uint8Array(photo)], { type: 'image/jpeg' }), 'photo.jpg');
+      for (const [k, v] of Object.entries(extra)) fd.append(k, v);
+      return fd;
+    };
+    const detected = await (await fetch(`${base}/v1/detect/`, { method: 'POST', headers: AUTH, body: upload() })).json();
+    const f = detected.faces[0];
+    const bbox = JSON.stringify([[f.x1, f.y1, f.x2, f.y2]]);
+
+    results.push(
+      await runLoad({
+        name: 'POST /v0/face/ (detect + embed + store), 4 clients',
+        concurrency: 4,
+        requests: 24,
+        send: async () => (await fetch(`${base}/v0/face/`, { method: 'POST', headers: AUTH, body: upload({ meta: 'bench' }) })).status,
+      }),
+    );
+    results.push(
+      await runLoad({
+        name: 'POST /v0/face/ with bbox (embed + store), 4 clients',
+        concurrency: 4,
+        requests: 60,
+        send: async () =>
+          (await fetch(`${base}/v0/face/`, { method: 'POST', headers: AUTH, body: upload({ meta: 'bench', bbox }) })).status,
+      }),
+    );
+    const ids: number[] = (await database.db.sql`SELECT id FROM faces ORDER BY id`).map((r) => Number(r.id));
+    results.push(
+      await runLoad({
+        name: 'GET /v0/face/id/<id>/, 16 clients',
+        concurrency: 16,
+        seconds,
+        send: async (i) => {
+          const res = await fetch(`${base}/v0/face/id/${ids[i % ids.length]}/`, { headers: AUTH });
+          await res.arrayBuffer();
+          return res.status;
+        },
+      }),
+    );
+
+    // Seed through SQL: one photo, `faces` rows with a 1024-d zero embedding.
+    const t0 = performance.now();
+    const [{ photo_hash: hash }] = await database.db.sql`SELECT photo_hash FROM faces LIMIT 1`;
+    await database.db.sql`
+      INSERT INTO faces (meta, photo, photo_hash, x1, y1, x2, y2, dim, embedding)
+      SELECT 'seed-' || (g % 1000), 'http://example.invalid/p.jpg', ${hash}, 10, 20, 110, 140, 1024, decode(repeat('00', 4096), 'hex')
+      FROM generate_series(1, ${faces}) AS g`;
+    const seedS = (performance.now() - t0) / 1000;
+
+    const idle = rssMiB(child.pid!);
+    let peak = idle;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rssMiB(child.pid!));
+    }, 50);
+    const t1 = performance.now();
+    const res = await fetch(`${base}/v0/faces/`, { headers: AUTH });
+    let bytes = 0;
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) bytes += chunk.length;
+    const listS = (performance.now() - t1) / 1000;
+    clearInterval(sampler);
+
+    console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown cpu'}, ${os.availableParallelism()} cores, node ${process.version}`);
+    printLoadTable(results);
+    console.log(
+      `listing ${faces + ids.length} faces: seeded in ${seedS.toFixed(1)} s; GET /v0/faces/ streamed ${(bytes / 2 ** 20).toFixed(0)} MiB ` +
+        `in ${listS.toFixed(1)} s (status ${res.status}); server RSS ${idle.toFixed(0)} MiB before, ${peak.toFixed(0)} MiB peak`,
+    );
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    await database.db.close();
+    await database.embedded?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
