@@ -80,6 +80,14 @@ function envSchema(root: string, cores: number) {
     FACE_RECOGNIZER: z.string().optional(),
     FACE_MIN_FACE: intVar(40, 16),
     FACE_DETECT_THRESHOLD: z.coerce.number().min(0.05).max(0.99).optional(),
+    FACE_SHARDS: intVar(cores, 1).pipe(z.number().max(4096)),
+    // f16 halves graph memory at about 1e-3 similarity error, and candidates are
+    // re-scored exactly in f32 before ranking, so results match f32's.
+    FACE_INDEX_SCALAR: z.enum(['f32', 'f16', 'i8']).default('f16'),
+    FACE_INDEX_SNAPSHOT_SECONDS: intVar(60, 1),
+    FACE_INDEX_SNAPSHOT_CHANGES: intVar(10_000, 1),
+    FACE_IDENTIFY_STRICT: boolVar(false),
+    FACE_IDENTIFY_MAX_N: intVar(100, 1).pipe(z.number().max(10_000)),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   });
 }
@@ -117,6 +125,14 @@ export interface Config {
   maxInflight: number;
   shutdownTimeoutMs: number;
   fetch: { timeoutMs: number; maxRedirects: number; allowPrivate: boolean };
+  /** Search shards: their number, graph storage, and how often they are snapshotted to `<dataDir>/index`. */
+  index: { shards: number; scalar: 'f32' | 'f16' | 'i8'; snapshotSeconds: number; snapshotChanges: number };
+  identify: {
+    /** Default of identify's `strict`: answer 503 rather than search with shards missing. */
+    strict: boolean;
+    /** Largest `n` identify accepts. */
+    maxN: number;
+  };
   logLevel: string;
 }
 
@@ -163,6 +179,13 @@ export function loadConfig(
       maxRedirects: e.FACE_FETCH_MAX_REDIRECTS,
       allowPrivate: e.FACE_FETCH_ALLOW_PRIVATE,
     },
+    index: {
+      shards: e.FACE_SHARDS,
+      scalar: e.FACE_INDEX_SCALAR,
+      snapshotSeconds: e.FACE_INDEX_SNAPSHOT_SECONDS,
+      snapshotChanges: e.FACE_INDEX_SNAPSHOT_CHANGES,
+    },
+    identify: { strict: e.FACE_IDENTIFY_STRICT, maxN: e.FACE_IDENTIFY_MAX_N },
     logLevel: e.LOG_LEVEL,
   };
 }

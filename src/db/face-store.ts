@@ -30,6 +30,32 @@ export const GALLERY_NAME = /^[a-zA-Z0-9_-]{1,48}$/;
 /** Advisory-lock class for per-photo locks (the two-key form keeps them apart from other lock users). */
 const PHOTO_LOCK_CLASS = 0x70686f74; // "phot"
 
+/**
+ * Advisory-lock key of the change log (002-face-changes.sql). Taken last, just
+ * before the change rows are inserted, and held to commit, so positions commit
+ * in position order; being last in every transaction it cannot close a cycle
+ * with the other locks.
+ */
+const CHANGE_LOG_LOCK = 0x66636c67; // "fclg"
+
+export type ChangeOp = 'upsert' | 'delete' | 'galleries';
+
+/** Told the last change-log position a write committed; the write returns once it settles. */
+export type ChangeListener = (position: number) => Promise<void>;
+
+/**
+ * Appends one change row per face, in the caller's transaction, after taking
+ * the change-log lock; returns the highest position drawn.
+ */
+export async function logChanges(tx: TransactionSql, faceIds: (number | string)[], op: ChangeOp): Promise<number | undefined> {
+  if (faceIds.length === 0) return undefined;
+  await tx`SELECT pg_advisory_xact_lock(${CHANGE_LOG_LOCK})`;
+  const rows = faceIds.map((id) => ({ face_id: String(id), op }));
+  const [top] = await tx`
+    WITH added AS (INSERT INTO face_changes ${tx(rows, 'face_id', 'op')} RETURNING position)
+    SELECT max(position) AS position FROM added`;
+  return Number(top.position);
+}
 
 export interface StoredFace {
   id: number;
@@ -152,11 +178,26 @@ const unknownGallery = (names: string[], param = 'galleries') =>
   new HttpError(404, 'NOT_FOUND', `Unknown gallery: ${names.join(', ')}`, { param });
 
 export class FaceStore {
+  private listener?: ChangeListener;
+
   constructor(
     private readonly sql: Sql,
     private readonly blobs: PhotoBlobs,
     private readonly log?: Logger,
   ) {}
+
+  /**
+   * Registers who follows the change log in this process (the search index).
+   * Writes that log changes wait for it after commit, so a write that has been
+   * answered is already visible to search.
+   */
+  onChange(listener: ChangeListener): void {
+    this.listener = listener;
+  }
+
+  private async settle(position: number | undefined): Promise<void> {
+    if (position !== undefined && this.listener) await this.listener(position);
+  }
 
   /** The columns of a Face; `f` is the faces row. */
   private faceColumns(sql: Sql | TransactionSql = this.sql) {
@@ -187,8 +228,9 @@ export class FaceStore {
       embedding: floatsToBytes(f.embedding),
     }));
     let blobWritten = false;
+    let written: { faces: StoredFace[]; position?: number };
     try {
-      return await transaction(this.sql, async (tx) => {
+      written = await transaction(this.sql, async (tx) => {
         if (galleries.length > 0) {
           // KEY SHARE keeps each gallery from being deleted until this commits, and proves it exists.
           const found = await tx`SELECT name FROM galleries WHERE name IN ${tx(galleries)} FOR KEY SHARE`;
@@ -212,13 +254,24 @@ export class FaceStore {
           await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'gallery')}`;
         }
         const out = await tx`SELECT ${this.faceColumns(tx)} FROM faces f WHERE f.id IN ${tx(faceIds)} ORDER BY f.id`;
-        return out.map(toFace);
+        const position = await logChanges(tx, faceIds, 'upsert');
+        return { faces: out.map(toFace), position };
       });
     } catch (err) {
       // The blob may now be unused; queue it so it does not linger until the next sweep.
       if (blobWritten) await this.enqueueAndCollect([hash]).catch((e) => this.log?.warn({ err: e }, 'photo clean-up failed'));
       throw err;
     }
+    await this.settle(written.position);
+    return written.faces;
+  }
+
+  /** Faces by id, in the order asked; ids that do not exist are left out. One query for all. */
+  async getFaces(ids: number[]): Promise<StoredFace[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.sql`SELECT ${this.faceColumns()} FROM faces f WHERE f.id IN ${this.sql(ids)}`;
+    const byId = new Map(rows.map((r) => [Number(r.id), toFace(r)]));
+    return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
   async getFace(id: number): Promise<StoredFace | undefined> {
@@ -228,7 +281,7 @@ export class FaceStore {
 
   /** Applies an update; undefined when the face does not exist. Unknown galleries are 404 naming them. */
   async updateFace(id: number, update: FaceUpdate): Promise<StoredFace | undefined> {
-    return transaction(this.sql, async (tx) => {
+    const written = await transaction(this.sql, async (tx) => {
       const change = update.galleries;
       let names: string[] = [];
       if (change) {
@@ -261,22 +314,27 @@ export class FaceStore {
         }
       }
       const [row] = await tx`SELECT ${this.faceColumns(tx)} FROM faces f WHERE f.id = ${id}`;
-      return toFace(row);
+      const position = change ? await logChanges(tx, [id], 'galleries') : undefined;
+      return { face: toFace(row), position };
     });
+    if (!written) return undefined;
+    await this.settle(written.position);
+    return written.face;
   }
 
   /** False when there was no such face. The photo goes too when this was its last face. */
   async deleteFace(id: number): Promise<boolean> {
-    const hashes = await transaction(this.sql, async (tx) => {
+    const deleted = await transaction(this.sql, async (tx) => {
       const gone = await tx`DELETE FROM faces WHERE id = ${id} RETURNING photo_hash`;
       if (gone.length === 0) return null;
       const hash = gone[0].photo_hash as string;
       // A queued entry gets a new ticket: see the photo_gc migration.
       await tx`INSERT INTO photo_gc (hash) VALUES (${hash}) ON CONFLICT (hash) DO UPDATE SET ticket = nextval('photo_gc_ticket')`;
-      return [hash];
+      return { hashes: [hash], position: await logChanges(tx, [id], 'delete') };
     });
-    if (hashes === null) return false;
-    await this.collect(hashes);
+    if (deleted === null) return false;
+    await this.settle(deleted.position);
+    await this.collect(deleted.hashes);
     return true;
   }
 
@@ -303,20 +361,25 @@ export class FaceStore {
     const found = await transaction(this.sql, async (tx) => {
       // Locked first: adds into this gallery (KEY SHARE) wait, then find it gone.
       const [g] = await tx`SELECT name FROM galleries WHERE name = ${name} FOR UPDATE`;
-      if (!g) return false;
-      await tx`
+      if (!g) return null;
+      const gone = await tx`
         WITH gone AS (
           DELETE FROM faces f USING face_galleries m
           WHERE m.gallery = ${name} AND m.face_id = f.id
-          RETURNING f.photo_hash
+          RETURNING f.id, f.photo_hash
+        ),
+        queued AS (
+          INSERT INTO photo_gc (hash) SELECT DISTINCT photo_hash FROM gone
+          ON CONFLICT (hash) DO UPDATE SET ticket = nextval('photo_gc_ticket')
         )
-        INSERT INTO photo_gc (hash) SELECT DISTINCT photo_hash FROM gone
-        ON CONFLICT (hash) DO UPDATE SET ticket = nextval('photo_gc_ticket')`;
+        SELECT id FROM gone ORDER BY id`;
       await tx`DELETE FROM galleries WHERE name = ${name}`;
-      return true;
+      return { position: await logChanges(tx, gone.map((r) => r.id as string), 'delete') };
     });
-    if (found) await this.collect();
-    return found;
+    if (!found) return false;
+    await this.settle(found.position);
+    await this.collect();
+    return true;
   }
 
   async photoInfo(hash: string): Promise<{ size: number; contentType: string } | undefined> {

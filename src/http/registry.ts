@@ -109,6 +109,12 @@ export interface RouteDef<
   };
   /** Error statuses a client should expect besides the 500/503 every route can give. */
   errors: number[];
+  /**
+   * Headers sent with every answer of this route, errors included (also those
+   * raised before the handler runs, such as a rejected parameter); headers the
+   * answer itself carries take precedence.
+   */
+  headers?: () => Record<string, string>;
   /** False for cheap routes (health, docs) that must answer even when the service is saturated. */
   limited?: boolean;
   handler: (

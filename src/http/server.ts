@@ -51,6 +51,8 @@ class Exchange {
   bodyPending = false;
   status = 0;
   readonly controller = new AbortController();
+  /** The matched route's own headers, sent with every answer; the answer's headers win. */
+  routeHeaders?: () => Record<string, string>;
 
   constructor(
     private readonly res: uWS.HttpResponse,
@@ -76,7 +78,7 @@ class Exchange {
       this.res.writeStatus(statusLine(status));
       this.res.writeHeader('X-Request-Id', this.requestId);
       if (contentType) this.res.writeHeader('Content-Type', contentType);
-      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      for (const [k, v] of Object.entries({ ...this.routeHeaders?.(), ...headers })) this.res.writeHeader(k, v);
       if (body === undefined) this.res.endWithoutBody(0, closeConnection);
       else this.res.end(body, closeConnection);
     });
@@ -103,7 +105,7 @@ class Exchange {
       res.writeStatus(statusLine(status));
       res.writeHeader('X-Request-Id', this.requestId);
       if (contentType) res.writeHeader('Content-Type', contentType);
-      for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
+      for (const [k, v] of Object.entries({ ...this.routeHeaders?.(), ...headers })) res.writeHeader(k, v);
     });
     const it = chunks[Symbol.asyncIterator]();
     let finished = false;
@@ -214,6 +216,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
         });
       }
       route = match.value;
+      ex.routeHeaders = route.headers;
       if (route.limited !== false) {
         if (!limiter.tryAcquire()) throw unavailable(`Too many requests in progress (limit ${limiter.max})`);
         acquired = true;

@@ -118,12 +118,16 @@ export function addonPath(root: string = findProjectRoot()): string {
   return path.join(root, 'build', 'addon', 'index.cjs');
 }
 
-function loadBinding(file: string): NativeBinding {
+/**
+ * Loads the addon. Each wrapper in src/native/ names the part of the binding
+ * it uses as `T`; the module is loaded once per process whoever asks first.
+ */
+export function loadAddon<T>(file: string = addonPath()): T {
   if (!existsSync(file)) {
     throw new Error(`native addon not built: ${file} is missing (run npm run build:addon)`);
   }
   const require = createRequire(import.meta.url);
-  return require(file) as NativeBinding;
+  return require(file) as T;
 }
 
 class NativeEngineWrapper implements Engine {
@@ -192,7 +196,7 @@ export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptio
 
 /** Loads the addon and opens the engine: models are loaded and sessions built before this resolves. */
 export async function openEngine(opts: EngineOptions, file: string = addonPath()): Promise<Engine> {
-  const binding = loadBinding(file);
+  const binding = loadAddon<NativeBinding>(file);
   const native = await binding.FaceEngine.open(opts);
   return new NativeEngineWrapper(native);
 }

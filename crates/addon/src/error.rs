@@ -1,13 +1,31 @@
-//! Engine errors as JavaScript errors: `err.code` is the engine's stable code string
-//! (IMAGE_UNSUPPORTED, OVERLOADED, ...), `err.message` the human-readable detail.
+//! Core errors as JavaScript errors: `err.code` is the crate's stable code string
+//! (IMAGE_UNSUPPORTED, OVERLOADED, BAD_PARAM, ...), `err.message` the human-readable detail.
 
 use face_engine::EngineError;
+use face_index::IndexError;
 use napi::bindgen_prelude::*;
 use napi::{Env, JsDeferred, JsError};
 
-/// Builds a JS `Error` whose `code` is the engine code, wrapped so that napi rejects promises
-/// with this exact object.
-pub fn js_error(env: &Env, e: &EngineError) -> Error {
+/// An error of one of the wrapped crates: each maps its variants to a stable code once.
+pub trait Coded: std::fmt::Display + Send + 'static {
+    fn code(&self) -> &'static str;
+}
+
+impl Coded for EngineError {
+    fn code(&self) -> &'static str {
+        EngineError::code(self)
+    }
+}
+
+impl Coded for IndexError {
+    fn code(&self) -> &'static str {
+        IndexError::code(self)
+    }
+}
+
+/// Builds a JS `Error` whose `code` is the crate's code, wrapped so that napi rejects promises
+/// (or throws) with this exact object.
+pub fn js_error<E: Coded + ?Sized>(env: &Env, e: &E) -> Error {
     let status: Error<&'static str> = Error::new(e.code(), e.to_string());
     let value = JsError::from(status).into_unknown(*env);
     Error::from(value)
@@ -15,13 +33,14 @@ pub fn js_error(env: &Env, e: &EngineError) -> Error {
 
 type Settle<T> = Box<dyn FnOnce(Env) -> Result<T>>;
 
-/// Settles `deferred` on the JavaScript thread: `to_js` converts a success, an engine error
+/// Settles `deferred` on the JavaScript thread: `to_js` converts a success, a crate error
 /// becomes a coded rejection.
-pub fn settle_later<R, T, F>(deferred: JsDeferred<T, Settle<T>>, result: std::result::Result<R, EngineError>, to_js: F)
+pub fn settle_later<R, T, F, E>(deferred: JsDeferred<T, Settle<T>>, result: std::result::Result<R, E>, to_js: F)
 where
     R: Send + 'static,
     T: ToNapiValue + 'static,
     F: FnOnce(Env, R) -> Result<T> + Send + 'static,
+    E: Coded,
 {
     deferred.resolve(Box::new(move |env: Env| match result {
         Ok(value) => to_js(env, value),
@@ -31,11 +50,11 @@ where
 
 /// Rejects a promise that was just created on the JavaScript thread and returns it, so that
 /// argument errors also arrive as rejections (never as synchronous throws).
-pub fn reject_now<'env, T: ToNapiValue + 'static>(
+pub fn reject_now<'env, T: ToNapiValue + 'static, E: Coded>(
     deferred: JsDeferred<T, Settle<T>>,
     promise: Object<'env>,
-    e: EngineError,
+    e: E,
 ) -> Result<Object<'env>> {
-    settle_later::<(), T, _>(deferred, Err(e), |_, _| unreachable!("only errors reach here"));
+    settle_later::<(), T, _, E>(deferred, Err(e), |_, _| unreachable!("only errors reach here"));
     Ok(promise)
 }

@@ -6,6 +6,7 @@
 //! reported as `INTERNAL` rejections rather than aborting the process.
 
 mod error;
+mod index;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;

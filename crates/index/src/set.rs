@@ -286,6 +286,15 @@ impl ShardSet {
         Ok(result)
     }
 
+    /// Declares that every change up to `position` has been offered to this set (the caller
+    /// replays a gap-free log), so live shards that received none of them still move their
+    /// position forward and [`ShardSet::replay_from`] does not stay behind.
+    pub fn advance_to(&self, position: u64) {
+        for s in &self.shards {
+            s.advance_to(position);
+        }
+    }
+
     /// Empties shard `k` and marks it rebuilding (buffered changes are kept).
     pub fn begin_rebuild(&self, k: usize) -> Result<()> {
         self.shard(k)?.begin_rebuild(&self.opts)

@@ -335,6 +335,16 @@ impl Shard {
         }
     }
 
+    /// Records that every change up to `position` has been offered to this shard, so a
+    /// shard that owns none of the recent faces does not hold the replay point back. Only
+    /// a live shard advances: one that is buffering must still see its pending changes.
+    pub fn advance_to(&self, position: u64) {
+        let mut d = self.write();
+        if self.lifecycle() == LIVE && d.pending.is_empty() && position > d.position {
+            d.position = position;
+        }
+    }
+
     /// Empties the shard for a refill from the database, keeping buffered changes.
     pub fn begin_rebuild(&self, o: &ShardSetOptions) -> Result<()> {
         let mut d = self.write();
