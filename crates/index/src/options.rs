@@ -108,7 +108,9 @@ impl ShardSetOptions {
             scalar: Scalar::F16,
             connectivity: 0,
             expansion_add: 0,
-            expansion_search: 0,
+            // usearch's own default (64) found the enrolled face for a same-person query only
+            // about 2 times in 3 at 100k faces; 256 buys recall for about 2x the search time.
+            expansion_search: 256,
             keep_exact: true,
             oversample: 4,
             exact_scan_below: 2048,
