@@ -13,6 +13,8 @@ import { DbTokenVerifier } from './db/tokens.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import type { Engine } from './native/engine.js';
+import { openFaceIndex } from './native/face-index.js';
+import { IndexSync } from './services/index-sync.js';
 import { assertCalibrated } from './services/calibration.js';
 import { buildRegistry } from './routes/index.js';
 import { PhotoBlobs } from './services/photo-blobs.js';
@@ -37,6 +39,8 @@ export interface RunningServer {
   port: number;
   /** The face database as served (absent without `db`). */
   store?: FaceStore;
+  /** The follower keeping the search shards in step with the database (absent without `db`). */
+  sync?: IndexSync;
   /** Graceful stop: no new connections, requests in progress finish, then the engine is closed. */
   close(): Promise<void>;
 }
@@ -61,7 +65,43 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
   });
   const store = db ? new FaceStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log) : undefined;
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
-  const registry = buildRegistry({ engine, photos, serviceVersion: serviceVersion(), store, publicUrl: config.publicUrl });
+  let sync: IndexSync | undefined;
+  const index = db
+    ? await openFaceIndex({
+        dir: path.join(config.dataDir, 'index'),
+        shards: config.index.shards,
+        dims: engine.info().dim,
+        scalar: config.index.scalar,
+      })
+    : undefined;
+  if (db && store && index) {
+    try {
+      sync = await IndexSync.start({
+        sql: db.sql,
+        index,
+        dims: engine.info().dim,
+        log,
+        snapshotSeconds: config.index.snapshotSeconds,
+        snapshotChanges: config.index.snapshotChanges,
+      });
+    } catch (err) {
+      index.close();
+      throw err;
+    }
+    const follower = sync;
+    store.onChange(async (position) => {
+      if (!(await follower.caughtUp(position))) log.warn({ position }, 'search index is behind the database');
+    });
+  }
+  const registry = buildRegistry({
+    engine,
+    photos,
+    serviceVersion: serviceVersion(),
+    store,
+    publicUrl: config.publicUrl,
+    index,
+    identify: config.identify,
+  });
   const verifier = new AnyTokenVerifier([new StaticTokenVerifier(config.token), ...(dbTokens ? [dbTokens] : []), ...verifiers]);
   const server = await listen({
     host: config.host,
@@ -80,9 +120,12 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
   return {
     port: server.port,
     store,
+    sync,
     close() {
       closing ??= (async () => {
         await server.close();
+        // After the last request, so the snapshot covers every answered write.
+        await sync?.stop();
         engine.close();
         await dbTokens?.close();
       })();

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { unavailable } from '../http/errors.js';
 import type { RouteRegistry } from '../http/registry.js';
 import type { Engine } from '../native/engine.js';
+import type { FaceIndex } from '../native/face-index.js';
 
 const healthResponse = z.object({
   status: z.literal('ok'),
@@ -21,11 +22,19 @@ const healthResponse = z.object({
     dim: z.number().int().meta({ description: 'Embedding dimension.' }),
     models: z.array(z.object({ id: z.string(), onnx: z.string() })),
   }),
+  search: z
+    .object({
+      live: z.number().int().meta({ description: 'Search shards in service.' }),
+      total: z.number().int(),
+      faces: z.number().int().meta({ description: 'Faces held by the shards.' }),
+    })
+    .optional()
+    .meta({ description: 'The search shards; absent without a face database. Details: GET /v0/admin/shards.' }),
   inflight: z.number().int().meta({ description: 'Requests in progress that count toward the limit.' }),
   max_inflight: z.number().int(),
 });
 
-export function registerHealth(registry: RouteRegistry, engine: Engine): void {
+export function registerHealth(registry: RouteRegistry, engine: Engine, index?: FaceIndex): void {
   registry.define({
     method: 'GET',
     path: '/health',
@@ -47,9 +56,19 @@ export function registerHealth(registry: RouteRegistry, engine: Engine): void {
           dim: info.dim,
           models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
         },
+        ...(index ? { search: searchSummary(index) } : {}),
         inflight: server.inflight,
         max_inflight: server.maxInflight,
       };
     },
   });
+}
+
+function searchSummary(index: FaceIndex) {
+  const shards = index.shards();
+  return {
+    live: shards.filter((s) => s.state === 'live').length,
+    total: shards.length,
+    faces: shards.reduce((n, s) => n + s.size, 0),
+  };
 }

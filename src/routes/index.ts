@@ -14,6 +14,8 @@ import { registerFace } from './face.js';
 import { registerGalleries } from './galleries.js';
 import { registerListings } from './listings.js';
 import { registerPhoto } from './photo.js';
+import { registerIdentify } from './identify.js';
+import type { FaceIndex } from '../native/face-index.js';
 
 export interface RouteDeps {
   engine: Engine;
@@ -23,6 +25,9 @@ export interface RouteDeps {
   store?: FaceStore;
   /** Base of links to this service (photo URLs); the request's Host when absent. */
   publicUrl?: string;
+  /** The search shards following `store`; identify is served with both. */
+  index?: FaceIndex;
+  identify?: { strict: boolean; maxN: number };
 }
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
@@ -35,8 +40,18 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     registerListings(registry, deps.store, deps.publicUrl);
     registerGalleries(registry, deps.store);
     registerPhoto(registry, deps.store);
+    if (deps.index) {
+      registerIdentify(registry, {
+        faces,
+        store: deps.store,
+        index: deps.index,
+        publicUrl: deps.publicUrl,
+        strict: deps.identify?.strict ?? false,
+        maxN: deps.identify?.maxN ?? 100,
+      });
+    }
   }
-  registerHealth(registry, deps.engine);
+  registerHealth(registry, deps.engine, deps.index);
   registerDocs(registry, {
     title: 'Face recognition service',
     serviceVersion: deps.serviceVersion,

@@ -1,0 +1,267 @@
+/**
+ * Searching the face database: POST /v0/identify/ (optionally restricted by
+ * the `gallery` field) and POST /v0/faces/gallery/<g>/identify/, plus the
+ * operator's view of the search shards under /v0/admin/shards.
+ *
+ * Decisions the spec leaves open:
+ * - Result keys are the face's box as `[x1, y1, x2, y2]` (JSON with ", "
+ *   separators), in face order (biggest first); matches best first.
+ * - Every identify answer, errors included, carries `X-Live-Servers:
+ *   <live>/<total>`: shards that served the search (or, before one ran, that
+ *   are live) out of all shards.
+ * - With strict (body or FACE_IDENTIFY_STRICT) and any shard not live, the
+ *   answer is 503 SHARDS_UNAVAILABLE naming the missing shards.
+ * - `n` is at most FACE_IDENTIFY_MAX_N; more is 400.
+ */
+import { z } from 'zod';
+import { badParam, HttpError, notFound } from '../http/errors.js';
+import { boolParam, numberParam } from '../http/params.js';
+import { Reply, type RouteRegistry } from '../http/registry.js';
+import { DEFAULT_GALLERY, type FaceStore, type StoredFace } from '../db/face-store.js';
+import type { FaceIndex, IndexSearchResult } from '../native/face-index.js';
+import { resolveThreshold, toConfidence } from '../services/calibration.js';
+import { pickRows, selectFaces, type Box, type FaceService } from '../services/faces.js';
+import { baseUrl, renderFace } from './face-view.js';
+import { faceOutput, galleryName, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
+
+export interface IdentifyDeps {
+  faces: FaceService;
+  store: FaceStore;
+  index: FaceIndex;
+  publicUrl?: string;
+  /** Default of `strict`. */
+  strict: boolean;
+  maxN: number;
+}
+
+const coordParam = (name: string) =>
+  numberParam(z.number().finite().transform(Math.round))
+    .optional()
+    .meta({ description: `${name} of the face's bounding box; give all four of x1, y1, x2, y2 to skip detection.` });
+
+const identifyRequestFor = (maxN: number) =>
+  z.object({
+    photo: photoParam('The photo with the face(s) to search for.'),
+    x1: coordParam('Left edge'),
+    y1: coordParam('Top edge'),
+    x2: coordParam('Right edge'),
+    y2: coordParam('Bottom edge'),
+    threshold: thresholdParam,
+    n: numberParam(z.number().int().min(1).max(maxN))
+      .default(1)
+      .meta({ description: `Most matches returned per face, 1 to ${maxN}. Default 1.` }),
+    strict: boolParam()
+      .optional()
+      .meta({ description: 'true: answer 503 SHARDS_UNAVAILABLE when a search shard is out of service; false: search the others. Default: the service setting.' }),
+    mf_selector: mfSelectorParam,
+  });
+
+const galleryField = galleryName.optional().meta({ description: 'Search only this gallery (it must exist).' });
+
+const match = z.object({
+  confidence: z.number().min(0).max(1).meta({ description: 'Calibrated similarity, 0 (different) to 1 (same person).' }),
+  face: faceOutput,
+});
+
+export const identifyResponse = z.object({
+  results: z.record(z.string(), z.array(match)).meta({
+    description:
+      'One entry per face searched, keyed by its box as the JSON text "[x1, y1, x2, y2]", biggest face first; ' +
+      'each holds up to n matches with confidence at or above the threshold, best first.',
+  }),
+});
+
+const shardLine = z.object({
+  shard: z.number().int(),
+  state: z.enum(['loading', 'rebuilding', 'live', 'failed', 'offline']),
+  size: z.number().int().meta({ description: 'Faces in the shard.' }),
+  position: z.number().int().meta({ description: 'Change-log position the shard reflects.' }),
+  pending: z.number().int().meta({ description: 'Changes buffered while the shard is not live.' }),
+  memory_bytes: z.number().int(),
+  snapshot_age_s: z.number().nullable().meta({ description: 'Seconds since its last snapshot was saved or loaded; null when none.' }),
+});
+
+const shardsResponse = z.object({
+  live: z.number().int(),
+  total: z.number().int(),
+  position: z.number().int().meta({ description: 'Lowest change-log position all shards reflect.' }),
+  shards: z.array(shardLine),
+});
+
+const shardParams = z.object({
+  k: numberParam(z.number().int().min(0).max(4095)).meta({ description: 'Shard number, from 0.' }),
+});
+
+/** `X-Live-Servers: <live>/<total>`. */
+export const LIVE_SERVERS = 'X-Live-Servers';
+
+export function liveServers(index: FaceIndex): { live: number; total: number } {
+  const shards = index.shards();
+  return { live: shards.filter((s) => s.state === 'live').length, total: shards.length };
+}
+
+/** The result key of a face: its box as JSON text with ", " between the numbers. */
+export function resultKey(b: { x1: number; y1: number; x2: number; y2: number }): string {
+  return `[${b.x1}, ${b.y1}, ${b.x2}, ${b.y2}]`;
+}
+
+function shardsUnavailable(missing: number[], header: Record<string, string>): HttpError {
+  return new HttpError(503, 'SHARDS_UNAVAILABLE', `Search shards unavailable: ${missing.join(', ')}`, {
+    headers: { ...header, 'Retry-After': '1' },
+  });
+}
+
+export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): void {
+  const { faces, store, index } = deps;
+  const headers = () => {
+    const { live, total } = liveServers(index);
+    return { [LIVE_SERVERS]: `${live}/${total}` };
+  };
+  const request = identifyRequestFor(deps.maxN);
+
+  async function identify(
+    input: z.output<typeof request>,
+    gallery: string | undefined,
+    signal: AbortSignal,
+    reqHeaders: Readonly<Record<string, string>>,
+  ): Promise<Reply> {
+    if (gallery !== undefined && gallery !== DEFAULT_GALLERY && !(await store.galleryExists(gallery))) {
+      throw new HttpError(404, 'NOT_FOUND', `Unknown gallery: ${gallery}`, { param: 'gallery' });
+    }
+    const strict = input.strict ?? deps.strict;
+    // Checked before the photo is analysed so a strict caller does not pay for an inference it cannot use.
+    if (strict) {
+      const down = index.shards().filter((s) => s.state !== 'live');
+      if (down.length) throw shardsUnavailable(down.map((s) => s.shard), headers());
+    }
+    const coords = [input.x1, input.y1, input.x2, input.y2];
+    const given = coords.filter((c) => c !== undefined).length;
+    if (given !== 0 && given !== 4) throw badParam('x1', 'give all four of x1, y1, x2, y2, or none');
+    let box: Box | undefined;
+    if (given === 4) {
+      box = coords as Box;
+      if (!(box[2] > box[0] && box[3] > box[1])) throw badParam('x2', 'the box needs x2 > x1 and y2 > y1');
+    }
+    const threshold = resolveThreshold(input.threshold);
+
+    const req = { photo: input.photo, param: 'photo', boxes: box ? [box] : undefined, boxesParam: 'x1' };
+    const analysis = await faces.analyze(req, { embed: true, age: false, gender: false, emotions: false }, signal);
+    const chosen = selectFaces(analysis.faces, input.mf_selector, 'photo', box !== undefined);
+    const rows = pickRows(analysis, chosen);
+    const { dim } = analysis;
+    // Every face lives in default, so that restriction is no restriction and skips the filtered walk.
+    const scope = gallery === DEFAULT_GALLERY ? undefined : gallery;
+    const searches: IndexSearchResult[] = await Promise.all(
+      chosen.map((_, k) => index.search(rows.subarray(k * dim, (k + 1) * dim), input.n, scope)),
+    );
+    const live = searches.length ? Math.min(...searches.map((s) => s.live)) : liveServers(index).live;
+    const total = searches[0]?.total ?? liveServers(index).total;
+    const header = { [LIVE_SERVERS]: `${live}/${total}` };
+    const missing = [...new Set(searches.flatMap((s) => s.missing))].sort((a, b) => a - b);
+    if (strict && missing.length) throw shardsUnavailable(missing, header);
+
+    const kept = searches.map((s) =>
+      s.matches
+        .map((m) => ({ id: m.id, confidence: toConfidence(m.similarity) }))
+        .filter((m) => threshold === null || m.confidence >= threshold),
+    );
+    const ids = [...new Set(kept.flatMap((list) => list.map((m) => m.id)))];
+    const byId = new Map<number, StoredFace>((await store.getFaces(ids)).map((f) => [f.id, f]));
+    const base = baseUrl(reqHeaders, deps.publicUrl);
+    const results: Record<string, z.input<typeof match>[]> = {};
+    chosen.forEach((i, k) => {
+      // A face deleted between the search and the load is left out rather than shown half.
+      results[resultKey(analysis.faces[i])] = kept[k].flatMap((m) => {
+        const f = byId.get(m.id);
+        return f ? [{ confidence: m.confidence, face: renderFace(f, base) }] : [];
+      });
+    });
+    return Reply.json({ results }, 200, header);
+  }
+
+  const description =
+    'Finds the stored faces most similar to each chosen face on the photo. Without x1..y2, faces are detected and ' +
+    'mf_selector chooses among them. Every answer, errors included, carries the header X-Live-Servers: <live>/<total> ' +
+    '(search shards that served the request out of all); with strict and a shard out of service the answer is ' +
+    '503 SHARDS_UNAVAILABLE. An unknown gallery answers 404 naming it.';
+
+  registry.define({
+    method: 'POST',
+    path: '/v0/identify/',
+    summary: 'Search the face database for the faces on a photo',
+    description,
+    auth: true,
+    request: request.extend({ gallery: galleryField }),
+    response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
+    errors: [400, 401, 404, 413, 415, 422],
+    headers,
+    handler: ({ input, signal, headers: h }) => identify(input, input.gallery, signal, h),
+  });
+
+  registry.define({
+    method: 'POST',
+    path: '/v0/faces/gallery/:gallery/identify/',
+    summary: 'Search one gallery for the faces on a photo',
+    description,
+    auth: true,
+    params: z.object({ gallery: galleryName }),
+    request,
+    response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
+    errors: [400, 401, 404, 413, 415, 422],
+    headers,
+    handler: ({ input, params, signal, headers: h }) => identify(input, params.gallery, signal, h),
+  });
+
+  const report = () => {
+    const shards = index.shards();
+    return {
+      live: shards.filter((s) => s.state === 'live').length,
+      total: shards.length,
+      position: index.position(),
+      shards: shards.map((s) => ({
+        shard: s.shard,
+        state: s.state,
+        size: s.size,
+        position: s.position,
+        pending: s.pending,
+        memory_bytes: s.memoryBytes,
+        snapshot_age_s: s.snapshotAgeS ?? null,
+      })),
+    };
+  };
+
+  registry.define({
+    method: 'GET',
+    path: '/v0/admin/shards',
+    summary: 'State, size, position and snapshot age of every search shard',
+    auth: true,
+    limited: false,
+    response: { status: 200, description: 'The shards.', schema: shardsResponse },
+    errors: [401],
+    async handler() {
+      return report();
+    },
+  });
+
+  for (const [action, online] of [
+    ['offline', false],
+    ['online', true],
+  ] as const) {
+    registry.define({
+      method: 'POST',
+      path: `/v0/admin/shards/:k/${action}`,
+      summary: online ? 'Put a search shard back into service' : 'Take a search shard out of service (it keeps receiving changes)',
+      auth: true,
+      limited: false,
+      params: shardParams,
+      response: { status: 200, description: 'All shards after the change.', schema: shardsResponse },
+      errors: [400, 401, 404],
+      async handler({ params }) {
+        if (params.k >= index.shards().length) throw notFound(`No search shard ${params.k}`);
+        if (online) index.setOnline(params.k);
+        else index.setOffline(params.k);
+        return report();
+      },
+    });
+  }
+}

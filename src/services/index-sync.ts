@@ -1,0 +1,186 @@
+/**
+ * Keeps the search shards in step with the face database by following its
+ * change log (face_changes, see 002-face-changes.sql).
+ *
+ * The log is read in position order after the last position applied, joined
+ * with the faces as they are now: a change whose face is gone becomes a
+ * delete, so replaying old entries converges on the current database. Writers
+ * commit positions in order (an advisory lock), so "after the last position
+ * seen" never skips a change. This process's own writes wake the follower and
+ * wait for it (`caughtUp`), so an answered add is searchable at once; a
+ * one-second poll picks up writes by other processes sharing the database.
+ *
+ * Shards are snapshotted to disk every `snapshotChanges` changes or
+ * `snapshotSeconds`, and at stop; a start loads the snapshots and replays only
+ * the log after them.
+ */
+import type { Sql } from '../db/client.js';
+import { bytesToFloats, DEFAULT_GALLERY } from '../db/face-store.js';
+import type { Logger } from '../log.js';
+import type { FaceIndex, IndexChange } from '../native/face-index.js';
+
+export interface IndexSyncOptions {
+  sql: Sql;
+  index: FaceIndex;
+  /** Embedding size the index holds; faces stored with another (an older recogniser) cannot be searched. */
+  dims: number;
+  log: Logger;
+  /** Change-log rows read per query. */
+  pageSize?: number;
+  pollMs?: number;
+  snapshotSeconds: number;
+  snapshotChanges: number;
+}
+
+interface Waiter {
+  position: number;
+  resolve: (reached: boolean) => void;
+}
+
+export class IndexSync {
+  private applied: number;
+  private pass?: Promise<void>;
+  private again = false;
+  private waiters: Waiter[] = [];
+  private timer?: NodeJS.Timeout;
+  private unsaved = 0;
+  private savedAt = Date.now();
+  private stopped = false;
+  private readonly pageSize: number;
+
+  private constructor(private readonly opts: IndexSyncOptions) {
+    this.applied = opts.index.position();
+    this.pageSize = opts.pageSize ?? 256;
+  }
+
+  /** Replays the log after the shards' snapshots, then keeps following it. */
+  static async start(opts: IndexSyncOptions): Promise<IndexSync> {
+    const sync = new IndexSync(opts);
+    const from = sync.applied;
+    await sync.drain();
+    opts.log.info({ from, to: sync.applied }, 'search index caught up with the change log');
+    sync.timer = setInterval(() => sync.wake(), opts.pollMs ?? 1000);
+    sync.timer.unref();
+    return sync;
+  }
+
+  /** Highest change-log position the index reflects. */
+  position(): number {
+    return this.applied;
+  }
+
+  /**
+   * Resolves true once the index reflects every change up to `position`, or
+   * false after `timeoutMs` (the follower is stuck, e.g. the database is
+   * unreachable; the write itself has committed regardless).
+   */
+  caughtUp(position: number, timeoutMs = 10_000): Promise<boolean> {
+    if (this.applied >= position) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      const waiter: Waiter = { position, resolve: () => {} };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        resolve(false);
+      }, timeoutMs);
+      waiter.resolve = (reached) => {
+        clearTimeout(timer);
+        resolve(reached);
+      };
+      this.waiters.push(waiter);
+      this.wake();
+    });
+  }
+
+  /** Starts a catch-up pass, or asks the running one to look again when it is done. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.pass) {
+      this.again = true;
+      return;
+    }
+    this.pass = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.drain();
+          await this.maybeSnapshot();
+        } while (this.again && !this.stopped);
+      } catch (err) {
+        // The next poll retries; waiters time out if this persists.
+        this.opts.log.warn({ err }, 'search index could not follow the change log');
+      } finally {
+        this.pass = undefined;
+      }
+    })();
+  }
+
+  /** Stops following, saves the shards and releases them. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.pass;
+    for (const w of this.waiters.splice(0)) w.resolve(this.applied >= w.position);
+    try {
+      if (this.unsaved > 0) await this.opts.index.snapshot();
+    } catch (err) {
+      this.opts.log.warn({ err }, 'search index snapshot at shutdown failed');
+    }
+    this.opts.index.close();
+  }
+
+  /** Applies every logged change after the current position, page by page. */
+  private async drain(): Promise<void> {
+    const { sql, index } = this.opts;
+    for (;;) {
+      const rows = await sql`
+        SELECT c.position, c.face_id, c.op, f.id IS NOT NULL AS present,
+          CASE WHEN c.op = 'galleries' THEN NULL ELSE f.embedding END AS embedding,
+          ARRAY(SELECT m.gallery FROM face_galleries m WHERE m.face_id = c.face_id ORDER BY m.gallery) AS galleries
+        FROM face_changes c LEFT JOIN faces f ON f.id = c.face_id
+        WHERE c.position > ${this.applied}
+        ORDER BY c.position
+        LIMIT ${this.pageSize}`;
+      if (rows.length === 0) return;
+      const changes: IndexChange[] = rows.map((r) => {
+        const position = Number(r.position);
+        const id = Number(r.face_id);
+        if (!r.present || r.op === 'delete') return { position, op: 'delete', id };
+        const galleries = [DEFAULT_GALLERY, ...(r.galleries as string[])];
+        if (r.op === 'galleries') return { position, op: 'galleries', id, galleries };
+        const vector = bytesToFloats(r.embedding as Buffer);
+        if (vector.length !== this.opts.dims) {
+          // Refusing it would stall the log for every later face; it is left out of search instead.
+          this.opts.log.warn({ faceId: id, dims: vector.length }, 'face embedding has the wrong size for the search index; not searchable');
+          return { position, op: 'delete', id };
+        }
+        return { position, op: 'upsert', id, vector, galleries };
+      });
+      await index.apply(changes);
+      this.applied = changes[changes.length - 1].position;
+      this.unsaved += changes.length;
+      this.release();
+      if (rows.length < this.pageSize) return;
+    }
+  }
+
+  private release(): void {
+    if (this.waiters.length === 0) return;
+    const still: Waiter[] = [];
+    for (const w of this.waiters) {
+      if (this.applied >= w.position) w.resolve(true);
+      else still.push(w);
+    }
+    this.waiters = still;
+  }
+
+  private async maybeSnapshot(): Promise<void> {
+    if (this.unsaved === 0) return;
+    const due = this.unsaved >= this.opts.snapshotChanges || Date.now() - this.savedAt >= this.opts.snapshotSeconds * 1000;
+    if (!due) return;
+    const unsaved = this.unsaved;
+    await this.opts.index.snapshot();
+    this.unsaved -= unsaved;
+    this.savedAt = Date.now();
+  }
+}
