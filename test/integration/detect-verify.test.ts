@@ -3,18 +3,9 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  AUTH,
-  DEMO_COUNTS,
-  HAVE_TESTDATA,
-  demoPhoto,
-  form,
-  startTestService,
-  testPhoto,
-  type TestService,
-} from '../support/service.js';
+import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../helpers/images.js';
+import { AUTH, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 let photoServer: http.Server;
@@ -26,7 +17,7 @@ beforeAll(async () => {
   photoServer = http.createServer((req, res) => {
     if (req.url === '/sample1.jpg') {
       res.writeHead(200, { 'Content-Type': 'image/jpeg' });
-      res.end(demoPhoto(1));
+      res.end(sample(1));
     } else {
       res.writeHead(404).end();
     }
@@ -50,33 +41,9 @@ async function post(path: string, body: FormData | object, headers: Record<strin
   return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
 }
 
-/** A real 8000×6250 (50 MP) grayscale PNG: tiny on the wire, 50 MB of pixels if decoded. */
-function hugePng(width = 8000, height = 6250): Buffer {
-  const chunk = (type: string, data: Buffer) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(data.length);
-    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(zlib.crc32(body));
-    return Buffer.concat([len, body, crc]);
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8; // bit depth
-  ihdr[9] = 0; // grayscale
-  const raw = Buffer.alloc(height * (width + 1)); // filter byte 0 + zero pixels per row
-  return Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk('IHDR', ihdr),
-    chunk('IDAT', zlib.deflateSync(raw)),
-    chunk('IEND', Buffer.alloc(0)),
-  ]);
-}
-
 describe('POST /v1/detect/', () => {
-  it.each(DEMO_COUNTS.map((n, i) => [i + 1, n]))('finds every face on demo photo %i (%i faces)', async (i, n) => {
-    const r = await post('/v1/detect/', form({ photo: demoPhoto(i) }));
+  it.each(Object.entries(SAMPLE_FACES).map(([i, n]) => [Number(i), n]))('finds every face on demo photo %i (%i faces)', async (i, n) => {
+    const r = await post('/v1/detect/', form({ photo: sample(i) }));
     expect(r.status).toBe(200);
     expect(r.body.faces).toHaveLength(n);
     for (const f of r.body.faces) {
@@ -87,7 +54,7 @@ describe('POST /v1/detect/', () => {
   });
 
   it('reports age, gender and emotions only when asked', async () => {
-    const r = await post('/v1/detect/', form({ photo: demoPhoto(1), age: 'true', gender: 'true', emotions: 'true' }));
+    const r = await post('/v1/detect/', form({ photo: sample(1), age: 'true', gender: 'true', emotions: 'true' }));
     expect(r.status).toBe(200);
     for (const f of r.body.faces) {
       expect(Number.isInteger(f.age)).toBe(true);
@@ -95,7 +62,7 @@ describe('POST /v1/detect/', () => {
       expect(['male', 'female']).toContain(f.gender);
       expect([...f.emotions].sort()).toEqual(['angry', 'disgust', 'fear', 'happy', 'neutral', 'sad', 'surprise']);
     }
-    const some = await post('/v1/detect/', form({ photo: demoPhoto(1), age: 'true' }));
+    const some = await post('/v1/detect/', form({ photo: sample(1), age: 'true' }));
     expect(some.body.faces[0].age).toBeTypeOf('number');
     expect(some.body.faces[0].gender).toBeUndefined();
     expect(some.body.faces[0].emotions).toBeUndefined();
@@ -107,44 +74,44 @@ describe('POST /v1/detect/', () => {
     expect(r.body.faces).toHaveLength(3);
   });
 
-  it.runIf(HAVE_TESTDATA)('finds exactly the labelled number of faces on every labelled photo', async () => {
-    const labels = JSON.parse(testPhoto('labels.json').toString('utf8')) as { file: string; faces: number | null }[];
+  it.runIf(haveSharedFaces)('finds exactly the labelled number of faces on every labelled photo', async () => {
+    const labels = JSON.parse(sharedFace('labels.json').toString('utf8')) as { file: string; faces: number | null }[];
     const counted = labels.filter((l) => l.faces !== null);
     expect(counted.length).toBeGreaterThan(100);
     const wrong: string[] = [];
     for (const l of counted) {
-      const r = await post('/v1/detect/', form({ photo: testPhoto(l.file) }));
+      const r = await post('/v1/detect/', form({ photo: sharedFace(l.file) }));
       if (r.status !== 200 || r.body.faces.length !== l.faces) wrong.push(`${l.file}: ${r.status} ${r.body.faces?.length} != ${l.faces}`);
     }
     expect(wrong).toEqual([]);
   });
 
-  it.runIf(HAVE_TESTDATA)('finds no face on photos without people', async () => {
+  it.runIf(haveSharedFaces)('finds no face on photos without people', async () => {
     for (const file of ['noface__dog.jpg', 'noface__giraffe.jpg', 'noface__blank_white.png']) {
-      const r = await post('/v1/detect/', form({ photo: testPhoto(file) }));
+      const r = await post('/v1/detect/', form({ photo: sharedFace(file) }));
       expect(r.status, file).toBe(200);
       expect(r.body.faces, file).toEqual([]);
     }
   });
 
-  it.runIf(HAVE_TESTDATA)('recognises the labelled emotion of a clear expression', async () => {
-    const r = await post('/v1/detect/', form({ photo: testPhoto('anon__emotion_happy.jpg'), emotions: 'true' }));
+  it.runIf(haveSharedFaces)('recognises the labelled emotion of a clear expression', async () => {
+    const r = await post('/v1/detect/', form({ photo: sharedFace('anon__emotion_happy.jpg'), emotions: 'true' }));
     expect(r.body.faces[0].emotions[0]).toBe('happy');
   });
 });
 
 describe('bad input keeps the server serving', () => {
   const cases: [string, () => Promise<{ status: number; body: any }>, number, string][] = [
-    ['a truncated JPEG', () => post('/v1/detect/', form({ photo: demoPhoto(1).subarray(0, 40_000) })), 400, 'IMAGE_CORRUPT'],
+    ['a truncated JPEG', () => post('/v1/detect/', form({ photo: sample(1).subarray(0, 40_000) })), 400, 'IMAGE_CORRUPT'],
     ['a text file', () => post('/v1/detect/', form({ photo: Buffer.from('hello, I am not an image\n') }, 'text/plain')), 415, 'IMAGE_UNSUPPORTED'],
     ['a 0-byte upload', () => post('/v1/detect/', form({ photo: Buffer.alloc(0) })), 400, 'IMAGE_CORRUPT'],
-    ['a 50-megapixel image', () => post('/v1/detect/', form({ photo: hugePng() }, 'image/png')), 413, 'IMAGE_TOO_LARGE'],
+    ['a 50-megapixel image (8000×6250, real pixels)', () => post('/v1/detect/', form({ photo: blankPng(8000, 6250) }, 'image/png')), 413, 'IMAGE_TOO_LARGE'],
     ['a URL to a closed port', () => post('/v1/detect/', { photo: 'http://127.0.0.1:1/photo.jpg' }), 400, 'PHOTO_FETCH_FAILED'],
     ['a URL with a non-http scheme', () => post('/v1/detect/', { photo: 'file:///etc/passwd' }), 400, 'BAD_PARAM'],
-    ['a missing token', () => post('/v1/detect/', form({ photo: demoPhoto(1) }), {}), 401, 'AUTH_FAILED'],
-    ['a wrong token', () => post('/v1/detect/', form({ photo: demoPhoto(1) }), { Authorization: 'Token nope' }), 401, 'AUTH_FAILED'],
+    ['a missing token', () => post('/v1/detect/', form({ photo: sample(1) }), {}), 401, 'AUTH_FAILED'],
+    ['a wrong token', () => post('/v1/detect/', form({ photo: sample(1) }), { Authorization: 'Token nope' }), 401, 'AUTH_FAILED'],
     ['a missing photo', () => post('/v1/detect/', { age: true }), 400, 'BAD_PARAM'],
-    ['a wrong type', () => post('/v1/detect/', form({ photo: demoPhoto(1), age: 'maybe' })), 400, 'BAD_PARAM'],
+    ['a wrong type', () => post('/v1/detect/', form({ photo: sample(1), age: 'maybe' })), 400, 'BAD_PARAM'],
   ];
 
   it.each(cases)('answers %s with its documented error', async (_name, send, status, error) => {
@@ -152,7 +119,7 @@ describe('bad input keeps the server serving', () => {
     expect(r.status).toBe(status);
     expect(r.body).toMatchObject({ code: status, error });
     expect(r.body.reason).toBeTypeOf('string');
-    const ok = await post('/v1/detect/', form({ photo: demoPhoto(4) }));
+    const ok = await post('/v1/detect/', form({ photo: sample(4) }));
     expect(ok.status).toBe(200);
     expect(ok.body.faces).toHaveLength(4);
   });
@@ -160,7 +127,7 @@ describe('bad input keeps the server serving', () => {
 
 describe('POST /v0/verify/', () => {
   it('matches a photo with itself at full confidence', async () => {
-    const r = await post('/v0/verify/', form({ photo1: demoPhoto(2), photo2: demoPhoto(2) }));
+    const r = await post('/v0/verify/', form({ photo1: sample(2), photo2: sample(2) }));
     expect(r.status).toBe(200);
     expect(r.body.results).toHaveLength(1);
     expect(r.body.results[0].confidence).toBeGreaterThan(0.99);
@@ -169,14 +136,14 @@ describe('POST /v0/verify/', () => {
   });
 
   it('rejects a group photo under mf_selector=reject with the faces listed', async () => {
-    const r = await post('/v0/verify/', form({ photo1: demoPhoto(1), photo2: demoPhoto(2), mf_selector: 'reject' }));
+    const r = await post('/v0/verify/', form({ photo1: sample(1), photo2: sample(2), mf_selector: 'reject' }));
     expect(r.status).toBe(400);
     expect(r.body).toMatchObject({ code: 400, reason: 'Too many faces: 3', error: 'TOO_MANY_FACES' });
     expect(r.body.faces).toHaveLength(3);
   });
 
   it('compares every pair under mf_selector=all, and gives no verdict with threshold=none', async () => {
-    const r = await post('/v0/verify/', form({ photo1: demoPhoto(1), photo2: demoPhoto(1), mf_selector: 'all', threshold: 'none' }));
+    const r = await post('/v0/verify/', form({ photo1: sample(1), photo2: sample(1), mf_selector: 'all', threshold: 'none' }));
     expect(r.status).toBe(200);
     expect(r.body.results).toHaveLength(9);
     expect(r.body.verified).toBeUndefined();
@@ -192,10 +159,10 @@ describe('POST /v0/verify/', () => {
   });
 
   it('uses caller boxes instead of detection', async () => {
-    const detected = await post('/v1/detect/', form({ photo: demoPhoto(1) }));
+    const detected = await post('/v1/detect/', form({ photo: sample(1) }));
     const f = detected.body.faces[2];
     const box = [f.x1, f.y1, f.x2, f.y2];
-    const r = await post('/v0/verify/', form({ photo1: demoPhoto(1), photo2: demoPhoto(1), bbox1: JSON.stringify([box]), bbox2: JSON.stringify([box]) }));
+    const r = await post('/v0/verify/', form({ photo1: sample(1), photo2: sample(1), bbox1: JSON.stringify([box]), bbox2: JSON.stringify([box]) }));
     expect(r.status).toBe(200);
     expect(r.body.results).toHaveLength(1);
     expect(r.body.results[0].bbox1).toEqual({ x1: f.x1, y1: f.y1, x2: f.x2, y2: f.y2 });
@@ -203,45 +170,45 @@ describe('POST /v0/verify/', () => {
   });
 
   it('is verified at the top level only when every face of photo1 has a match on photo2', async () => {
-    const detected = await post('/v1/detect/', form({ photo: demoPhoto(1) }));
+    const detected = await post('/v1/detect/', form({ photo: sample(1) }));
     const f = detected.body.faces[0];
     const one = JSON.stringify([[f.x1, f.y1, f.x2, f.y2]]);
-    const allVsOne = await post('/v0/verify/', form({ photo1: demoPhoto(1), photo2: demoPhoto(1), mf_selector: 'all', bbox2: one }));
+    const allVsOne = await post('/v0/verify/', form({ photo1: sample(1), photo2: sample(1), mf_selector: 'all', bbox2: one }));
     expect(allVsOne.status).toBe(200);
     expect(allVsOne.body.results).toHaveLength(3);
     expect(allVsOne.body.results.filter((p: any) => p.verified)).toHaveLength(1);
     expect(allVsOne.body.verified).toBe(false);
-    const oneVsAll = await post('/v0/verify/', form({ photo1: demoPhoto(1), photo2: demoPhoto(1), mf_selector: 'all', bbox1: one }));
+    const oneVsAll = await post('/v0/verify/', form({ photo1: sample(1), photo2: sample(1), mf_selector: 'all', bbox1: one }));
     expect(oneVsAll.body.results).toHaveLength(3);
     expect(oneVsAll.body.verified).toBe(true);
   });
 
-  it.runIf(HAVE_TESTDATA)('verifies two different photos of one person', async () => {
+  it.runIf(haveSharedFaces)('verifies two different photos of one person', async () => {
     for (const [a, b] of [
       ['barack_obama__1.jpg', 'barack_obama__4.jpg'],
       ['joe_biden__1.jpg', 'joe_biden__2.jpg'],
       ['kit_harington__1.jpg', 'kit_harington__3.jpg'],
     ]) {
-      const r = await post('/v0/verify/', form({ photo1: testPhoto(a), photo2: testPhoto(b) }));
+      const r = await post('/v0/verify/', form({ photo1: sharedFace(a), photo2: sharedFace(b) }));
       expect(r.status, `${a} ~ ${b}`).toBe(200);
       expect(r.body.verified, `${a} ~ ${b}: ${r.body.results[0]?.confidence}`).toBe(true);
     }
   });
 
-  it.runIf(HAVE_TESTDATA)('does not verify two different people', async () => {
+  it.runIf(haveSharedFaces)('does not verify two different people', async () => {
     for (const [a, b] of [
       ['barack_obama__1.jpg', 'joe_biden__1.jpg'],
       ['kit_harington__1.jpg', 'rose_leslie__1.jpg'],
       ['alex_lacamoire__2.jpg', 'lin_manuel_miranda__1.png'],
     ]) {
-      const r = await post('/v0/verify/', form({ photo1: testPhoto(a), photo2: testPhoto(b) }));
+      const r = await post('/v0/verify/', form({ photo1: sharedFace(a), photo2: sharedFace(b) }));
       expect(r.status, `${a} ~ ${b}`).toBe(200);
       expect(r.body.verified, `${a} ~ ${b}: ${r.body.results[0]?.confidence}`).toBe(false);
     }
   });
 
-  it.runIf(HAVE_TESTDATA)('answers a photo without a face with 422 NO_FACE naming it', async () => {
-    const r = await post('/v0/verify/', form({ photo1: demoPhoto(2), photo2: testPhoto('noface__dog.jpg') }));
+  it.runIf(haveSharedFaces)('answers a photo without a face with 422 NO_FACE naming it', async () => {
+    const r = await post('/v0/verify/', form({ photo1: sample(2), photo2: sharedFace('noface__dog.jpg') }));
     expect(r.status).toBe(422);
     expect(r.body).toMatchObject({ code: 422, error: 'NO_FACE', param: 'photo2' });
   });

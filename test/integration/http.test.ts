@@ -3,7 +3,8 @@
  * content types, malformed bodies, routing, docs and health.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUTH, demoPhoto, form, startTestService, type TestService } from '../support/service.js';
+import { form, sample } from '../helpers/images.js';
+import { AUTH, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 
@@ -20,7 +21,7 @@ const json = { ...AUTH, 'content-type': 'application/json' };
 
 describe('limits and body formats', () => {
   it('accepts an upload under the limit', async () => {
-    const photo = demoPhoto(2);
+    const photo = sample(2);
     expect(photo.length).toBeLessThan(300_000);
     const res = await fetch(url('/v1/detect/'), { method: 'POST', headers: AUTH, body: form({ photo }) });
     expect(res.status).toBe(200);
@@ -28,7 +29,7 @@ describe('limits and body formats', () => {
   });
 
   it('refuses an upload over the limit with 413', async () => {
-    const photo = Buffer.concat([demoPhoto(1), demoPhoto(3)]);
+    const photo = Buffer.concat([sample(1), sample(3)]);
     expect(photo.length).toBeGreaterThan(300_000);
     const res = await fetch(url('/v1/detect/'), { method: 'POST', headers: AUTH, body: form({ photo }) });
     expect(res.status).toBe(413);
@@ -74,7 +75,7 @@ describe('limits and body formats', () => {
     const res = await fetch(url('/v0/verify/'), {
       method: 'POST',
       headers: AUTH,
-      body: form({ photo1: demoPhoto(2), photo2: demoPhoto(2), bbox1: '[[10, 10, 5]]' }),
+      body: form({ photo1: sample(2), photo2: sample(2), bbox1: '[[10, 10, 5]]' }),
     });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ code: 400, error: 'BAD_PARAM', param: 'bbox1' });

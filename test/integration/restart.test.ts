@@ -183,6 +183,22 @@ describe('the service process', () => {
     for (const [meta, count] of perMeta) expect(count, meta).toBe(2);
     for (const a of acknowledged) expect(perMeta.has(a.meta)).toBe(true);
 
+    // Every acknowledged face is searchable again: the index caught up from the change log.
+    const found = new Set<number>();
+    for (let s = 1; s <= 6; s++) {
+      for (const [x1, y1, x2, y2] of JSON.parse(bbox) as number[][]) {
+        const r = await fetch(`${service.base}/v0/identify/`, {
+          method: 'POST',
+          headers: auth(),
+          body: form({ photo: sample(s), x1: `${x1}`, y1: `${y1}`, x2: `${x2}`, y2: `${y2}`, n: '100', threshold: '0.99' }),
+        });
+        expect(r.status).toBe(200);
+        const body = (await r.json()) as { results: Record<string, Array<{ face: { id: number } }>> };
+        for (const matches of Object.values(body.results)) for (const m of matches) found.add(m.face.id);
+      }
+    }
+    for (const a of acknowledged) expect(found.has(a.id), `face ${a.id} searchable`).toBe(true);
+
     // Blobs written by adds that never committed are swept after the restart.
     const wanted = [...new Set(all.map((f) => f.photo_hash))].sort();
     const blobs = new PhotoBlobs(path.join(dataDir, 'photos'));
