@@ -17,6 +17,7 @@ import { readFileSync, existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot, loadConfig } from '../src/config.js';
 import { engineOptionsFrom, openEngine, type Engine } from '../src/native/engine.js';
+import { optionArg as arg } from './args.js';
 
 interface Label {
   file: string;
@@ -28,11 +29,6 @@ interface Label {
 
 const DEMO_COUNTS = [3, 3, 3, 4, 5, 4];
 const FAR_TARGETS = [1e-1, 1e-3, 1e-5];
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : undefined;
-}
 
 /** Inverse of the standard normal upper tail, for the FAR targets we use (bisection is plenty). */
 function upperTailZ(p: number): number {

@@ -16,11 +16,7 @@ import path from 'node:path';
 import { Bench } from 'tinybench';
 import { findProjectRoot, loadConfig } from '../src/config.js';
 import { engineOptionsFrom, openEngine } from '../src/native/engine.js';
-
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-}
+import { numberArg as arg } from './args.js';
 
 async function main() {
   const root = findProjectRoot();

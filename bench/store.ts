@@ -10,33 +10,16 @@
  *   `--faces` rows seeded straight into PostgreSQL.
  * Latencies are client-side, over loopback.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
-import { openDatabase } from '../src/db/open.js';
 import { printLoadTable, runLoad, type LoadResult } from './http-load.js';
+import { startBenchService } from './service.js';
+import { numberArg as arg } from './args.js';
 
 const TOKEN = 'bench-token';
 const AUTH = { Authorization: `Token ${TOKEN}` };
-
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function rssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -44,37 +27,14 @@ function rssMiB(pid: number): number {
   return kb / 1024;
 }
 
-async function waitForHealth(base: string, ms = 120_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(`${base}/health`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error('service did not become healthy');
-}
-
 async function main() {
   const root = findProjectRoot();
   const faces = arg('faces', 1_000_000);
   const seconds = arg('seconds', 5);
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'face-bench-'));
-  const database = await openDatabase({ dataDir, dbPool: 4 });
-  const url = database.embedded?.url;
-  if (!url) throw new Error('expected the embedded database');
-
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], {
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', FACE_TOKEN: TOKEN, DATABASE_URL: url, FACE_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const service = await startBenchService(TOKEN);
+  const { base, db, child } = service;
   const results: LoadResult[] = [];
   try {
-    await waitForHealth(base);
     const photo = readFileSync(path.join(root, 'node_modules/@vladmandic/face-api/demo/sample2.jpg'));
     const upload = (extra: Record<string, string> = {}) => {
       const fd = new FormData();
@@ -103,7 +63,7 @@ async function main() {
           (await fetch(`${base}/v0/face/`, { method: 'POST', headers: AUTH, body: upload({ meta: 'bench', bbox }) })).status,
       }),
     );
-    const ids: number[] = (await database.db.sql`SELECT id FROM faces ORDER BY id`).map((r) => Number(r.id));
+    const ids: number[] = (await db.sql`SELECT id FROM faces ORDER BY id`).map((r) => Number(r.id));
     results.push(
       await runLoad({
         name: 'GET /v0/face/id/<id>/, 16 clients',
@@ -119,8 +79,8 @@ async function main() {
 
     // Seed through SQL: one photo, `faces` rows with a 1024-d zero embedding.
     const t0 = performance.now();
-    const [{ photo_hash: hash }] = await database.db.sql`SELECT photo_hash FROM faces LIMIT 1`;
-    await database.db.sql`
+    const [{ photo_hash: hash }] = await db.sql`SELECT photo_hash FROM faces LIMIT 1`;
+    await db.sql`
       INSERT INTO faces (meta, photo, photo_hash, x1, y1, x2, y2, dim, embedding)
       SELECT 'seed-' || (g % 1000), 'http://example.invalid/p.jpg', ${hash}, 10, 20, 110, 140, 1024, decode(repeat('00', 4096), 'hex')
       FROM generate_series(1, ${faces}) AS g`;
@@ -145,11 +105,7 @@ async function main() {
         `in ${listS.toFixed(1)} s (status ${res.status}); server RSS ${idle.toFixed(0)} MiB before, ${peak.toFixed(0)} MiB peak`,
     );
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    await database.db.close();
-    await database.embedded?.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+    await service.stop();
   }
 }
 
