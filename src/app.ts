@@ -102,12 +102,14 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
     index,
     identify: config.identify,
   });
-  const verifier = new AnyTokenVerifier([new StaticTokenVerifier(config.token), ...(dbTokens ? [dbTokens] : []), ...verifiers]);
+  const operatorVerifier = new StaticTokenVerifier(config.token);
+  const verifier = new AnyTokenVerifier([operatorVerifier, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
   const server = await listen({
     host: config.host,
     port: config.port,
     registry,
     verifier,
+    operatorVerifier,
     limits: {
       maxBodyBytes: config.maxBodyBytes,
       maxUploadBytes: config.maxUploadBytes,

@@ -9,7 +9,7 @@
  */
 import busboy from 'busboy';
 import { HttpError } from './errors.js';
-import { addParam, type RawParams } from './params.js';
+import { addParam, newParams, type RawParams } from './params.js';
 
 export interface BodyLimits {
   /** Whole request body, any encoding. */
@@ -71,7 +71,7 @@ export function parseJsonBody(buf: Buffer): RawParams {
 }
 
 export function parseFormBody(buf: Buffer): RawParams {
-  const out: RawParams = {};
+  const out: RawParams = newParams();
   for (const [k, v] of new URLSearchParams(buf.toString('utf8'))) addParam(out, k, v);
   return out;
 }
@@ -113,7 +113,7 @@ class RefusingParser implements BodyParser {
 }
 
 class MultipartParser implements BodyParser {
-  private readonly params: RawParams = {};
+  private readonly params: RawParams = newParams();
   private readonly bb: busboy.Busboy;
   private failure: HttpError | undefined;
   private readonly done: Promise<void>;

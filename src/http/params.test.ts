@@ -75,3 +75,13 @@ describe('coercion: one schema for JSON and text encodings', () => {
     expect(parseParams(schema, { ...queryToParams('galleries=a&galleries=b'), photo: 'p' }).galleries).toEqual(['a', 'b']);
   });
 });
+
+describe('parameter names', () => {
+  it('keeps __proto__ and toString as plain fields', () => {
+    const p = queryToParams('__proto__=x&toString=y&constructor=z');
+    expect(Object.getPrototypeOf(p)).toBeNull();
+    expect(p.__proto__).toBe('x');
+    expect(p.toString).toBe('y');
+    expect(p.constructor).toBe('z');
+  });
+});

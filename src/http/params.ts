@@ -54,7 +54,8 @@ export type RawParams = Record<string, unknown>;
  * `galleries=["a","b"]`; a scalar schema then rejects the repeat.
  */
 export function addParam(into: RawParams, key: string, value: unknown): void {
-  if (!(key in into)) {
+  // Own keys only: a field named __proto__ or toString must not reach the prototype.
+  if (!Object.hasOwn(into, key)) {
     into[key] = value;
     return;
   }
@@ -62,8 +63,13 @@ export function addParam(into: RawParams, key: string, value: unknown): void {
   into[key] = Array.isArray(prev) && !Buffer.isBuffer(prev) ? [...prev, value] : [prev, value];
 }
 
+/** A parameter record without a prototype, so any field name is just a key. */
+export function newParams(): RawParams {
+  return Object.create(null) as RawParams;
+}
+
 export function queryToParams(query: string): RawParams {
-  const out: RawParams = {};
+  const out: RawParams = newParams();
   if (!query) return out;
   for (const [k, v] of new URLSearchParams(query)) addParam(out, k, v);
   return out;

@@ -91,8 +91,12 @@ export interface RouteDef<
   path: string;
   summary: string;
   description?: string;
-  /** Requires `Authorization: Token <token>`. */
-  auth: boolean;
+  /**
+   * Requires `Authorization: Token <token>`: any valid API token (true), or
+   * only the operator's bootstrap token, FACE_TOKEN ('operator'), for routes
+   * that change how the service runs rather than the data.
+   */
+  auth: boolean | 'operator';
   /**
    * Parameters from the body (JSON, multipart, urlencoded) and the query
    * string; on GET and DELETE only the query string.

@@ -19,12 +19,17 @@ import { ActivityTracker, ConcurrencyLimiter } from './limiter.js';
 import { parseParams, queryToParams, type RawParams } from './params.js';
 import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
 
+/** How long a streamed response may wait for a client that has stopped reading. */
+const STALLED_STREAM_MS = 30_000;
+
 export interface HttpServerOptions {
   host: string;
   /** 0 picks a free port, reported back in `HttpServer.port`. */
   port: number;
   registry: RouteRegistry;
   verifier: TokenVerifier;
+  /** Accepts the operator's token only, for `auth: 'operator'` routes. */
+  operatorVerifier: TokenVerifier;
   limits: BodyLimits & { maxInflight: number };
   shutdownTimeoutMs: number;
   log: Logger;
@@ -122,7 +127,20 @@ class Exchange {
           drained = res.write(next.value);
         });
         // uWS keeps what it could not send yet; wait until it has gone before producing more.
-        if (!drained && !this.aborted) await new Promise<void>((resolve) => (wake = resolve));
+        // A client that stops reading would otherwise hold the producer (a database cursor) for
+        // ever, so past STALLED_STREAM_MS without progress the connection is closed.
+        if (!drained && !this.aborted) {
+          let timer: NodeJS.Timeout | undefined;
+          const stalled = await new Promise<boolean>((resolve) => {
+            wake = () => resolve(false);
+            timer = setTimeout(() => resolve(true), STALLED_STREAM_MS);
+          });
+          clearTimeout(timer);
+          if (stalled && !this.aborted) {
+            this.aborted = true;
+            res.close();
+          }
+        }
         if (this.aborted) break;
       }
       if (!this.aborted) res.cork(() => res.end());
@@ -169,7 +187,7 @@ class Exchange {
 }
 
 export function listen(opts: HttpServerOptions): Promise<HttpServer> {
-  const { registry, verifier, log } = opts;
+  const { registry, verifier, operatorVerifier, log } = opts;
   const limiter = new ConcurrencyLimiter(opts.limits.maxInflight);
   const activity = new ActivityTracker();
   const state: ServerState = {
@@ -208,7 +226,6 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     };
 
     try {
-      if (state.draining) throw unavailable('Server is shutting down');
       if (match.kind === 'not-found') throw new HttpError(404, 'NOT_FOUND', `No route for ${method} ${url}`);
       if (match.kind === 'method-not-allowed') {
         throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url}`, {
@@ -217,6 +234,8 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       }
       route = match.value;
       ex.routeHeaders = route.headers;
+      // After the route is known, so a route's own headers (X-Live-Servers) ride on this 503 too.
+      if (state.draining) throw unavailable('Server is shutting down');
       if (route.limited !== false) {
         if (!limiter.tryAcquire()) throw unavailable(`Too many requests in progress (limit ${limiter.max})`);
         acquired = true;
@@ -257,7 +276,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     ex: Exchange,
     ctxLog: Logger,
   ): Promise<void> {
-    if (route.auth) await authenticate(headers.authorization, verifier);
+    if (route.auth) await authenticate(headers.authorization, route.auth === 'operator' ? operatorVerifier : verifier);
     const params = route.params ? parseParams(route.params, rawParams) : rawParams;
     let input: unknown = {};
     if (route.request) {

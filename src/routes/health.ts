@@ -8,9 +8,9 @@
  * answers 503 so traffic drains away.
  */
 import { z } from 'zod';
-import { unavailable } from '../http/errors.js';
 import type { RouteRegistry } from '../http/registry.js';
 import type { Engine } from '../native/engine.js';
+import { liveServers } from './identify.js';
 import type { FaceIndex } from '../native/face-index.js';
 
 const healthResponse = z.object({
@@ -45,7 +45,6 @@ export function registerHealth(registry: RouteRegistry, engine: Engine, index?: 
     response: { status: 200, description: 'The service is up.', schema: healthResponse },
     errors: [],
     async handler({ server }) {
-      if (server.draining) throw unavailable('Shutting down');
       const info = engine.info();
       return {
         status: 'ok' as const,
@@ -66,9 +65,5 @@ export function registerHealth(registry: RouteRegistry, engine: Engine, index?: 
 
 function searchSummary(index: FaceIndex) {
   const shards = index.shards();
-  return {
-    live: shards.filter((s) => s.state === 'live').length,
-    total: shards.length,
-    faces: shards.reduce((n, s) => n + s.size, 0),
-  };
+  return { ...liveServers(index, shards), faces: shards.reduce((n, s) => n + s.size, 0) };
 }

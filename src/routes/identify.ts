@@ -19,7 +19,7 @@ import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import { DEFAULT_GALLERY, type FaceStore, type StoredFace } from '../db/face-store.js';
 import type { FaceIndex, IndexSearchResult } from '../native/face-index.js';
-import { resolveThreshold, toConfidence } from '../services/calibration.js';
+import { isVerified, resolveThreshold, toConfidence } from '../services/calibration.js';
 import { pickRows, selectFaces, type Box, type FaceService } from '../services/faces.js';
 import { baseUrl, renderFace } from './face-view.js';
 import { faceOutput, galleryName, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
@@ -95,8 +95,7 @@ const shardParams = z.object({
 /** `X-Live-Servers: <live>/<total>`. */
 export const LIVE_SERVERS = 'X-Live-Servers';
 
-export function liveServers(index: FaceIndex): { live: number; total: number } {
-  const shards = index.shards();
+export function liveServers(index: FaceIndex, shards = index.shards()): { live: number; total: number } {
   return { live: shards.filter((s) => s.state === 'live').length, total: shards.length };
 }
 
@@ -163,7 +162,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     const kept = searches.map((s) =>
       s.matches
         .map((m) => ({ id: m.id, confidence: toConfidence(m.similarity) }))
-        .filter((m) => threshold === null || m.confidence >= threshold),
+        .filter((m) => threshold === null || isVerified(m.confidence, threshold)),
     );
     const ids = [...new Set(kept.flatMap((list) => list.map((m) => m.id)))];
     const byId = new Map<number, StoredFace>((await store.getFaces(ids)).map((f) => [f.id, f]));
@@ -215,8 +214,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
   const report = () => {
     const shards = index.shards();
     return {
-      live: shards.filter((s) => s.state === 'live').length,
-      total: shards.length,
+      ...liveServers(index, shards),
       position: index.position(),
       shards: shards.map((s) => ({
         shard: s.shard,
@@ -234,7 +232,8 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     method: 'GET',
     path: '/v0/admin/shards',
     summary: 'State, size, position and snapshot age of every search shard',
-    auth: true,
+    description: 'Needs the operator token (FACE_TOKEN); API tokens from the store are refused.',
+    auth: 'operator',
     limited: false,
     response: { status: 200, description: 'The shards.', schema: shardsResponse },
     errors: [401],
@@ -251,7 +250,8 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
       method: 'POST',
       path: `/v0/admin/shards/:k/${action}`,
       summary: online ? 'Put a search shard back into service' : 'Take a search shard out of service (it keeps receiving changes)',
-      auth: true,
+      description: 'Needs the operator token (FACE_TOKEN); API tokens from the store are refused.',
+      auth: 'operator',
       limited: false,
       params: shardParams,
       response: { status: 200, description: 'All shards after the change.', schema: shardsResponse },

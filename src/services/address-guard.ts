@@ -30,8 +30,7 @@ const v4: Array<[string, number]> = [
   ['240.0.0.0', 4], // reserved, broadcast
 ];
 const v6: Array<[string, number]> = [
-  ['::', 128], // unspecified
-  ['::1', 128], // loopback
+  ['::', 96], // unspecified, loopback and IPv4-compatible ::a.b.c.d (also written ::7f00:1)
   ['64:ff9b::', 96], // NAT64 well-known prefix
   ['64:ff9b:1::', 48], // local-use NAT64
   ['100::', 64], // discard-only
@@ -51,8 +50,6 @@ export function isPublicAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 4) return !blocked.check(address, 'ipv4');
   if (family === 6) {
-    // IPv4-compatible (deprecated ::a.b.c.d) addresses are not routed; refuse them outright.
-    if (/^::(\d+\.\d+\.\d+\.\d+)$/.test(address)) return false;
     return !blocked.check(address, 'ipv6');
   }
   return false;

@@ -108,6 +108,15 @@ describe('fetchPhoto', () => {
     expect(calls).toBe(1);
   });
 
+  it('gives up on a DNS answer that never comes, at the fetch deadline', async () => {
+    const resolve = () => new Promise<Array<{ address: string; family: number }>>(() => {});
+    const started = Date.now();
+    const err = await failure(fetchPhoto('http://slow-dns.example/a.jpg', { ...opts, timeoutMs: 200, resolve }));
+    expect(err.error).toBe('PHOTO_FETCH_FAILED');
+    expect(err.reason).toMatch(/timed out/);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
   it('refuses schemes other than http and https with BAD_PARAM', async () => {
     for (const url of ['ftp://example.com/a.jpg', 'file:///etc/passwd', 'data:image/png;base64,AAAA']) {
       expect((await failure(fetchPhoto(url, opts))).body()).toMatchObject({ code: 400, error: 'BAD_PARAM' });
@@ -183,7 +192,7 @@ describe('PhotoSource', () => {
 
 describe('isPublicAddress', () => {
   it('refuses loopback, private, link-local, CGNAT, multicast and reserved ranges', () => {
-    for (const a of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.0.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '255.255.255.255', '::1', '::', 'fe80::1', 'fd00::1', 'ff02::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1', '64:ff9b::a00:1', 'not-an-ip']) {
+    for (const a of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.0.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '255.255.255.255', '::1', '::', 'fe80::1', 'fd00::1', 'ff02::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1', '::127.0.0.1', '::7f00:1', '::a00:1', '::8.8.8.8', '64:ff9b::a00:1', 'not-an-ip']) {
       expect(isPublicAddress(a), a).toBe(false);
     }
   });

@@ -70,15 +70,27 @@ function describe(url: URL): string {
   return `${url.protocol}//${url.host}${url.pathname}`;
 }
 
-async function resolveChecked(url: URL, opts: PhotoFetchOptions): Promise<{ address: string; family: number }> {
+/** Settles with `work`, or rejects as soon as `signal` aborts (the lookup itself cannot be cancelled). */
+function abortable<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+async function resolveChecked(url: URL, opts: PhotoFetchOptions, signal: AbortSignal): Promise<{ address: string; family: number }> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   let addresses: Array<{ address: string; family: number }>;
   const literal = isIP(host);
   if (literal) addresses = [{ address: host, family: literal }];
   else {
     try {
-      addresses = await (opts.resolve ?? systemResolve)(host);
+      // A slow DNS answer must not outlive the fetch deadline.
+      addresses = await abortable((opts.resolve ?? systemResolve)(host), signal);
     } catch (err) {
+      if (signal.aborted) throw err;
       throw fetchFailed(`Cannot resolve host ${host}`, err);
     }
   }
@@ -157,7 +169,7 @@ export async function fetchPhoto(text: string, opts: PhotoFetchOptions, signal?:
   try {
     for (let hop = 0; ; hop++) {
       combined.throwIfAborted();
-      const target = await resolveChecked(url, opts);
+      const target = await resolveChecked(url, opts, combined);
       const res = await requestOnce(url, target, opts, combined);
       if (res.location !== undefined) {
         if (hop >= opts.maxRedirects) throw fetchFailed(`Too many redirects (limit ${opts.maxRedirects})`);

@@ -34,8 +34,10 @@ async function start(): Promise<void> {
   base = `http://127.0.0.1:${server.port}`;
 }
 
-async function call(method: string, url: string, body?: FormData | object) {
-  const init: RequestInit = { method, headers: { Authorization: `Token ${token}` } };
+const OPERATOR = 'operator-token';
+
+async function call(method: string, url: string, body?: FormData | object, as = token) {
+  const init: RequestInit = { method, headers: { Authorization: `Token ${as}` } };
   if (body instanceof FormData) init.body = body;
   else if (body !== undefined) {
     init.body = JSON.stringify(body);
@@ -51,7 +53,7 @@ const identify = (fields: Record<string, string | Buffer>, url = '/v0/identify/'
 beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-identify-'));
-  config = loadConfig({ PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_SHARDS: String(SHARDS), FACE_IDENTIFY_MAX_N: '50' });
+  config = loadConfig({ PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_SHARDS: String(SHARDS), FACE_IDENTIFY_MAX_N: '50', FACE_TOKEN: OPERATOR });
   await start();
   ({ token } = await new TokenStore(tdb.db.sql).create('tests'));
   expect((await call('POST', '/v0/galleries/crowd/')).status).toBe(201);
@@ -140,7 +142,10 @@ describe('identify', () => {
   });
 
   it('with a shard offline: strict answers 503, otherwise the live shards answer', async () => {
-    const off = await call('POST', '/v0/admin/shards/1/offline');
+    // Only the operator's token switches shards; an API token from the store may not.
+    expect((await call('POST', '/v0/admin/shards/1/offline')).status).toBe(401);
+    expect((await call('GET', '/v0/admin/shards')).status).toBe(401);
+    const off = await call('POST', '/v0/admin/shards/1/offline', undefined, OPERATOR);
     expect(off.status).toBe(200);
     expect(off.json.shards[1].state).toBe('offline');
     try {
@@ -152,10 +157,10 @@ describe('identify', () => {
       expect(lenient.status).toBe(200);
       expect(lenient.headers.get('x-live-servers')).toBe(`${SHARDS - 1}/${SHARDS}`);
     } finally {
-      expect((await call('POST', '/v0/admin/shards/1/online')).status).toBe(200);
+      expect((await call('POST', '/v0/admin/shards/1/online', undefined, OPERATOR)).status).toBe(200);
     }
-    expect((await call('POST', '/v0/admin/shards/99/offline')).status).toBe(404);
-    const shards = await call('GET', '/v0/admin/shards');
+    expect((await call('POST', '/v0/admin/shards/99/offline', undefined, OPERATOR)).status).toBe(404);
+    const shards = await call('GET', '/v0/admin/shards', undefined, OPERATOR);
     expect(shards.json).toMatchObject({ live: SHARDS, total: SHARDS });
     expect(shards.json.shards.reduce((n: number, s: any) => n + s.size, 0)).toBe(demo1.length + crowd.length);
   });
@@ -193,7 +198,7 @@ describe('identify', () => {
 
     await server.close();
     await start();
-    const shards = await call('GET', '/v0/admin/shards');
+    const shards = await call('GET', '/v0/admin/shards', undefined, OPERATOR);
     expect(shards.json.live).toBe(SHARDS);
     // Saved at the graceful stop and loaded at start.
     expect(shards.json.shards.every((s: any) => s.snapshot_age_s !== null)).toBe(true);
