@@ -19,7 +19,7 @@
  * is retried by `transaction`.
  */
 import type { PendingQuery, Row } from 'postgres';
-import { HttpError, notFound } from '../http/errors.js';
+import { HttpError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { isPhotoHash, sniffImageType, sha256Hex, type PhotoBlobs } from '../services/photo-blobs.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
@@ -174,7 +174,8 @@ function toFace(r: Row): StoredFace {
   };
 }
 
-const unknownGallery = (names: string[], param = 'galleries') =>
+/** The one 404 for galleries that do not exist; `param` names the request field that named them. */
+export const unknownGallery = (names: string[], param = 'galleries') =>
   new HttpError(404, 'NOT_FOUND', `Unknown gallery: ${names.join(', ')}`, { param });
 
 export class FaceStore {
@@ -438,7 +439,7 @@ export class FaceStore {
   }
 
   private async requireGallery(name: string): Promise<void> {
-    if (!(await this.galleryExists(name))) throw notFound(`Unknown gallery: ${name}`);
+    if (!(await this.galleryExists(name))) throw unknownGallery([name], 'gallery');
   }
 
   /**

@@ -3,10 +3,10 @@
  * POST /v0/face/ and GET/PUT/DELETE /v0/face/id/<id>/.
  */
 import { z } from 'zod';
-import { HttpError, notFound } from '../http/errors.js';
+import { notFound } from '../http/errors.js';
 import { jsonParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import { DEFAULT_GALLERY, type FaceStore, type GalleryChange } from '../db/face-store.js';
+import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type GalleryChange } from '../db/face-store.js';
 import { boxOf, selectFaces, type FaceService } from '../services/faces.js';
 import { baseUrl, renderFace } from './face-view.js';
 import { boxesParam, faceOutput, galleryList, mfSelectorParam, photoParam } from './schemas.js';
@@ -82,7 +82,7 @@ export function registerFace(registry: RouteRegistry, { faces, store, publicUrl 
       const extra = input.galleries.filter((g) => g !== DEFAULT_GALLERY);
       // Cheap check first, so a typo does not cost an inference; the transaction checks again.
       for (const g of new Set(extra)) {
-        if (!(await store.galleryExists(g))) throw new HttpError(404, 'NOT_FOUND', `Unknown gallery: ${g}`, { param: 'galleries' });
+        if (!(await store.galleryExists(g))) throw unknownGallery([g]);
       }
       const req = { photo: input.photo, param: 'photo', boxes: input.bbox, boxesParam: 'bbox' };
       const bytes = await faces.load(req, signal);

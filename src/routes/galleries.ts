@@ -3,9 +3,9 @@
  * always exists and cannot be deleted.
  */
 import { z } from 'zod';
-import { badParam, HttpError, notFound } from '../http/errors.js';
+import { badParam, HttpError } from '../http/errors.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import { DEFAULT_GALLERY, type FaceStore } from '../db/face-store.js';
+import { DEFAULT_GALLERY, unknownGallery, type FaceStore } from '../db/face-store.js';
 import { galleryName } from './schemas.js';
 
 const galleryPath = z.object({ gallery: galleryName });
@@ -57,7 +57,7 @@ export function registerGalleries(registry: RouteRegistry, store: FaceStore): vo
     errors: [400, 401, 404],
     async handler({ params }) {
       if (params.gallery === DEFAULT_GALLERY) throw badParam('gallery', 'The default gallery cannot be deleted');
-      if (!(await store.deleteGallery(params.gallery))) throw notFound(`Unknown gallery: ${params.gallery}`);
+      if (!(await store.deleteGallery(params.gallery))) throw unknownGallery([params.gallery], 'gallery');
       return Reply.empty(204);
     },
   });

@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { badParam, HttpError, notFound } from '../http/errors.js';
 import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import { DEFAULT_GALLERY, type FaceStore, type StoredFace } from '../db/face-store.js';
+import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type StoredFace } from '../db/face-store.js';
 import type { FaceIndex, IndexSearchResult } from '../native/face-index.js';
 import { isVerified, resolveThreshold, toConfidence } from '../services/calibration.js';
 import { pickRows, selectFaces, type Box, type FaceService } from '../services/faces.js';
@@ -125,7 +125,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     reqHeaders: Readonly<Record<string, string>>,
   ): Promise<Reply> {
     if (gallery !== undefined && gallery !== DEFAULT_GALLERY && !(await store.galleryExists(gallery))) {
-      throw new HttpError(404, 'NOT_FOUND', `Unknown gallery: ${gallery}`, { param: 'gallery' });
+      throw unknownGallery([gallery], 'gallery');
     }
     const strict = input.strict ?? deps.strict;
     // Checked before the photo is analysed so a strict caller does not pay for an inference it cannot use.
