@@ -39,3 +39,29 @@ export async function startTestService(
   const server = await startServer({ config, engine, log: createLogger('silent'), ...extra });
   return { base: `http://127.0.0.1:${server.port}`, config, server, close: () => server.close() };
 }
+
+export interface Answer {
+  status: number;
+  json: any;
+  text: string;
+  headers: Headers;
+}
+
+/** One request to a service under test: a FormData or JSON body, the answer parsed when it is JSON. */
+export async function request(base: string, method: string, url: string, body: FormData | object | undefined, headers: Record<string, string>): Promise<Answer> {
+  const init: RequestInit = { method, headers: { ...headers } };
+  if (body instanceof FormData) init.body = body;
+  else if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    (init.headers as Record<string, string>)['content-type'] = 'application/json';
+  }
+  const res = await fetch(`${base}${url}`, init);
+  const text = await res.text();
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text, headers: res.headers };
+}

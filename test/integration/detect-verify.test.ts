@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../helpers/images.js';
-import { AUTH, startTestService, type TestService } from '../helpers/service.js';
+import { AUTH, request, startTestService, type TestService } from '../helpers/service.js';
 
 let svc: TestService;
 let photoServer: http.Server;
@@ -32,13 +32,8 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: FormData | object, headers: Record<string, string> = AUTH) {
-  const init: RequestInit =
-    body instanceof FormData
-      ? { method: 'POST', body, headers }
-      : { method: 'POST', body: JSON.stringify(body), headers: { ...headers, 'Content-Type': 'application/json' } };
-  const res = await fetch(`${svc.base}${path}`, init);
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined, headers: res.headers };
+  const r = await request(svc.base, 'POST', path, body, headers);
+  return { status: r.status, body: r.json, headers: r.headers };
 }
 
 describe('POST /v1/detect/', () => {

@@ -14,6 +14,7 @@ import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, haveSharedFaces, sample, sharedFace } from '../helpers/images.js';
+import { request } from '../helpers/service.js';
 
 const SHARDS = 4;
 const KEY = /^\[-?\d+, -?\d+, -?\d+, -?\d+\]$/;
@@ -36,17 +37,8 @@ async function start(): Promise<void> {
 
 const OPERATOR = 'operator-token';
 
-async function call(method: string, url: string, body?: FormData | object, as = token) {
-  const init: RequestInit = { method, headers: { Authorization: `Token ${as}` } };
-  if (body instanceof FormData) init.body = body;
-  else if (body !== undefined) {
-    init.body = JSON.stringify(body);
-    (init.headers as Record<string, string>)['content-type'] = 'application/json';
-  }
-  const res = await fetch(`${base}${url}`, init);
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : undefined, headers: res.headers };
-}
+const call = (method: string, url: string, body?: FormData | object, as = token) =>
+  request(base, method, url, body, { Authorization: `Token ${as}` });
 
 const identify = (fields: Record<string, string | Buffer>, url = '/v0/identify/') => call('POST', url, form(fields));
 

@@ -17,6 +17,7 @@ import { openEngine } from '../../src/native/engine.js';
 import { PhotoBlobs } from '../../src/services/photo-blobs.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../helpers/images.js';
+import { request } from '../helpers/service.js';
 
 let tdb: TestDatabase;
 let dir: string;
@@ -57,23 +58,8 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function call(method: string, url: string, body?: FormData | object, headers: Record<string, string> = auth()) {
-  const init: RequestInit = { method, headers: { ...headers } };
-  if (body instanceof FormData) init.body = body;
-  else if (body !== undefined) {
-    init.body = JSON.stringify(body);
-    (init.headers as Record<string, string>)['content-type'] = 'application/json';
-  }
-  const res = await fetch(`${base}${url}`, init);
-  const text = await res.text();
-  let json: any;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, json, headers: res.headers, text };
-}
+const call = (method: string, url: string, body?: FormData | object, headers: Record<string, string> = auth()) =>
+  request(base, method, url, body, headers);
 
 const add = (fields: Record<string, string | Buffer>, type?: string) => call('POST', '/v0/face/', form(fields, type));
 
