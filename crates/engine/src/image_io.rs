@@ -140,6 +140,7 @@ pub fn decode(bytes: &[u8], max_pixels: u64) -> Result<Decoded> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::testing::with_exif_orientation;
     use image::{ImageEncoder, Rgb};
 
     pub(crate) fn encode(img: &RgbImage, format: ImageFormat) -> Vec<u8> {
@@ -163,28 +164,6 @@ pub(crate) mod tests {
     /// Left half red, right half blue: any rotation or mirror is visible in where red ends up.
     fn halves(w: u32, h: u32) -> RgbImage {
         RgbImage::from_fn(w, h, |x, _| if x < w / 2 { Rgb([255, 0, 0]) } else { Rgb([0, 0, 255]) })
-    }
-
-    /// Inserts an APP1 Exif segment holding only an orientation tag right after SOI.
-    fn with_exif_orientation(jpeg: &[u8], orientation: u16) -> Vec<u8> {
-        let mut tiff = Vec::new();
-        tiff.extend_from_slice(b"MM\0\x2A");
-        tiff.extend_from_slice(&8u32.to_be_bytes()); // first IFD right after the header
-        tiff.extend_from_slice(&1u16.to_be_bytes()); // one entry
-        tiff.extend_from_slice(&0x0112u16.to_be_bytes()); // Orientation
-        tiff.extend_from_slice(&3u16.to_be_bytes()); // SHORT
-        tiff.extend_from_slice(&1u32.to_be_bytes()); // count
-        tiff.extend_from_slice(&orientation.to_be_bytes());
-        tiff.extend_from_slice(&[0, 0]); // value padding to 4 bytes
-        tiff.extend_from_slice(&0u32.to_be_bytes()); // no next IFD
-        let mut payload = b"Exif\0\0".to_vec();
-        payload.extend_from_slice(&tiff);
-        let mut out = jpeg[..2].to_vec();
-        out.extend_from_slice(&[0xFF, 0xE1]);
-        out.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
-        out.extend_from_slice(&payload);
-        out.extend_from_slice(&jpeg[2..]);
-        out
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub mod simd;
 
 #[cfg(test)]
 pub(crate) mod test_util;
+#[doc(hidden)]
+pub mod testing;
 
 pub use attributes::Gender;
 pub use engine::{Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face};

@@ -206,7 +206,7 @@ fn exif_rotated_photo_reports_upright_coordinates() {
     let stored = image::imageops::rotate270(&upright);
     let mut jpeg = Vec::new();
     image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 92).encode_image(&stored).unwrap();
-    let tagged = with_orientation(&jpeg, 6);
+    let tagged = face_engine::testing::with_exif_orientation(&jpeg, 6);
     let a = engine.analyze(&tagged, &DETECT_ONLY).unwrap();
     let b = engine.analyze(&demo(4), &DETECT_ONLY).unwrap();
     assert_eq!((a.width, a.height), (b.width, b.height));
@@ -216,25 +216,6 @@ fn exif_rotated_photo_reports_upright_coordinates() {
         let (ca, cb) = (centre(fa), centre(fb));
         assert!((ca.0 - cb.0).abs() < 20.0 && (ca.1 - cb.1).abs() < 20.0, "{ca:?} vs {cb:?}");
     }
-}
-
-fn with_orientation(jpeg: &[u8], orientation: u16) -> Vec<u8> {
-    let mut tiff = b"MM\0\x2A".to_vec();
-    tiff.extend_from_slice(&8u32.to_be_bytes());
-    tiff.extend_from_slice(&1u16.to_be_bytes());
-    tiff.extend_from_slice(&0x0112u16.to_be_bytes());
-    tiff.extend_from_slice(&3u16.to_be_bytes());
-    tiff.extend_from_slice(&1u32.to_be_bytes());
-    tiff.extend_from_slice(&orientation.to_be_bytes());
-    tiff.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
-    let mut payload = b"Exif\0\0".to_vec();
-    payload.extend_from_slice(&tiff);
-    let mut out = jpeg[..2].to_vec();
-    out.extend_from_slice(&[0xFF, 0xE1]);
-    out.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
-    out.extend_from_slice(&payload);
-    out.extend_from_slice(&jpeg[2..]);
-    out
 }
 
 #[test]
