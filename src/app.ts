@@ -9,6 +9,7 @@ import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './aut
 import { findProjectRoot, type Config } from './config.js';
 import type { Database } from './db/client.js';
 import { FaceStore } from './db/face-store.js';
+import { HistoryStore } from './db/history-store.js';
 import { DbTokenVerifier } from './db/tokens.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
@@ -101,6 +102,10 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
     publicUrl: config.publicUrl,
     index,
     identify: config.identify,
+    history: db
+      ? new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS })
+      : undefined,
+    thumbnailSize: config.history.thumbnailSize,
   });
   const operatorVerifier = new StaticTokenVerifier(config.token);
   const verifier = new AnyTokenVerifier([operatorVerifier, ...(dbTokens ? [dbTokens] : []), ...verifiers]);

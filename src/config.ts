@@ -88,6 +88,9 @@ function envSchema(root: string, cores: number) {
     FACE_INDEX_SNAPSHOT_CHANGES: intVar(10_000, 1),
     FACE_IDENTIFY_STRICT: boolVar(false),
     FACE_IDENTIFY_MAX_N: intVar(100, 1).pipe(z.number().max(10_000)),
+    FACE_FRIEND_SIGHTINGS: intVar(5, 1),
+    FACE_FRIEND_WINDOW_S: intVar(604_800, 1),
+    FACE_THUMBNAIL_SIZE: intVar(160, 16).pipe(z.number().max(1024)),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   });
 }
@@ -132,6 +135,15 @@ export interface Config {
     strict: boolean;
     /** Largest `n` identify accepts. */
     maxN: number;
+  };
+  /** Camera history: friend-or-foe rule and sighting thumbnails. */
+  history: {
+    /** A person is a friend once seen at least this many times (the new sighting included)... */
+    friendSightings: number;
+    /** ...within this many seconds. */
+    friendWindowS: number;
+    /** Longer side of a sighting thumbnail, in pixels. */
+    thumbnailSize: number;
   };
   logLevel: string;
 }
@@ -186,6 +198,11 @@ export function loadConfig(
       snapshotChanges: e.FACE_INDEX_SNAPSHOT_CHANGES,
     },
     identify: { strict: e.FACE_IDENTIFY_STRICT, maxN: e.FACE_IDENTIFY_MAX_N },
+    history: {
+      friendSightings: e.FACE_FRIEND_SIGHTINGS,
+      friendWindowS: e.FACE_FRIEND_WINDOW_S,
+      thumbnailSize: e.FACE_THUMBNAIL_SIZE,
+    },
     logLevel: e.LOG_LEVEL,
   };
 }

@@ -23,6 +23,7 @@ import { HttpError } from '../http/errors.js';
 import type { Logger } from '../log.js';
 import { isPhotoHash, sniffImageType, sha256Hex, type PhotoBlobs } from '../services/photo-blobs.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
+import { ensurePerson } from './history-store.js';
 
 export const DEFAULT_GALLERY = 'default';
 export const GALLERY_NAME = /^[a-zA-Z0-9_-]{1,48}$/;
@@ -210,7 +211,11 @@ export class FaceStore {
   }
 
   /** Stores the faces of one photo in one transaction; the photo's blob is durable before commit. */
-  async addFaces(input: AddFacesInput): Promise<StoredFace[]> {
+  /**
+   * `within` runs in the same transaction once the faces are stored (history
+   * records the sighting they came from there); its failure stores nothing.
+   */
+  async addFaces(input: AddFacesInput, within?: (tx: TransactionSql, faces: StoredFace[]) => Promise<void>): Promise<StoredFace[]> {
     if (input.faces.length === 0) throw new Error('addFaces needs at least one face');
     const galleries = uniqueGalleries(input.galleries);
     const hash = sha256Hex(input.photo);
@@ -254,9 +259,10 @@ export class FaceStore {
           const pairs = faceIds.flatMap((id) => galleries.map((gallery) => ({ face_id: id, gallery })));
           await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'gallery')}`;
         }
-        const out = await tx`SELECT ${this.faceColumns(tx)} FROM faces f WHERE f.id IN ${tx(faceIds)} ORDER BY f.id`;
+        const out = (await tx`SELECT ${this.faceColumns(tx)} FROM faces f WHERE f.id IN ${tx(faceIds)} ORDER BY f.id`).map(toFace);
+        if (within) await within(tx, out);
         const position = await logChanges(tx, faceIds, 'upsert');
-        return { faces: out.map(toFace), position };
+        return { faces: out, position };
       });
     } catch (err) {
       // The blob may now be unused; queue it so it does not linger until the next sweep.
@@ -297,7 +303,10 @@ export class FaceStore {
       const [locked] = await tx`SELECT id FROM faces WHERE id = ${id} FOR UPDATE`;
       if (!locked) return undefined;
       if (update.meta !== undefined) await tx`UPDATE faces SET meta = ${update.meta} WHERE id = ${id}`;
-      if (update.personId !== undefined) await tx`UPDATE faces SET person_id = ${update.personId} WHERE id = ${id}`;
+      if (update.personId !== undefined) {
+        if (update.personId !== null) await ensurePerson(tx, update.personId);
+        await tx`UPDATE faces SET person_id = ${update.personId} WHERE id = ${id}`;
+      }
       if (change) {
         if ('del' in change || 'set' in change) {
           const keep = 'set' in change ? names : [];

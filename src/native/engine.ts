@@ -36,6 +36,8 @@ export interface AnalyzeOptions {
   emotions: boolean;
   /** Caller-given [x1,y1,x2,y2] boxes: one face per box, in order, instead of detection. */
   boxes?: number[][];
+  /** Also return a JPEG crop of each face (box plus margin), its longer side at most this many pixels. */
+  thumbnail?: number;
 }
 
 export interface FaceResult {
@@ -48,6 +50,8 @@ export interface FaceResult {
   age?: number;
   gender?: 'male' | 'female';
   emotions?: string[];
+  /** JPEG bytes, when a thumbnail was asked for. */
+  thumbnail?: Buffer;
 }
 
 export interface Analysis {
@@ -144,6 +148,7 @@ class NativeEngineWrapper implements Engine {
         gender: opts.gender,
         emotions: opts.emotions,
         ...(opts.boxes ? { boxes: opts.boxes } : {}),
+        ...(opts.thumbnail !== undefined ? { thumbnail: opts.thumbnail } : {}),
       });
     } catch (err) {
       throw mapEngineError(err);

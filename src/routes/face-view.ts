@@ -1,9 +1,11 @@
 /**
- * How stored faces are shown to clients: the photo URL resolved, and large
- * listings streamed as one JSON document without holding it in memory.
+ * How stored faces and history are shown to clients: photo and screenshot
+ * URLs resolved, and large listings streamed as one JSON document without
+ * holding it in memory.
  */
 import { Reply, type StreamReply } from '../http/registry.js';
 import type { Listing, PageLinks, StoredFace } from '../db/face-store.js';
+import type { HistoryEvent } from '../db/history-store.js';
 
 /**
  * Base URL for links to this service: FACE_PUBLIC_URL when configured
@@ -18,6 +20,42 @@ export function baseUrl(headers: Readonly<Record<string, string>>, publicUrl?: s
 
 export function photoUrl(base: string, hash: string): string {
   return `${base}/v0/photo/${hash}/`;
+}
+
+export function screenshotUrl(base: string, sightingId: number): string {
+  return `${base}/v0/history/id/${sightingId}/screenshot/`;
+}
+
+/** A history event; `photo` is empty when the photo was uploaded to identify and not kept. */
+export function renderEvent(e: HistoryEvent, base: string) {
+  return {
+    id: e.id,
+    friend: e.friend,
+    meta: e.meta,
+    photo: e.photo ?? (e.photo_kept ? photoUrl(base, e.photo_hash) : ''),
+    photo_hash: e.photo_hash,
+    cam_id: e.cam_id,
+    person_id: e.person_id,
+    face_id: e.face_id,
+    timestamp: e.timestamp,
+    x1: e.x1,
+    y1: e.y1,
+    x2: e.x2,
+    y2: e.y2,
+    screenshot: screenshotUrl(base, e.id),
+  };
+}
+
+/** The person endpoints' shorter view of a sighting. */
+export function renderPersonRecord(e: HistoryEvent, base: string) {
+  return {
+    person_id: e.person_id,
+    face_id: e.face_id,
+    cam_id: e.cam_id,
+    meta: e.meta,
+    screenshot: screenshotUrl(base, e.id),
+    timestamp: e.timestamp,
+  };
 }
 
 export function renderFace(f: StoredFace, base: string) {
@@ -36,24 +74,39 @@ export function renderFace(f: StoredFace, base: string) {
 }
 
 /**
- * `{"results":[...],"next_page":...,"prev_page":...}` written batch by batch
- * as the cursor yields rows. `path` is the listing's own path, to which the
- * page links add their query.
+ * `{"results":[...], <links>}` written batch by batch as `batches` yields, so
+ * memory does not grow with the number of results; `links`, asked once the
+ * results are written, adds the page-link fields that are defined.
  */
-export function streamListing<T>(listing: Listing<T>, render: (item: T) => unknown, path: string, limit?: number): StreamReply {
+export function streamResults<T>(
+  batches: AsyncIterable<T[]>,
+  render: (item: T) => unknown,
+  links: () => Promise<Record<string, string | undefined>> | Record<string, string | undefined> = () => ({}),
+): StreamReply {
   async function* body(): AsyncGenerator<string> {
     yield '{"results":[';
     let first = true;
-    for await (const batch of listing.batches) {
+    for await (const batch of batches) {
       if (batch.length === 0) continue;
       yield (first ? '' : ',') + batch.map((item) => JSON.stringify(render(item))).join(',');
       first = false;
     }
     yield ']';
-    const links: PageLinks = await listing.links();
-    if (links.nextMaxId !== undefined) yield `,"next_page":${JSON.stringify(`${path}?limit=${limit}&max_id=${links.nextMaxId}`)}`;
-    if (links.prevMinId !== undefined) yield `,"prev_page":${JSON.stringify(`${path}?limit=${limit}&min_id=${links.prevMinId}`)}`;
+    for (const [name, link] of Object.entries(await links())) {
+      if (link !== undefined) yield `,${JSON.stringify(name)}:${JSON.stringify(link)}`;
+    }
     yield '}';
   }
   return Reply.stream(body());
+}
+
+/** A face listing; `path` is the listing's own path, to which the page links add their query. */
+export function streamListing<T>(listing: Listing<T>, render: (item: T) => unknown, path: string, limit?: number): StreamReply {
+  return streamResults(listing.batches, render, async () => {
+    const links: PageLinks = await listing.links();
+    return {
+      next_page: links.nextMaxId !== undefined ? `${path}?limit=${limit}&max_id=${links.nextMaxId}` : undefined,
+      prev_page: links.prevMinId !== undefined ? `${path}?limit=${limit}&min_id=${links.prevMinId}` : undefined,
+    };
+  });
 }

@@ -7,9 +7,23 @@ import { notFound } from '../http/errors.js';
 import { jsonParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type GalleryChange } from '../db/face-store.js';
-import { boxOf, selectFaces, type FaceService } from '../services/faces.js';
-import { baseUrl, renderFace } from './face-view.js';
-import { boxesParam, faceOutput, galleryList, mfSelectorParam, photoParam } from './schemas.js';
+import { boxOf, pickRows, selectFaces, type FaceService } from '../services/faces.js';
+import type { FaceIndex } from '../native/face-index.js';
+import { resolveThreshold } from '../services/calibration.js';
+import { bestMatches, embedOptions, sightingOf, type SightingDeps } from '../services/sightings.js';
+import { baseUrl, renderEvent, renderFace } from './face-view.js';
+import { historyEvent } from './history.js';
+import {
+  boxesParam,
+  checkSightingFields,
+  faceOutput,
+  galleryList,
+  mfSelectorParam,
+  personIdParam,
+  photoParam,
+  sightingFields,
+  thresholdParam,
+} from './schemas.js';
 
 const META_MAX = 500;
 
@@ -27,7 +41,11 @@ export const addFaceRequest = z.object({
   galleries: galleryList
     .default([])
     .meta({ description: 'Galleries to add the faces to besides default, which always holds them. Each must exist.' }),
-  cam_id: z.uuid().optional().meta({ description: 'UUID of the camera the photo came from.' }),
+  ...sightingFields,
+  threshold: thresholdParam.meta({
+    description:
+      'Only with cam_id: confidence a stored face must reach for a new face to join its person (same presets as identify); below it the face starts a new person. Default 0.75.',
+  }),
 });
 
 const faceIdParams = z.object({
@@ -50,22 +68,30 @@ const galleryChange = jsonParam(
 
 export const updateFaceRequest = z.object({
   meta: metaParam.optional(),
-  person_id: numberParam(z.number().int().min(0).max(Number.MAX_SAFE_INTEGER))
+  person_id: personIdParam
     .nullable()
     .optional()
-    .meta({ description: 'Id of the person the face belongs to; null clears it.' }),
+    .meta({ description: 'Id of the person the face belongs to (a new id creates that person); null clears it.' }),
   galleries: galleryChange.optional(),
 });
 
-export const addFaceResponse = z.object({ results: z.array(faceOutput).meta({ description: 'The faces added, in id order.' }) });
+export const addFaceResponse = z.object({
+  results: z.array(faceOutput).meta({ description: 'The faces added, in id order.' }),
+  sightings: z
+    .array(historyEvent)
+    .optional()
+    .meta({ description: 'Only with cam_id: the history event recorded for each face added, in the same order.' }),
+});
 
 export interface FaceRouteDeps {
   faces: FaceService;
   store: FaceStore;
+  index: FaceIndex;
+  sightings: SightingDeps;
   publicUrl?: string;
 }
 
-export function registerFace(registry: RouteRegistry, { faces, store, publicUrl }: FaceRouteDeps): void {
+export function registerFace(registry: RouteRegistry, { faces, store, index, sightings, publicUrl }: FaceRouteDeps): void {
   registry.define({
     method: 'POST',
     path: '/v0/face/',
@@ -73,32 +99,50 @@ export function registerFace(registry: RouteRegistry, { faces, store, publicUrl 
     description:
       'Faces, gallery memberships and the photo are stored in one transaction: on any error nothing is stored. ' +
       'Without bbox, mf_selector chooses among the detected faces; no face answers 422 NO_FACE, and reject with ' +
-      'several faces answers 400 TOO_MANY_FACES with the boxes in `faces`. An unknown gallery answers 404 naming it.',
+      'several faces answers 400 TOO_MANY_FACES with the boxes in `faces`. An unknown gallery answers 404 naming it. ' +
+      'With cam_id each face added is also a camera sighting, recorded in the same transaction: it joins the person of ' +
+      'its best stored match at or above threshold (else a new person), and the event lists the new face and its meta.',
     auth: true,
     request: addFaceRequest,
     response: { status: 200, description: 'The faces added.', schema: addFaceResponse },
     errors: [400, 401, 404, 413, 415, 422],
     async handler({ input, signal, headers }) {
+      checkSightingFields(input);
       const extra = input.galleries.filter((g) => g !== DEFAULT_GALLERY);
       // Cheap check first, so a typo does not cost an inference; the transaction checks again.
       for (const g of new Set(extra)) {
         if (!(await store.galleryExists(g))) throw unknownGallery([g]);
       }
+      const camId = input.cam_id;
       const req = { photo: input.photo, param: 'photo', boxes: input.bbox, boxesParam: 'bbox' };
       const bytes = await faces.load(req, signal);
-      const analysis = await faces.analyzeBytes(bytes, req, { embed: true, age: false, gender: false, emotions: false });
+      const analysis = await faces.analyzeBytes(bytes, req, embedOptions(camId !== undefined, sightings));
       const chosen = selectFaces(analysis.faces, input.mf_selector, 'photo', input.bbox !== undefined);
       const { dim, embeddings } = analysis;
-      const stored = await store.addFaces({
-        photo: bytes,
-        photoUrl: typeof input.photo === 'string' ? input.photo.trim() : undefined,
-        faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
-        meta: input.meta,
-        galleries: extra,
-        camId: input.cam_id,
-      });
+      // Searched before the faces are stored, so a face cannot match itself.
+      const matches = camId !== undefined ? await bestMatches(index, pickRows(analysis, chosen), dim, resolveThreshold(input.threshold)) : [];
+      let events: z.input<typeof historyEvent>[] | undefined;
       const base = baseUrl(headers, publicUrl);
-      return { results: stored.map((f) => renderFace(f, base)) };
+      const stored = await store.addFaces(
+        {
+          photo: bytes,
+          photoUrl: typeof input.photo === 'string' ? input.photo.trim() : undefined,
+          faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
+          meta: input.meta,
+          galleries: extra,
+          camId,
+        },
+        camId === undefined
+          ? undefined
+          : async (tx, added) => {
+              const sighting = sightingOf({ ...input, cam_id: camId }, bytes, analysis, chosen, true, (k) => ({
+                matchFaceId: matches[k],
+                addedFaceId: added[k].id,
+              }));
+              events = (await sightings.history.recordIn(tx, sighting)).map((e) => renderEvent(e, base));
+            },
+      );
+      return { results: stored.map((f) => renderFace(f, base)), ...(events ? { sightings: events } : {}) };
     },
   });
 

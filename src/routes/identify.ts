@@ -21,13 +21,16 @@ import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type StoredFace } from
 import type { FaceIndex, IndexSearchResult } from '../native/face-index.js';
 import { isVerified, resolveThreshold, toConfidence } from '../services/calibration.js';
 import { pickRows, selectFaces, type Box, type FaceService } from '../services/faces.js';
-import { baseUrl, renderFace } from './face-view.js';
-import { faceOutput, galleryName, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
+import { embedOptions, sightingOf, type SightingDeps } from '../services/sightings.js';
+import { baseUrl, renderEvent, renderFace } from './face-view.js';
+import { historyEvent } from './history.js';
+import { checkSightingFields, faceOutput, galleryName, mfSelectorParam, photoParam, sightingFields, thresholdParam } from './schemas.js';
 
 export interface IdentifyDeps {
   faces: FaceService;
   store: FaceStore;
   index: FaceIndex;
+  sightings: SightingDeps;
   publicUrl?: string;
   /** Default of `strict`. */
   strict: boolean;
@@ -54,6 +57,7 @@ const identifyRequestFor = (maxN: number) =>
       .optional()
       .meta({ description: 'true: answer 503 SHARDS_UNAVAILABLE when a search shard is out of service; false: search the others. Default: the service setting.' }),
     mf_selector: mfSelectorParam,
+    ...sightingFields,
   });
 
 const galleryField = galleryName.optional().meta({ description: 'Search only this gallery (it must exist).' });
@@ -69,6 +73,10 @@ export const identifyResponse = z.object({
       'One entry per face searched, keyed by its box as the JSON text "[x1, y1, x2, y2]", biggest face first; ' +
       'each holds up to n matches with confidence at or above the threshold, best first.',
   }),
+  sightings: z
+    .array(historyEvent)
+    .optional()
+    .meta({ description: 'Only with cam_id: the history event recorded for each face searched, in the order of results.' }),
 });
 
 const shardLine = z.object({
@@ -142,9 +150,12 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
       if (!(box[2] > box[0] && box[3] > box[1])) throw badParam('x2', 'the box needs x2 > x1 and y2 > y1');
     }
     const threshold = resolveThreshold(input.threshold);
+    checkSightingFields(input);
+    const camId = input.cam_id;
 
     const req = { photo: input.photo, param: 'photo', boxes: box ? [box] : undefined, boxesParam: 'x1' };
-    const analysis = await faces.analyze(req, { embed: true, age: false, gender: false, emotions: false }, signal);
+    const bytes = await faces.load(req, signal);
+    const analysis = await faces.analyzeBytes(bytes, req, embedOptions(camId !== undefined, deps.sightings));
     const chosen = selectFaces(analysis.faces, input.mf_selector, 'photo', box !== undefined);
     const rows = pickRows(analysis, chosen);
     const { dim } = analysis;
@@ -175,14 +186,23 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
         return f ? [{ confidence: m.confidence, face: renderFace(f, base) }] : [];
       });
     });
-    return Reply.json({ results }, 200, header);
+    if (camId === undefined) return Reply.json({ results }, 200, header);
+    // Each face joins the person of the best match still stored: the one the answer shows first.
+    const sighting = sightingOf({ ...input, cam_id: camId }, bytes, analysis, chosen, false, (k) => ({
+      matchFaceId: kept[k].find((m) => byId.has(m.id))?.id,
+    }));
+    const events = await deps.sightings.history.record(sighting);
+    return Reply.json({ results, sightings: events.map((e) => renderEvent(e, base)) }, 200, header);
   }
 
   const description =
     'Finds the stored faces most similar to each chosen face on the photo. Without x1..y2, faces are detected and ' +
     'mf_selector chooses among them. Every answer, errors included, carries the header X-Live-Servers: <live>/<total> ' +
     '(search shards that served the request out of all); with strict and a shard out of service the answer is ' +
-    '503 SHARDS_UNAVAILABLE. An unknown gallery answers 404 naming it.';
+    '503 SHARDS_UNAVAILABLE. An unknown gallery answers 404 naming it. With cam_id, each face searched is also recorded ' +
+    'as a camera sighting: it joins the person of its best match (the first result; a matched face without a person ' +
+    'gets a new one), or starts a new person when nothing reaches the threshold. The photo itself is not stored; a ' +
+    'thumbnail of each face is.';
 
   registry.define({
     method: 'POST',

@@ -16,6 +16,9 @@ import { registerListings } from './listings.js';
 import { registerPhoto } from './photo.js';
 import { registerIdentify } from './identify.js';
 import type { FaceIndex } from '../native/face-index.js';
+import type { HistoryStore } from '../db/history-store.js';
+import { registerHistory } from './history.js';
+import { registerPersons } from './persons.js';
 
 export interface RouteDeps {
   engine: Engine;
@@ -28,6 +31,10 @@ export interface RouteDeps {
   /** The search shards following `store`; identify is served with both. */
   index?: FaceIndex;
   identify?: { strict: boolean; maxN: number };
+  /** Camera history, served with `store` and `index`. */
+  history?: HistoryStore;
+  /** Longer side of sighting thumbnails, in pixels. */
+  thumbnailSize?: number;
 }
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
@@ -36,20 +43,24 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
   registerDetect(registry, faces);
   registerVerify(registry, faces);
   if (deps.store) {
-    registerFace(registry, { faces, store: deps.store, publicUrl: deps.publicUrl });
-    registerListings(registry, deps.store, deps.publicUrl);
-    registerGalleries(registry, deps.store);
-    registerPhoto(registry, deps.store);
-    if (deps.index) {
-      registerIdentify(registry, {
-        faces,
-        store: deps.store,
-        index: deps.index,
-        publicUrl: deps.publicUrl,
-        strict: deps.identify?.strict ?? false,
-        maxN: deps.identify?.maxN ?? 100,
-      });
-    }
+    const { store, index, history, publicUrl } = deps;
+    registerListings(registry, store, publicUrl);
+    registerGalleries(registry, store);
+    registerPhoto(registry, store);
+    if (!index || !history) throw new Error('the face database routes need the search index and the history store');
+    const sightings = { history, thumbnailSize: deps.thumbnailSize ?? 160 };
+    registerFace(registry, { faces, store, index, sightings, publicUrl });
+    registerIdentify(registry, {
+      faces,
+      store,
+      index,
+      sightings,
+      publicUrl,
+      strict: deps.identify?.strict ?? false,
+      maxN: deps.identify?.maxN ?? 100,
+    });
+    registerHistory(registry, history, publicUrl);
+    registerPersons(registry, { store, history, publicUrl });
   }
   registerHealth(registry, deps.engine, deps.index);
   registerDocs(registry, {

@@ -4,6 +4,7 @@
  * multipart and query strings deliver (see http/params.ts).
  */
 import { z } from 'zod';
+import { badParam } from '../http/errors.js';
 import { jsonParam, numberParam, textToBoolean, textToJson } from '../http/params.js';
 import { DEFAULT_THRESHOLD, THRESHOLD_PRESETS } from '../services/calibration.js';
 import type { Box } from '../services/faces.js';
@@ -136,3 +137,83 @@ export const pageQuery = z.object({
 export const PAGING_NOTE =
   'Results are listed by id descending (newest first) and streamed, so any number can be listed. ' +
   'With limit, next_page (older results, max_id cursor) and prev_page (newer results, min_id cursor) hold the path and query of the neighbouring pages.';
+
+const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?)?([Zz]|[+-]\d{2}(?::?\d{2})?)?$/;
+
+/**
+ * A calendar-checked ISO 8601 date or date-time, normalised to the text
+ * PostgreSQL reads as timestamptz. No zone designator means UTC.
+ */
+export function parseIsoTimestamp(text: string): string | undefined {
+  const m = ISO_8601.exec(text.trim());
+  if (!m) return undefined;
+  const [, y, mo, d, hh = '00', mi = '00', ss = '00', frac = '', zone = 'Z'] = m;
+  const [year, month, day] = [Number(y), Number(mo), Number(d)];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysInMonth) return undefined;
+  if (Number(hh) > 23 || Number(mi) > 59 || Number(ss) > 59) return undefined;
+  let offset = 'Z';
+  if (zone.toUpperCase() !== 'Z') {
+    const oh = zone.slice(1, 3);
+    const om = zone.slice(3).replace(':', '') || '00';
+    if (Number(oh) > 23 || Number(om) > 59) return undefined;
+    offset = `${zone[0]}${oh}:${om}`;
+  }
+  return `${y}-${mo}-${d}T${hh}:${mi}:${ss}${frac.slice(0, 7)}${offset}`;
+}
+
+export const isoTimestamp = (description: string) =>
+  z
+    .string()
+    .transform((s, ctx) => {
+      const parsed = parseIsoTimestamp(s);
+      if (parsed === undefined) {
+        ctx.addIssue({ code: 'custom', message: 'expected an ISO 8601 date or date-time, e.g. 2026-11-21T10:30:00.000 (no zone means UTC)' });
+        return z.NEVER;
+      }
+      return parsed;
+    })
+    .meta({ description: `${description} ISO 8601 date or date-time; a zone designator (Z, +02:00) is honoured, none means UTC.` });
+
+const UUID = /^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$/;
+
+/**
+ * A camera id: an opaque string of 1 to 64 characters from A-Z a-z 0-9 _ . : -,
+ * or a non-negative integer (kept as its decimal text). UUIDs, with or
+ * without dashes, become 32 lower-case hex digits, so both spellings name
+ * the same camera.
+ */
+export const cameraId = z
+  .union([z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).transform(String), z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/)])
+  .transform((s) => (UUID.test(s) ? s.replace(/-/g, '').toLowerCase() : s))
+  .meta({
+    description:
+      'Camera id: 1 to 64 characters from A-Z, a-z, 0-9, _ . : - (or an integer). A UUID is stored and shown as 32 lower-case hex digits, dashes removed.',
+  });
+
+/** One camera id or several: a JSON array, repeated fields, or one bare id. */
+export const cameraList = z
+  .preprocess((v) => {
+    if (typeof v === 'number') return [v];
+    if (typeof v !== 'string') return v;
+    const decoded = textToJson(v);
+    return Array.isArray(decoded) ? decoded : [v];
+  }, z.array(cameraId).min(1).max(100))
+  .meta({ description: 'Camera ids (at most 100): a JSON array, repeated fields, or a single id.' });
+
+export const personIdParam = numberParam(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).meta({
+  description: 'Person id (a positive integer).',
+});
+
+/** The fields that make identify and face add record camera sightings. */
+export const sightingFields = {
+  cam_id: cameraId
+    .optional()
+    .meta({ description: 'Camera that took the photo. With it, every face used becomes a camera sighting in the history (see POST /v0/history/search).' }),
+  timestamp: isoTimestamp('When the camera took the photo (only with cam_id); default: when the request arrived.').optional(),
+};
+
+/** Refuses a timestamp without a camera, which would describe nothing. */
+export function checkSightingFields(input: { cam_id?: string; timestamp?: string }): void {
+  if (input.timestamp !== undefined && input.cam_id === undefined) throw badParam('timestamp', 'timestamp is only used with cam_id');
+}

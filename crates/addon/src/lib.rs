@@ -58,6 +58,8 @@ pub struct AnalyzeOptions {
     pub emotions: bool,
     /// Caller-given [x1, y1, x2, y2] boxes: one face per box, in order, instead of detection.
     pub boxes: Option<Vec<Vec<f64>>>,
+    /// Also return a JPEG crop of each face (box plus margin), its longer side at most this many pixels.
+    pub thumbnail: Option<u32>,
 }
 
 /// One face in the EXIF-upright image.
@@ -77,6 +79,8 @@ pub struct FaceResult {
     pub gender: Option<String>,
     /// All 7 labels, most likely first.
     pub emotions: Option<Vec<String>>,
+    /// JPEG bytes, when options.thumbnail was given.
+    pub thumbnail: Option<Buffer>,
 }
 
 /// Result of analyze().
@@ -274,7 +278,7 @@ fn core_analyze_options(o: AnalyzeOptions) -> std::result::Result<CoreAnalyzeOpt
                 .collect::<std::result::Result<Vec<_>, _>>()?,
         ),
     };
-    Ok(CoreAnalyzeOptions { embed: o.embed, age: o.age, gender: o.gender, emotions: o.emotions, boxes })
+    Ok(CoreAnalyzeOptions { embed: o.embed, age: o.age, gender: o.gender, emotions: o.emotions, boxes, thumbnail: o.thumbnail })
 }
 
 fn js_analysis(a: CoreAnalysis) -> Analysis {
@@ -294,6 +298,7 @@ fn js_analysis(a: CoreAnalysis) -> Analysis {
                 age: f.age,
                 gender: f.gender.map(|g| g.as_str().to_string()),
                 emotions: f.emotions,
+                thumbnail: f.thumbnail.map(Buffer::from),
             })
             .collect(),
         embeddings: Float32Array::new(a.embeddings),

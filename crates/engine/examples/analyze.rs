@@ -27,7 +27,7 @@ fn main() {
     for path in std::env::args().skip(1) {
         let bytes = std::fs::read(&path).expect("readable file");
         let t = Instant::now();
-        let analysis = engine.analyze(&bytes, &AnalyzeOptions { embed: true, age: true, gender: true, emotions: true, boxes: None });
+        let analysis = engine.analyze(&bytes, &AnalyzeOptions { embed: true, age: true, gender: true, emotions: true, boxes: None, thumbnail: None });
         let ms = t.elapsed().as_secs_f64() * 1000.0;
         match analysis {
             Ok(a) => {

@@ -26,6 +26,7 @@ use crate::manifest::{InputSpec, Manifest};
 use crate::recognizer::{FaceVector, Recognizer};
 use crate::runtime::{self, Provider};
 use crate::simd;
+use crate::thumbnail;
 
 /// Engine configuration (mirrors the JavaScript `EngineOptions`).
 #[derive(Debug, Clone)]
@@ -90,6 +91,8 @@ pub struct AnalyzeOptions {
     pub emotions: bool,
     /// Caller-given `[x1, y1, x2, y2]` boxes: one face per box, in order, instead of detection.
     pub boxes: Option<Vec<[f32; 4]>>,
+    /// Also return a JPEG crop of each face, its longer side at most this many pixels.
+    pub thumbnail: Option<u32>,
 }
 
 /// One face in the upright image.
@@ -107,6 +110,8 @@ pub struct Face {
     pub gender: Option<Gender>,
     /// All emotion labels, most likely first.
     pub emotions: Option<Vec<String>>,
+    /// JPEG bytes, when asked for with [`AnalyzeOptions::thumbnail`].
+    pub thumbnail: Option<Vec<u8>>,
 }
 
 /// Result of [`Engine::analyze`].
@@ -450,7 +455,11 @@ impl Inner {
                 age: None,
                 gender: None,
                 emotions: None,
+                thumbnail: None,
             };
+            if let Some(side) = opts.thumbnail {
+                face.thumbnail = Some(thumbnail::face_thumbnail(&img, [face.x1, face.y1, face.x2, face.y2], side)?);
+            }
             if opts.age {
                 face.age = attrs.and_then(|a| a.age).map(|a| a.round().max(0.0) as u32);
             }

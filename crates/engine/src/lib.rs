@@ -12,6 +12,7 @@
 //! - [`attributes`] — emotion, age and gender decoding
 //! - [`batcher`] — bounded queues and the worker threads that own sessions
 //! - [`simd`] — dot product / cosine kernels with runtime dispatch
+//! - [`thumbnail`] — small JPEG crops of faces for camera sightings
 //! - [`engine`] — the pipeline tying it together
 
 pub mod align;
@@ -25,6 +26,7 @@ pub mod manifest;
 pub mod recognizer;
 pub mod runtime;
 pub mod simd;
+pub mod thumbnail;
 
 #[cfg(test)]
 pub(crate) mod test_util;

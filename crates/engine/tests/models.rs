@@ -54,8 +54,8 @@ fn demo(n: u32) -> Vec<u8> {
     std::fs::read(root().join(format!("node_modules/@vladmandic/face-api/demo/sample{n}.jpg"))).expect("demo photo")
 }
 
-const ALL: AnalyzeOptions = AnalyzeOptions { embed: true, age: true, gender: true, emotions: true, boxes: None };
-const DETECT_ONLY: AnalyzeOptions = AnalyzeOptions { embed: false, age: false, gender: false, emotions: false, boxes: None };
+const ALL: AnalyzeOptions = AnalyzeOptions { embed: true, age: true, gender: true, emotions: true, boxes: None, thumbnail: None };
+const DETECT_ONLY: AnalyzeOptions = AnalyzeOptions { embed: false, age: false, gender: false, emotions: false, boxes: None, thumbnail: None };
 
 #[test]
 fn demo_photos_have_the_known_face_counts() {
@@ -99,7 +99,22 @@ fn analysis_fields_are_consistent() {
     // Nothing requested beyond detection: no embeddings, no attributes.
     let d = engine.analyze(&demo(6), &DETECT_ONLY).unwrap();
     assert!(d.embeddings.is_empty());
-    assert!(d.faces.iter().all(|f| f.age.is_none() && f.gender.is_none() && f.emotions.is_none()));
+    assert!(d.faces.iter().all(|f| f.age.is_none() && f.gender.is_none() && f.emotions.is_none() && f.thumbnail.is_none()));
+}
+
+#[test]
+fn thumbnails_are_small_jpegs_of_each_face() {
+    let Some(engine) = engine() else { return };
+    let a = engine.analyze(&demo(2), &AnalyzeOptions { thumbnail: Some(96), ..DETECT_ONLY }).unwrap();
+    assert_eq!(a.faces.len(), 3);
+    for f in &a.faces {
+        let jpeg = f.thumbnail.as_ref().expect("thumbnail asked for");
+        let img = image::load_from_memory(jpeg).unwrap();
+        assert!(img.width().max(img.height()) <= 96 && img.width().min(img.height()) >= 32, "{}x{}", img.width(), img.height());
+        // A face crop plus margin is about square.
+        let ratio = img.width() as f32 / img.height() as f32;
+        assert!((0.6..1.6).contains(&ratio), "aspect {ratio}");
+    }
 }
 
 #[test]

@@ -1,0 +1,198 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { HttpError } from '../http/errors.js';
+import { PhotoBlobs } from '../services/photo-blobs.js';
+import { FaceStore } from './face-store.js';
+import { HistoryStore, type HistoryEvent, type HistoryFilter, type HistoryListing, type SightingFace } from './history-store.js';
+
+let tdb: TestDatabase;
+let dir: string;
+let faces: FaceStore;
+/** Friend once seen 3 times within an hour. */
+let history: HistoryStore;
+
+beforeAll(async () => {
+  tdb = await freshDatabase();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'history-store-'));
+  faces = new FaceStore(tdb.db.sql, new PhotoBlobs(path.join(dir, 'photos')));
+  history = new HistoryStore(tdb.db.sql, { sightings: 3, windowS: 3600 });
+});
+
+afterAll(async () => {
+  await tdb?.drop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  await tdb.db.sql`TRUNCATE sighting_thumbnails, sightings, face_galleries, faces, photos, photo_gc, persons RESTART IDENTITY CASCADE`;
+});
+
+const HASH = 'a'.repeat(64);
+const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xd9]);
+const box = { x1: 1, y1: 2, x2: 30, y2: 40 };
+const seen = (f: Partial<SightingFace> = {}): SightingFace => ({ box, thumbnail: JPEG, ...f });
+
+/** A time in the past, so sightings recorded now are newer than every seeded one. */
+function at(minute: number): string {
+  return new Date(Date.UTC(2025, 10, 21, 10, minute)).toISOString();
+}
+
+/** `at` as the API prints it: microseconds, no zone. */
+const stamp = (minute: number) => at(minute).replace('Z', '000');
+
+async function addFace(meta: string): Promise<number> {
+  const photo = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), randomBytes(32)]);
+  const [f] = await faces.addFaces({ photo, faces: [{ box, embedding: Float32Array.of(1, 0, 0, 0) }], meta, galleries: [] });
+  return f.id;
+}
+
+async function drain(listing: HistoryListing): Promise<HistoryEvent[]> {
+  const out: HistoryEvent[] = [];
+  for await (const batch of listing.batches) out.push(...batch);
+  return out;
+}
+
+const list = async (filter: HistoryFilter) => drain(await history.search(filter));
+
+describe('recording sightings', () => {
+  it('a face that matches nothing starts a new person; one that matches joins the match’s person', async () => {
+    const [first] = await history.record({ camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
+    expect(first).toMatchObject({ cam_id: 'cam1', face_id: null, meta: '', friend: false, photo: null, x1: 1, y2: 40 });
+    const [second] = await history.record({ camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
+    expect(second.person_id).not.toBe(first.person_id);
+
+    const alice = await addFace('alice');
+    const [a1] = await history.record({ camId: 'cam2', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
+    expect(a1).toMatchObject({ face_id: alice, meta: 'alice' });
+    // The matched face had no person: it keeps the one just created.
+    const [row] = await tdb.db.sql`SELECT person_id FROM faces WHERE id = ${alice}`;
+    expect(Number(row.person_id)).toBe(a1.person_id);
+    const [a2] = await history.record({ camId: 'cam3', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
+    expect(a2.person_id).toBe(a1.person_id);
+    expect(await history.thumbnail(a2.id)).toEqual(JPEG);
+  });
+
+  it('a match deleted before the sighting is written counts as no match', async () => {
+    const gone = await addFace('gone');
+    await faces.deleteFace(gone);
+    const [e] = await history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: gone })] });
+    expect(e.face_id).toBeNull();
+    expect(e.meta).toBe('');
+  });
+
+  it('friend once seen the configured number of times within the window, counted at each sighting’s time', async () => {
+    const bob = await addFace('bob');
+    const sight = async (minute: number) =>
+      (await history.record({ camId: 'c', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: bob })] }))[0];
+    expect((await sight(0)).friend).toBe(false);
+    expect((await sight(10)).friend).toBe(false);
+    expect((await sight(20)).friend).toBe(true); // 3 within an hour
+    // 2 hours later the window holds only this one.
+    expect((await sight(140)).friend).toBe(false);
+    const person = await history.person((await list({}))[0].person_id);
+    expect(person).toMatchObject({ sightings: 4, face_ids: [bob], friend: false });
+    expect(person?.recent.map((e) => e.timestamp)).toEqual([140, 20, 10, 0].map(stamp));
+  });
+
+  it('concurrent sightings of one person count each other', async () => {
+    const carol = await addFace('carol');
+    const events = await Promise.all(
+      Array.from({ length: 6 }, () => history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: carol })] })),
+    );
+    // Serialised by the person lock: exactly the 3rd and later are friends, whatever the order.
+    expect(events.flat().filter((e) => e.friend)).toHaveLength(4);
+  });
+
+  it('history is append-only', async () => {
+    const [e] = await history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen()] });
+    await expect(tdb.db.sql`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.sql`DELETE FROM sightings`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.sql`DELETE FROM sighting_thumbnails`).rejects.toThrow(/append-only/);
+  });
+
+  it('a failed sighting leaves no person, event or thumbnail behind', async () => {
+    await expect(
+      history.record({ camId: 'not a valid camera id!', photoHash: HASH, photoKept: false, faces: [seen()] }),
+    ).rejects.toThrow();
+    const [n] = await tdb.db.sql`SELECT (SELECT count(*) FROM persons)::int AS p, (SELECT count(*) FROM sightings)::int AS s, (SELECT count(*) FROM sighting_thumbnails)::int AS t`;
+    expect(n).toEqual({ p: 0, s: 0, t: 0 });
+  });
+});
+
+describe('searching history', () => {
+  /** 4 cameras × 10 minutes, one sighting each; persons alternate between two faces. */
+  async function seed() {
+    const [f1, f2] = [await addFace('one'), await addFace('two')];
+    for (let minute = 0; minute < 10; minute++) {
+      for (const cam of ['a', 'b', 'c', 'd']) {
+        await history.record({ camId: cam, seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: minute % 2 ? f2 : f1 })] });
+      }
+    }
+    const all = await list({});
+    return { all, p1: all.find((e) => e.face_id === f1)!.person_id, p2: all.find((e) => e.face_id === f2)!.person_id };
+  }
+
+  const order = (events: HistoryEvent[]) =>
+    events.every((e, i) => i === 0 || e.timestamp < events[i - 1].timestamp || (e.timestamp === events[i - 1].timestamp && e.id < events[i - 1].id));
+
+  it('every filter alone and together, newest first', async () => {
+    const { all, p1 } = await seed();
+    expect(all).toHaveLength(40);
+    expect(order(all)).toBe(true);
+    const byPerson = await list({ personId: p1 });
+    expect(byPerson).toHaveLength(20);
+    expect(byPerson.every((e) => e.person_id === p1)).toBe(true);
+    const twoCams = await list({ camIds: ['b', 'd'] });
+    expect(twoCams).toHaveLength(20);
+    expect(order(twoCams)).toBe(true);
+    expect(new Set(twoCams.map((e) => e.cam_id))).toEqual(new Set(['b', 'd']));
+    const range = await list({ start: at(3), end: at(6) });
+    expect(range).toHaveLength(12); // minutes 3, 4, 5: start inclusive, end exclusive
+    const friends = await list({ friend: true });
+    expect(friends.every((e) => e.friend)).toBe(true);
+    const foes = await list({ friend: false });
+    expect(friends.length + foes.length).toBe(40);
+    const combined = await list({ personId: p1, camIds: ['a', 'c'], start: at(2), end: at(9), friend: true });
+    expect(combined.map((e) => [e.cam_id, e.timestamp])).toEqual(
+      all.filter((e) => e.person_id === p1 && ['a', 'c'].includes(e.cam_id) && e.timestamp >= stamp(2) && e.timestamp < stamp(9) && e.friend).map((e) => [e.cam_id, e.timestamp]),
+    );
+    expect(combined.length).toBeGreaterThan(0);
+  });
+
+  it('pages to the end with no repeats and no gaps while new sightings arrive', async () => {
+    const { all } = await seed();
+    for (const filter of [{}, { camIds: ['a', 'c', 'd'] }] as HistoryFilter[]) {
+      const expected = (await list(filter)).map((e) => e.id);
+      const seenIds: number[] = [];
+      let maxId: number | undefined;
+      for (let pages = 0; ; pages++) {
+        expect(pages).toBeLessThan(100);
+        const listing = await history.search(filter, { limit: 7, maxId });
+        const page = await drain(listing);
+        expect(page.length).toBeLessThanOrEqual(7);
+        seenIds.push(...page.map((e) => e.id));
+        // New sightings (now) keep arriving between pages, on every camera.
+        await history.record({ camId: 'a', photoHash: HASH, photoKept: false, faces: [seen()] });
+        maxId = listing.nextMaxId();
+        if (maxId === undefined) break;
+      }
+      expect(seenIds).toEqual(expected);
+    }
+    expect(all).toHaveLength(40);
+  });
+
+  it('an unknown cursor is a 400 naming max_id', async () => {
+    const err = await history.search({}, { limit: 5, maxId: 999_999 }).catch((e) => e);
+    expect(err).toBeInstanceOf(HttpError);
+    expect(err).toMatchObject({ status: 400, param: 'max_id' });
+  });
+
+  it('an unknown person is undefined', async () => {
+    expect(await history.person(12345)).toBeUndefined();
+    expect(await history.personExists(12345)).toBe(false);
+  });
+});

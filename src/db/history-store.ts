@@ -1,0 +1,324 @@
+/**
+ * Camera history: persons and the sightings attributed to them
+ * (003-history.sql).
+ *
+ * A sighting is written in the transaction of whatever it describes (an
+ * identify request, or the faces a POST /v0/face/ adds), together with any
+ * person it creates and its thumbnail, so history never mentions a person or
+ * face that was rolled back. Sightings are append-only (a trigger refuses
+ * UPDATE and DELETE).
+ *
+ * Lock order, after whatever the caller holds: matched face rows (ascending
+ * id), then per-person advisory locks (ascending id). The person lock makes
+ * "count this person's recent sightings, then add one" atomic, so two
+ * concurrent sightings cannot both miss the friend threshold.
+ */
+import type { PendingQuery, Row } from 'postgres';
+import { HttpError } from '../http/errors.js';
+import type { StoredFace } from './face-store.js';
+import { transaction, type Sql, type TransactionSql } from './client.js';
+
+/** Advisory-lock class of per-person locks (two-key form, apart from the face store's). */
+const PERSON_LOCK_CLASS = 0x70727364; // "prsd"
+
+/** Most sighting records a person answer carries; the rest are read through the person history. */
+export const PERSON_RECENT_SIGHTINGS = 100;
+
+export interface FriendRule {
+  /** Sightings (the new one included) that make a person a friend... */
+  sightings: number;
+  /** ...within this many seconds up to the sighting. */
+  windowS: number;
+}
+
+export interface SightingFace {
+  box: { x1: number; y1: number; x2: number; y2: number };
+  thumbnail: Buffer;
+  /** The best stored match at or above the threshold; the sighting joins its person. */
+  matchFaceId?: number;
+  /** A face stored for this sighting (POST /v0/face/); it joins the sighting's person. */
+  addedFaceId?: number;
+}
+
+export interface Sighting {
+  /** Normalised camera id (see cameraId). */
+  camId: string;
+  /** ISO 8601 with a zone, as `isoTimestamp` produces it; absent means the transaction's time. */
+  seenAt?: string;
+  photoHash: string;
+  /** Set when the photo came by URL. */
+  photoUrl?: string;
+  /** The photo is kept in the face database, so it can be linked to. */
+  photoKept: boolean;
+  faces: SightingFace[];
+}
+
+/** `timestamp` is when the camera saw the face; box and photo fields read as a face's do. */
+export interface HistoryEvent extends Pick<StoredFace, 'meta' | 'photo' | 'photo_hash' | 'timestamp' | 'x1' | 'y1' | 'x2' | 'y2'> {
+  id: number;
+  person_id: number;
+  face_id: number | null;
+  cam_id: string;
+  friend: boolean;
+  photo_kept: boolean;
+}
+
+export interface HistoryFilter {
+  personId?: number;
+  /** Any of these cameras; empty or absent means every camera. */
+  camIds?: string[];
+  /** Inclusive lower bound, ISO 8601 with a zone. */
+  start?: string;
+  /** Exclusive upper bound, ISO 8601 with a zone. */
+  end?: string;
+  friend?: boolean;
+}
+
+export interface HistoryPage {
+  /** At most this many; absent streams every match. */
+  limit?: number;
+  /** Continue after this event (exclusive), in the listing order. */
+  maxId?: number;
+}
+
+export interface HistoryListing {
+  /** Events newest first (seen_at, then id, descending), in batches from a cursor. */
+  batches: AsyncIterable<HistoryEvent[]>;
+  /** After `batches` is exhausted: the last event listed when a limited page has more after it. */
+  nextMaxId(): number | undefined;
+}
+
+export interface Person {
+  id: number;
+  /** UTC, ISO 8601 with microseconds and no zone. */
+  created: string;
+  sightings: number;
+  /** Newest sighting's time; null when never seen. */
+  last_seen: string | null;
+  /** Friend now: enough sightings within the window ending now. */
+  friend: boolean;
+  face_ids: number[];
+  /** The newest sightings, at most PERSON_RECENT_SIGHTINGS. */
+  recent: HistoryEvent[];
+}
+
+const EVENT_COLUMNS = (sql: Sql | TransactionSql) => sql`
+  s.id, s.person_id, s.face_id, s.cam_id, s.friend, s.meta, s.photo, s.photo_kept, s.photo_hash,
+  s.x1, s.y1, s.x2, s.y2, s.seen_at,
+  to_char(s.seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS timestamp`;
+
+function toEvent(r: Row): HistoryEvent {
+  return {
+    id: Number(r.id),
+    person_id: Number(r.person_id),
+    face_id: r.face_id === null ? null : Number(r.face_id),
+    cam_id: r.cam_id,
+    friend: r.friend,
+    meta: r.meta,
+    photo: r.photo,
+    photo_kept: r.photo_kept,
+    photo_hash: r.photo_hash,
+    timestamp: r.timestamp,
+    x1: r.x1,
+    y1: r.y1,
+    x2: r.x2,
+    y2: r.y2,
+  };
+}
+
+const personLockKey = (id: number) => id % 0x7fffffff;
+
+export const unknownPerson = (id: number) => new HttpError(404, 'NOT_FOUND', `No person with id ${id}`);
+
+/**
+ * Draws a new person id. Ids set explicitly (PUT person_id) may sit ahead of
+ * the sequence, so a drawn id that is taken is skipped.
+ */
+async function newPerson(tx: TransactionSql): Promise<number> {
+  for (;;) {
+    const [row] = await tx`INSERT INTO persons (id) VALUES (nextval('persons_id_seq')) ON CONFLICT (id) DO NOTHING RETURNING id`;
+    if (row) return Number(row.id);
+  }
+}
+
+/** Makes sure a person with this id exists (PUT person_id may name a new one). */
+export async function ensurePerson(tx: TransactionSql, id: number): Promise<void> {
+  await tx`INSERT INTO persons (id) VALUES (${id}) ON CONFLICT (id) DO NOTHING`;
+}
+
+export class HistoryStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly rule: FriendRule,
+  ) {}
+
+  /** Records a sighting in a transaction of its own (identify). */
+  record(sighting: Sighting): Promise<HistoryEvent[]> {
+    return transaction(this.sql, (tx) => this.recordIn(tx, sighting));
+  }
+
+  /**
+   * Records one event per face of `sighting` in the caller's transaction and
+   * returns them in face order. Each face joins the person of its match (a
+   * matched face without a person gets a new one, kept on the face), else a
+   * new person; an added face joins that person too.
+   */
+  async recordIn(tx: TransactionSql, sighting: Sighting): Promise<HistoryEvent[]> {
+    const matchIds = [...new Set(sighting.faces.flatMap((f) => (f.matchFaceId !== undefined ? [f.matchFaceId] : [])))].sort((a, b) => a - b);
+    const matched = new Map<number, { personId: number | null; meta: string }>();
+    if (matchIds.length) {
+      const rows = await tx`SELECT id, person_id, meta FROM faces WHERE id IN ${tx(matchIds)} ORDER BY id FOR UPDATE`;
+      for (const r of rows) matched.set(Number(r.id), { personId: r.person_id === null ? null : Number(r.person_id), meta: r.meta });
+    }
+    // A match deleted since the search counts as no match.
+    const plans: { personId: number; faceId: number | null; meta: string }[] = [];
+    for (const f of sighting.faces) {
+      const m = f.matchFaceId !== undefined ? matched.get(f.matchFaceId) : undefined;
+      let personId = m?.personId ?? null;
+      if (m && personId === null) {
+        personId = await newPerson(tx);
+        m.personId = personId;
+        await tx`UPDATE faces SET person_id = ${personId} WHERE id = ${f.matchFaceId as number}`;
+      }
+      personId ??= await newPerson(tx);
+      plans.push({ personId, faceId: m ? (f.matchFaceId as number) : null, meta: m?.meta ?? '' });
+    }
+    const added = sighting.faces.flatMap((f, i) => (f.addedFaceId !== undefined ? [{ id: f.addedFaceId, person: plans[i].personId }] : []));
+    if (added.length) {
+      const rows = await tx`
+        UPDATE faces f SET person_id = v.person::bigint
+        FROM (VALUES ${tx(added.map((a) => [a.id, a.person]))}) AS v(id, person)
+        WHERE f.id = v.id::bigint
+        RETURNING f.id, f.meta`;
+      const metaOf = new Map(rows.map((r) => [Number(r.id), r.meta as string]));
+      sighting.faces.forEach((f, i) => {
+        if (f.addedFaceId === undefined) return;
+        // The event describes the face that was stored: its id and meta.
+        plans[i].faceId = f.addedFaceId;
+        plans[i].meta = metaOf.get(f.addedFaceId) ?? plans[i].meta;
+      });
+    }
+    for (const id of [...new Set(plans.map((p) => p.personId))].sort((a, b) => a - b)) {
+      await tx`SELECT pg_advisory_xact_lock(${PERSON_LOCK_CLASS}, ${personLockKey(id)})`;
+    }
+    // The clock is read under the person locks, so default times follow the order sightings are
+    // counted in (now() would be the transaction's start). As text: a Date drops microseconds.
+    const [{ at }] = await tx`
+      SELECT to_char(coalesce(${sighting.seenAt ?? null}::timestamptz, clock_timestamp()) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at`;
+    const events: HistoryEvent[] = [];
+    for (const [i, f] of sighting.faces.entries()) {
+      const plan = plans[i];
+      // Earlier faces of this photo are already inserted, so they count too.
+      const [{ seen }] = await tx`
+        SELECT count(*)::int AS seen FROM (
+          SELECT 1 FROM sightings
+          WHERE person_id = ${plan.personId} AND seen_at <= ${at}::timestamptz
+            AND seen_at > ${at}::timestamptz - make_interval(secs => ${this.rule.windowS})
+          LIMIT ${this.rule.sightings}
+        ) recent`;
+      const friend = seen + 1 >= this.rule.sightings;
+      const [row] = await tx`
+        INSERT INTO sightings AS s (person_id, face_id, cam_id, seen_at, friend, meta, photo, photo_kept, photo_hash, x1, y1, x2, y2)
+        VALUES (${plan.personId}, ${plan.faceId}, ${sighting.camId}, ${at}::timestamptz, ${friend}, ${plan.meta},
+                ${sighting.photoUrl ?? null}, ${sighting.photoKept}, ${sighting.photoHash},
+                ${f.box.x1}, ${f.box.y1}, ${f.box.x2}, ${f.box.y2})
+        RETURNING ${EVENT_COLUMNS(tx)}`;
+      await tx`INSERT INTO sighting_thumbnails (sighting_id, jpeg) VALUES (${row.id}, ${f.thumbnail})`;
+      events.push(toEvent(row));
+    }
+    return events;
+  }
+
+  /**
+   * Events matching `filter`, newest first. Several cameras are read as one
+   * ordered index range each, merged by the database, so a page costs about
+   * `limit` rows per camera however long the history.
+   */
+  async search(filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
+    const sql = this.sql;
+    let after: PendingQuery<Row[]> = sql`true`;
+    if (page.maxId !== undefined) {
+      const [cursor] = await sql`
+        SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${page.maxId}`;
+      if (!cursor) throw new HttpError(400, 'BAD_PARAM', `max_id: no history event ${page.maxId}`, { param: 'max_id' });
+      after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId})`;
+    }
+    const conditions = sql`
+      ${filter.personId !== undefined ? sql`s.person_id = ${filter.personId}` : sql`true`}
+      AND ${filter.start !== undefined ? sql`s.seen_at >= ${filter.start}::timestamptz` : sql`true`}
+      AND ${filter.end !== undefined ? sql`s.seen_at < ${filter.end}::timestamptz` : sql`true`}
+      AND ${filter.friend !== undefined ? sql`s.friend = ${filter.friend}` : sql`true`}
+      AND ${after}`;
+    // One row beyond the page tells whether a next page exists.
+    const fetch = page.limit !== undefined ? page.limit + 1 : undefined;
+    const limited = fetch !== undefined ? sql`LIMIT ${fetch}` : sql``;
+    const order = sql`ORDER BY seen_at DESC, id DESC`;
+    const cams = [...new Set(filter.camIds ?? [])];
+    let query: PendingQuery<Row[]>;
+    if (cams.length <= 1) {
+      const cam = cams.length ? sql`s.cam_id = ${cams[0]}` : sql`true`;
+      query = sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE ${cam} AND ${conditions} ORDER BY s.seen_at DESC, s.id DESC ${limited}`;
+    } else {
+      const branches = cams.map(
+        (c) => sql`(SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.cam_id = ${c} AND ${conditions} ORDER BY s.seen_at DESC, s.id DESC ${limited})`,
+      );
+      const union = branches.reduce((acc, b) => sql`${acc} UNION ALL ${b}`);
+      query = sql`SELECT * FROM (${union}) merged ${order} ${limited}`;
+    }
+    let listed = 0;
+    let last: number | undefined;
+    let more = false;
+    const limit = page.limit;
+    const batches = (async function* () {
+      for await (const rows of query.cursor(batchSize)) {
+        let events = rows.map(toEvent);
+        if (limit !== undefined && listed + events.length > limit) {
+          events = events.slice(0, limit - listed);
+          more = true;
+        }
+        listed += events.length;
+        if (events.length) last = events[events.length - 1].id;
+        if (events.length) yield events;
+      }
+    })();
+    return { batches, nextMaxId: () => (more ? last : undefined) };
+  }
+
+  async personExists(id: number): Promise<boolean> {
+    const [row] = await this.sql`SELECT 1 FROM persons WHERE id = ${id}`;
+    return !!row;
+  }
+
+  /** The person with counts, faces and newest sightings; undefined when unknown. */
+  async person(id: number): Promise<Person | undefined> {
+    const sql = this.sql;
+    const [p] = await sql`
+      SELECT id, to_char(created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,
+        (SELECT count(*)::bigint FROM sightings s WHERE s.person_id = p.id) AS sightings,
+        (SELECT count(*)::int FROM (
+          SELECT 1 FROM sightings s
+          WHERE s.person_id = p.id AND s.seen_at <= now() AND s.seen_at > now() - make_interval(secs => ${this.rule.windowS})
+          LIMIT ${this.rule.sightings}) w) AS recent,
+        ARRAY(SELECT f.id FROM faces f WHERE f.person_id = p.id ORDER BY f.id) AS face_ids
+      FROM persons p WHERE p.id = ${id}`;
+    if (!p) return undefined;
+    const recent = (
+      await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.person_id = ${id} ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
+    ).map(toEvent);
+    return {
+      id: Number(p.id),
+      created: p.created,
+      sightings: Number(p.sightings),
+      last_seen: recent[0]?.timestamp ?? null,
+      friend: p.recent >= this.rule.sightings,
+      face_ids: (p.face_ids as string[]).map(Number),
+      recent,
+    };
+  }
+
+  /** The JPEG kept with a sighting; undefined when there is no such sighting. */
+  async thumbnail(sightingId: number): Promise<Buffer | undefined> {
+    const [row] = await this.sql`SELECT jpeg FROM sighting_thumbnails WHERE sighting_id = ${sightingId}`;
+    return row ? (row.jpeg as Buffer) : undefined;
+  }
+}

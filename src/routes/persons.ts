@@ -1,0 +1,109 @@
+/**
+ * Persons: GET /person/id/<id> and /person/history/id/<id> (unversioned, as
+ * the spec shows them; documented with every API version).
+ *
+ * Decisions the spec leaves open:
+ * - The person answer carries its faces in full and its newest sightings (at
+ *   most PERSON_RECENT_SIGHTINGS); the whole history is the history route's.
+ * - The history route takes `cam_ids`, `start` and `end` from a JSON body
+ *   (POST) or the query string (GET), and streams every match newest first.
+ * - An unknown person is 404 on both.
+ */
+import { z } from 'zod';
+import { numberParam } from '../http/params.js';
+import type { RouteRegistry } from '../http/registry.js';
+import type { FaceStore } from '../db/face-store.js';
+import { PERSON_RECENT_SIGHTINGS, unknownPerson, type HistoryEvent, type HistoryStore } from '../db/history-store.js';
+import { baseUrl, renderFace, renderPersonRecord, streamResults } from './face-view.js';
+import { filterOf } from './history.js';
+import { cameraList, faceOutput, isoTimestamp, personIdParam } from './schemas.js';
+
+const int = z.number().int();
+
+const personRecord = z
+  .object({
+    person_id: int,
+    face_id: int.nullable().meta({ description: 'The stored face the sighting matched or added; null when none.' }),
+    cam_id: z.string(),
+    meta: z.string(),
+    screenshot: z.string().meta({ description: 'URL of the thumbnail kept with the sighting (needs the token).' }),
+    timestamp: z.string().meta({ description: 'When the camera saw the face: UTC, ISO 8601 with microseconds, no zone.' }),
+  })
+  .meta({ id: 'PersonHistoryRecord' });
+
+const personResponse = z.object({
+  id: int,
+  created: z.string().meta({ description: 'When the person was first recorded or named: UTC, ISO 8601, no zone.' }),
+  friend: z.boolean().meta({ description: 'Friend now: enough sightings within the friend window that ends now.' }),
+  sightings_count: int.meta({ description: 'All sightings of the person.' }),
+  last_seen: z.string().nullable().meta({ description: 'Timestamp of the newest sighting; null when never seen by a camera.' }),
+  faces: z.array(faceOutput).meta({ description: 'Stored faces of the person, by id.' }),
+  sightings: z
+    .array(personRecord)
+    .meta({ description: `The newest sightings, newest first, at most ${PERSON_RECENT_SIGHTINGS}; POST /person/history/id/<id> lists all.` }),
+});
+
+const personHistoryRequest = z.object({
+  cam_ids: cameraList.optional().meta({ description: 'Only these cameras.' }),
+  start: isoTimestamp('Only sightings at or after this time.').optional(),
+  end: isoTimestamp('Only sightings before this time (exclusive).').optional(),
+});
+
+const personHistoryResponse = z.object({
+  results: z.array(personRecord).meta({ description: 'Sightings of the person, newest first.' }),
+});
+
+const personPath = z.object({ id: personIdParam });
+
+export function registerPersons(registry: RouteRegistry, deps: { store: FaceStore; history: HistoryStore; publicUrl?: string }): void {
+  const { store, history, publicUrl } = deps;
+
+  registry.define({
+    method: 'GET',
+    path: '/person/id/:id',
+    summary: 'A person: its faces and newest camera sightings',
+    description:
+      'Persons come from camera sightings (identify or face add with cam_id) and from PUT person_id on a face. ' +
+      'Unknown id: 404.',
+    auth: true,
+    params: personPath,
+    response: { status: 200, description: 'The person.', schema: personResponse },
+    errors: [400, 401, 404],
+    async handler({ params, headers }) {
+      const person = await history.person(params.id);
+      if (!person) throw unknownPerson(params.id);
+      const base = baseUrl(headers, publicUrl);
+      const faces = await store.getFaces(person.face_ids);
+      return {
+        id: person.id,
+        created: person.created,
+        friend: person.friend,
+        sightings_count: person.sightings,
+        last_seen: person.last_seen,
+        faces: faces.map((f) => renderFace(f, base)),
+        sightings: person.recent.map((e) => renderPersonRecord(e, base)),
+      };
+    },
+  });
+
+  for (const method of ['POST', 'GET'] as const) {
+    registry.define({
+      method,
+      path: '/person/history/id/:id',
+      summary: method === 'POST' ? 'Camera sightings of a person (filters in a JSON body)' : 'Camera sightings of a person (filters in the query string)',
+      description: 'Every matching sighting, newest first, streamed. start is inclusive, end exclusive; bad dates are 400; unknown person 404.',
+      auth: true,
+      params: personPath,
+      request: personHistoryRequest,
+      response: { status: 200, description: 'The sightings.', schema: personHistoryResponse },
+      errors: [400, 401, 404],
+      async handler({ params, input, headers }) {
+        const filter = { ...filterOf(input), personId: params.id };
+        if (!(await history.personExists(params.id))) throw unknownPerson(params.id);
+        const listing = await history.search(filter);
+        const base = baseUrl(headers, publicUrl);
+        return streamResults(listing.batches, (e: HistoryEvent) => renderPersonRecord(e, base));
+      },
+    });
+  }
+}

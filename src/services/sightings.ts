@@ -1,0 +1,53 @@
+/**
+ * Camera sightings: what turns identify and face add into history, and which
+ * stored face a seen face is attributed to.
+ */
+import type { HistoryStore, Sighting, SightingFace } from '../db/history-store.js';
+import type { Analysis, AnalyzeOptions } from '../native/engine.js';
+import type { FaceIndex } from '../native/face-index.js';
+import { isVerified, toConfidence } from './calibration.js';
+import { boxOf } from './faces.js';
+import { sha256Hex } from './photo-blobs.js';
+import type { PhotoInput } from './photo-source.js';
+
+export interface SightingDeps {
+  history: HistoryStore;
+  /** Longer side of the thumbnail kept with each sighting, in pixels. */
+  thumbnailSize: number;
+}
+
+/**
+ * For each embedding row, the id of the most similar stored face when its
+ * confidence reaches `threshold` (null: the most similar at all).
+ */
+export async function bestMatches(index: FaceIndex, rows: Float32Array, dim: number, threshold: number | null): Promise<(number | undefined)[]> {
+  const count = rows.length / dim;
+  const found = await Promise.all(Array.from({ length: count }, (_, k) => index.search(rows.subarray(k * dim, (k + 1) * dim), 1, undefined)));
+  return found.map(({ matches: [best] }) =>
+    best && (threshold === null || isVerified(toConfidence(best.similarity), threshold)) ? best.id : undefined,
+  );
+}
+
+/** What identify and face add ask of the engine: embeddings, plus thumbnails when recording sightings. */
+export function embedOptions(recording: boolean, deps: SightingDeps): Omit<AnalyzeOptions, 'boxes'> {
+  return { embed: true, age: false, gender: false, emotions: false, ...(recording ? { thumbnail: deps.thumbnailSize } : {}) };
+}
+
+/** The sighting of the chosen faces of a photo; `per` gives each chosen face's match or added face. */
+export function sightingOf(
+  request: { cam_id: string; timestamp?: string; photo: PhotoInput },
+  bytes: Buffer,
+  analysis: Analysis,
+  chosen: number[],
+  photoKept: boolean,
+  per: (k: number) => Pick<SightingFace, 'matchFaceId' | 'addedFaceId'>,
+): Sighting {
+  return {
+    camId: request.cam_id,
+    seenAt: request.timestamp,
+    photoHash: sha256Hex(bytes),
+    photoUrl: typeof request.photo === 'string' ? request.photo.trim() : undefined,
+    photoKept,
+    faces: chosen.map((i, k) => ({ box: boxOf(analysis.faces[i]), thumbnail: analysis.faces[i].thumbnail as Buffer, ...per(k) })),
+  };
+}
