@@ -2,6 +2,7 @@
  * The camera history at scale, against the real service in its own process:
  *
  *   node dist/bench/history.js [--events 10000000] [--seconds 5] [--cameras 200] [--persons 100000] [--json out.json]
+ *                              [--extra-index 'person_id, cam_id, seen_at, id']
  *
  * - seeds `--events` sightings straight into PostgreSQL with set-based SQL:
  *   `--cameras` cameras (cam-0000, cam-0001, ...), `--persons` persons (a few
@@ -11,12 +12,17 @@
  *   the time of each step and the table and index sizes are reported;
  * - latency of POST /v0/history/search (limit 100, fresh random filters per
  *   request, 2 clients) for: one camera and one day, three cameras and one
- *   day, one camera newest first, one person, friends within one hour, and of
- *   following next_page (GET) from the first;
+ *   day, one camera newest first, one person, friends within one hour,
+ *   following next_page (GET) from the first, and one person on three cameras
+ *   (a random person, then the person seen most); and of GET /person/id/<id>
+ *   (counts and newest sightings) for a random person and the busiest;
  * - EXPLAIN (ANALYZE, BUFFERS) of the statements the service runs for some of
  *   them (captured from the history store itself), first as the custom plan,
  *   then as the plan cache's choice after repeated executions, as the
  *   service's prepared statements would get it;
+ * - `--extra-index` adds an index on the given columns of sightings after the
+ *   seeding, to see what a candidate index changes before it goes into a
+ *   migration (its build time, size, plans, and the insert rate with it);
  * - POST /v0/identify/ requests/s with the box given, with cam_id (search +
  *   the sighting and its thumbnail recorded in a transaction) and without,
  *   alternated over two rounds, and with detection and cam_id; then the
@@ -46,8 +52,8 @@ const DAY_MS = 86_400_000;
 const SPAN_MS = 90 * DAY_MS;
 /** Rows per INSERT statement while seeding. */
 const CHUNK = 1_000_000;
-/** The indexes rebuilt after the load (003-history.sql); the primary key stays. */
-const SECONDARY = ['sightings_seen', 'sightings_cam_seen', 'sightings_person_seen'];
+/** Rebuilt after the load from their own definitions: every index of sightings but the primary key. */
+const PRIMARY_KEY = 'sightings_pkey';
 
 const started = performance.now();
 function log(msg: string): void {
@@ -61,7 +67,12 @@ interface Params {
   seconds: number;
   cameras: number;
   persons: number;
+  /** Columns of an index to try beside the migration's (`--extra-index 'person_id, cam_id, seen_at, id'`). */
+  extraIndex?: string;
 }
+
+/** The name of the `--extra-index` index. */
+const EXTRA_INDEX = 'sightings_bench_extra';
 
 interface SeedReport {
   events: number;
@@ -104,9 +115,9 @@ const camName = (i: number, cameras: number) => `cam-${String(i).padStart(camWid
 async function seed(sql: Sql, p: Params): Promise<SeedReport> {
   const defs = await sql`
     SELECT indexname, indexdef FROM pg_indexes
-    WHERE schemaname = current_schema() AND tablename = 'sightings' AND indexname IN ${sql(SECONDARY)}
+    WHERE schemaname = current_schema() AND tablename = 'sightings' AND indexname <> ${PRIMARY_KEY}
     ORDER BY indexname`;
-  if (defs.length !== SECONDARY.length) throw new Error(`expected the indexes ${SECONDARY.join(', ')} on sightings, found ${defs.map((d) => d.indexname).join(', ')}`);
+  if (defs.length === 0) throw new Error('sightings has no secondary indexes: is the history migration applied?');
   const [{ super: isSuper }] = await sql`SELECT rolsuper AS super FROM pg_roles WHERE rolname = current_user`;
 
   const to = new Date();
@@ -159,6 +170,14 @@ async function seed(sql: Sql, p: Params): Promise<SeedReport> {
     });
     indexS[d.indexname] = (performance.now() - t) / 1000;
     log(`${d.indexname}: ${indexS[d.indexname].toFixed(1)} s`);
+  }
+  if (p.extraIndex) {
+    t = performance.now();
+    await sql.begin(async (tx) => {
+      await tx`SET LOCAL maintenance_work_mem = '512MB'`;
+      await tx.unsafe(`CREATE INDEX ${EXTRA_INDEX} ON sightings (${p.extraIndex})`);
+    });
+    indexS[`${EXTRA_INDEX} (${p.extraIndex}), not in the migration`] = (performance.now() - t) / 1000;
   }
   // VACUUM as well as ANALYZE: it sets hint bits and the visibility map now, instead of the first
   // searches writing them or autovacuum scanning the table in the middle of the measurements.
@@ -225,6 +244,11 @@ class Draw {
     return { start: new Date(at).toISOString(), end: new Date(at + ms).toISOString() };
   }
 
+  /** The person seen most (about events / sqrt(persons) sightings). */
+  busiest(): number {
+    return this.seeded.firstPerson;
+  }
+
   /** With the skew of the seeded rows: low ids are seen most. */
   person(): number {
     return this.seeded.firstPerson + Math.floor(this.p.persons * Math.random() ** 2);
@@ -246,6 +270,7 @@ function queries(d: Draw): Query[] {
     { name: '(d) 1 person', body: () => ({ person_id: d.person(), limit: PAGE }), explain: true },
     { name: '(e) friends, 1 hour', body: () => ({ friend: true, ...d.range(3_600_000), limit: PAGE }), explain: true },
     { name: '(g) 1 person on 3 cameras', body: () => ({ person_id: d.person(), cam_ids: d.cams(3), limit: PAGE }), explain: true },
+    { name: '(h) the busiest person on 3 cameras', body: () => ({ person_id: d.busiest(), cam_ids: d.cams(3), limit: PAGE }), explain: true },
   ];
 }
 
@@ -282,6 +307,21 @@ async function searchLoad(base: string, q: Query, seconds: number, links?: strin
   return row(r, rows);
 }
 
+/** GET /person/id/<id>: the person with its counts and newest sightings, read from the history. */
+async function personLoad(base: string, name: string, id: () => number, seconds: number): Promise<SearchRow> {
+  let rows = 0;
+  const send = async () => {
+    const res = await fetch(`${base}/person/id/${id()}`, { headers: AUTH });
+    const body = (await res.json()) as { sightings?: unknown[] };
+    rows += body.sightings?.length ?? 0;
+    return res.status;
+  };
+  for (let i = 0; i < 10; i++) await send();
+  rows = 0;
+  const r = await runLoad({ name, concurrency: 2, seconds, send });
+  return row(r, rows);
+}
+
 async function nextPageLoad(base: string, links: string[], seconds: number): Promise<SearchRow> {
   let rows = 0;
   const send = async (i: number) => {
@@ -294,7 +334,14 @@ async function nextPageLoad(base: string, links: string[], seconds: number): Pro
   return row(r, rows);
 }
 
-const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : typeof v === 'number' || typeof v === 'boolean' ? String(v) : `'${String(v).replace(/'/g, "''")}'`);
+const literal = (v: unknown): string =>
+  v === null || v === undefined
+    ? 'NULL'
+    : typeof v === 'number' || typeof v === 'boolean'
+      ? String(v)
+      : Array.isArray(v)
+        ? literal(`{${v.map((x) => `"${String(x)}"`).join(',')}}`)
+        : `'${String(v).replace(/'/g, "''")}'`;
 
 /**
  * EXPLAIN (ANALYZE, BUFFERS) of the statement the history store runs for `filter`: captured
@@ -302,20 +349,30 @@ const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : typeof
  * plan and the plan cache's choice after repeated executions (the service prepares its
  * statements) are shown.
  */
-async function explain(databaseUrl: string, name: string, filter: HistoryFilter, n: number, maxId?: number): Promise<Explained> {
-  let captured: { query: string; params: unknown[] } | undefined;
+async function explain(
+  databaseUrl: string,
+  name: string,
+  filter: HistoryFilter,
+  n: number,
+  maxId?: number,
+  /** A statement of our own to explain instead of the store's. */
+  own?: { query: string; params: unknown[] },
+): Promise<Explained> {
+  let captured = own;
   const sql = postgres(databaseUrl, {
     max: 1,
     onnotice: () => {},
     debug: (_conn, query, params) => {
-      if (/FROM sightings s/.test(query)) captured = { query, params };
+      if (!own && /FROM sightings s/.test(query)) captured = { query, params };
     },
   });
   try {
-    const store = new HistoryStore(sql, { sightings: 5, windowS: 604_800 });
-    const listing = await store.search(filter, { limit: PAGE, maxId });
-    for await (const _batch of listing.batches) {
-      // drained
+    if (!own) {
+      const store = new HistoryStore(sql, { sightings: 5, windowS: 604_800 });
+      const listing = await store.search(filter, { limit: PAGE, maxId });
+      for await (const _batch of listing.batches) {
+        // drained
+      }
     }
     if (!captured) throw new Error(`no statement captured for ${name}`);
     const args = captured.params.map(literal).join(', ');
@@ -483,7 +540,11 @@ async function main() {
     seconds: numberArg('seconds', 5),
     cameras: numberArg('cameras', 200),
     persons: numberArg('persons', 100_000),
+    extraIndex: optionArg('extra-index'),
   };
+  if (p.extraIndex !== undefined && !/^[a-z_]+( ?(ASC|DESC))?(, ?[a-z_]+( ?(ASC|DESC))?)*$/.test(p.extraIndex)) {
+    throw new Error(`--extra-index wants column names separated by commas, got ${p.extraIndex}`);
+  }
   if (!(p.events >= 1 && p.cameras >= 1 && p.persons >= 1 && p.seconds > 0)) throw new Error('--events, --cameras, --persons and --seconds must be positive');
   const jsonOut = optionArg('json');
   const machine = describeMachine();
@@ -504,6 +565,7 @@ async function main() {
     const seeded = await seed(db.sql, p);
     const sized = await sizes(db.sql);
 
+    const perEvent = (relation: string) => ((sized.find((s) => s.relation === relation)?.bytes ?? NaN) / p.events).toFixed(0);
     const draw = new Draw(p, seeded);
     const qs = queries(draw);
     const searches: SearchRow[] = [];
@@ -518,6 +580,14 @@ async function main() {
         searches.push(f);
       }
     }
+    for (const [name, id] of [
+      ['GET /person/id/<id> (i) a random person', () => draw.person()],
+      ['GET /person/id/<id> (j) the busiest person', () => draw.busiest()],
+    ] as const) {
+      const r = await personLoad(base, name, id, p.seconds);
+      log(`${r.name}: p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms`);
+      searches.push(r);
+    }
     const letter = (name: string) => /\(([a-z])\)/.exec(name)?.[1] ?? '';
     searches.sort((x, y) => letter(x.name).localeCompare(letter(y.name)));
     const nextNote = links.length ? '' : '(f) not run: no (a) answer had a next page (fewer than 100 events per camera and day at this size).';
@@ -525,7 +595,18 @@ async function main() {
     const explained: Explained[] = [];
     let n = 0;
     for (const q of qs.filter((x) => x.explain)) {
-      explained.push(await explain(databaseUrl, q.name, filterOf(q.body()), n++));
+      const body = q.body();
+      explained.push(await explain(databaseUrl, q.name, filterOf(body), n++));
+      if (q.name.startsWith('(h)')) {
+        // For comparison: one backward walk of the person's index, the cameras as a filter.
+        const query = `SELECT s.* FROM sightings s WHERE s.person_id = $1 AND s.cam_id = ANY($2::text[]) ORDER BY s.seen_at DESC, s.id DESC LIMIT $3`;
+        explained.push(
+          await explain(databaseUrl, '(h) as one scan with cam_id = ANY (not what the service runs)', {}, n++, undefined, {
+            query,
+            params: [body.person_id, body.cam_ids, PAGE + 1],
+          }),
+        );
+      }
       if (q.name.startsWith('(a)') && links.length) {
         const link = new URLSearchParams(links[0].slice(links[0].indexOf('?') + 1));
         const filter = filterOf({ cam_ids: JSON.parse(link.get('cam_ids') ?? '[]'), start: link.get('start') ?? undefined, end: link.get('end') ?? undefined });
@@ -554,7 +635,9 @@ async function main() {
       '|---|---|',
       ...sized.map((s) => `| ${s.relation} | ${mib(s.bytes)} |`),
       '',
-      `## History search (limit ${PAGE}, random filters per request, 2 clients, ${p.seconds} s each after 10 untimed requests)`,
+      `Per event: ${perEvent('sightings heap')} bytes of heap and ${perEvent('sightings indexes')} of indexes (primary key included).`,
+      '',
+      `## History search and persons (limit ${PAGE}, random filters per request, 2 clients, ${p.seconds} s each after 10 untimed requests)`,
       '',
       table(searches),
     );

@@ -57,6 +57,10 @@ CREATE INDEX sightings_seen ON sightings (seen_at, id);
 CREATE INDEX sightings_cam_seen ON sightings (cam_id, seen_at, id);
 -- Also counts a person's sightings in the friend window.
 CREATE INDEX sightings_person_seen ON sightings (person_id, seen_at, id);
+-- One person on some cameras. Without it each camera's branch scans all of
+-- the person's sightings: 485 ms p50 for a person seen 31,600 times among
+-- 10M events, 3 ms with it (bench/history.ts), for 59 bytes an event.
+CREATE INDEX sightings_person_cam_seen ON sightings (person_id, cam_id, seen_at, id);
 
 -- Thumbnails apart from the events, so that scans over events never touch them.
 CREATE TABLE sighting_thumbnails (
