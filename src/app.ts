@@ -55,6 +55,21 @@ function serviceVersion(): string {
   }
 }
 
+const THUMBNAIL_SWEEP_MS = 60 * 60_000;
+
+/** Deletes expired sighting thumbnails now and then hourly; the timer does not keep the process alive. */
+function expireThumbnails(history: HistoryStore, days: number, log: Logger): NodeJS.Timeout {
+  const sweep = () =>
+    history.expireThumbnails(days * 86_400).then(
+      (n) => n > 0 && log.info({ thumbnails: n, days }, 'expired sighting thumbnails'),
+      (err) => log.warn({ err }, 'thumbnail expiry failed'),
+    );
+  void sweep();
+  const timer = setInterval(sweep, THUMBNAIL_SWEEP_MS);
+  timer.unref();
+  return timer;
+}
+
 export async function startServer({ config, engine, db, verifiers = [], log = rootLog }: StartOptions): Promise<RunningServer> {
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
   assertCalibrated(engine.info().recognizer);
@@ -94,6 +109,10 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
       if (!(await follower.caughtUp(position))) log.warn({ position }, 'search index is behind the database');
     });
   }
+  const history = db
+    ? new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS })
+    : undefined;
+  const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
   const registry = buildRegistry({
     engine,
     photos,
@@ -102,9 +121,7 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
     publicUrl: config.publicUrl,
     index,
     identify: config.identify,
-    history: db
-      ? new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS })
-      : undefined,
+    history,
     thumbnailSize: config.history.thumbnailSize,
   });
   const operatorVerifier = new StaticTokenVerifier(config.token);
@@ -130,6 +147,7 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
     sync,
     close() {
       closing ??= (async () => {
+        if (expiry) clearInterval(expiry);
         await server.close();
         // After the last request, so the snapshot covers every answered write.
         await sync?.stop();

@@ -91,6 +91,7 @@ function envSchema(root: string, cores: number) {
     FACE_FRIEND_SIGHTINGS: intVar(5, 1),
     FACE_FRIEND_WINDOW_S: intVar(604_800, 1),
     FACE_THUMBNAIL_SIZE: intVar(160, 16).pipe(z.number().max(1024)),
+    FACE_THUMBNAIL_RETENTION_DAYS: intVar(0, 0),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   });
 }
@@ -144,6 +145,8 @@ export interface Config {
     friendWindowS: number;
     /** Longer side of a sighting thumbnail, in pixels. */
     thumbnailSize: number;
+    /** Thumbnails of sightings older than this many days are deleted (the events stay); 0 keeps them. */
+    thumbnailRetentionDays: number;
   };
   logLevel: string;
 }
@@ -202,6 +205,7 @@ export function loadConfig(
       friendSightings: e.FACE_FRIEND_SIGHTINGS,
       friendWindowS: e.FACE_FRIEND_WINDOW_S,
       thumbnailSize: e.FACE_THUMBNAIL_SIZE,
+      thumbnailRetentionDays: e.FACE_THUMBNAIL_RETENTION_DAYS,
     },
     logLevel: e.LOG_LEVEL,
   };

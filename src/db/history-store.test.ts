@@ -107,11 +107,28 @@ describe('recording sightings', () => {
     expect(events.flat().filter((e) => e.friend)).toHaveLength(4);
   });
 
-  it('history is append-only', async () => {
+  it('history is append-only; thumbnails cannot change', async () => {
     const [e] = await history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen()] });
     await expect(tdb.db.sql`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
     await expect(tdb.db.sql`DELETE FROM sightings`).rejects.toThrow(/append-only/);
-    await expect(tdb.db.sql`DELETE FROM sighting_thumbnails`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.sql`UPDATE sighting_thumbnails SET jpeg = '\\x00'`).rejects.toThrow(/append-only/);
+  });
+
+  it('expires thumbnails past the retention, oldest first, keeping every event', async () => {
+    const day = 86_400_000;
+    const ago = (days: number) => new Date(Date.now() - days * day).toISOString();
+    // Recorded out of time order: a backfilled old sighting after two young ones.
+    const ages = [40, 35, 31, 2, 1, 45];
+    const events = [];
+    for (const d of ages) events.push((await history.record({ camId: 'c', seenAt: ago(d), photoHash: HASH, photoKept: false, faces: [seen()] }))[0]);
+    expect(await history.expireThumbnails(30 * 86_400, 2)).toBe(3);
+    const kept = await Promise.all(events.map((e) => history.thumbnail(e.id)));
+    // The backfilled one waits behind the young sightings recorded before it (beyond one batch).
+    expect(kept.map((k) => (Buffer.isBuffer(k) ? 'kept' : k))).toEqual(['expired', 'expired', 'expired', 'kept', 'kept', 'kept']);
+    expect(await list({})).toHaveLength(ages.length);
+    expect(await history.thumbnail(987654)).toBeUndefined();
+    // Nothing left to expire at the front: the sweep stops at once.
+    expect(await history.expireThumbnails(30 * 86_400, 2)).toBe(0);
   });
 
   it('a failed sighting leaves no person, event or thumbnail behind', async () => {

@@ -316,9 +316,32 @@ export class HistoryStore {
     };
   }
 
-  /** The JPEG kept with a sighting; undefined when there is no such sighting. */
-  async thumbnail(sightingId: number): Promise<Buffer | undefined> {
-    const [row] = await this.sql`SELECT jpeg FROM sighting_thumbnails WHERE sighting_id = ${sightingId}`;
-    return row ? (row.jpeg as Buffer) : undefined;
+  /** The JPEG kept with a sighting; 'expired' when the sighting exists but its thumbnail is gone. */
+  async thumbnail(sightingId: number): Promise<Buffer | 'expired' | undefined> {
+    const [row] = await this.sql`
+      SELECT t.jpeg FROM sightings s LEFT JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.id = ${sightingId}`;
+    if (!row) return undefined;
+    return row.jpeg === null ? 'expired' : (row.jpeg as Buffer);
+  }
+
+  /**
+   * Deletes the thumbnails of sightings seen more than `retentionS` seconds
+   * ago; the events stay. Walks from the oldest thumbnail kept in batches of
+   * recording order and stops at a batch with nothing to expire, so a sweep
+   * costs what it removes, not the size of the history. A backfilled sighting
+   * recorded after younger ones waits until the sweep reaches it.
+   */
+  async expireThumbnails(retentionS: number, batch = 5000): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const gone = await this.sql`
+        WITH lo AS (SELECT min(sighting_id) AS id FROM sighting_thumbnails),
+        window_ AS (SELECT s.id, s.seen_at FROM sightings s, lo WHERE s.id >= lo.id ORDER BY s.id LIMIT ${batch})
+        DELETE FROM sighting_thumbnails t USING window_ w
+        WHERE t.sighting_id = w.id AND w.seen_at < now() - make_interval(secs => ${retentionS})
+        RETURNING t.sighting_id`;
+      removed += gone.length;
+      if (gone.length === 0) return removed;
+    }
   }
 }

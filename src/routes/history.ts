@@ -138,7 +138,9 @@ export function registerHistory(registry: RouteRegistry, history: HistoryStore, 
     method: 'GET',
     path: '/v0/history/id/:id/screenshot/',
     summary: 'The thumbnail of a camera sighting',
-    description: 'A JPEG of the face with some margin, kept when the sighting was recorded. History is never changed, so clients may cache it.',
+    description:
+      'A JPEG of the face with some margin, kept when the sighting was recorded; never changed, so clients may cache it. ' +
+      'Unknown event, or a thumbnail expired after FACE_THUMBNAIL_RETENTION_DAYS: 404.',
     auth: true,
     params: z.object({ id: numberParam(int.min(1).max(Number.MAX_SAFE_INTEGER)).meta({ description: 'History event id.' }) }),
     response: { status: 200, description: 'The JPEG.', alternatives: ['image/jpeg'] },
@@ -146,6 +148,7 @@ export function registerHistory(registry: RouteRegistry, history: HistoryStore, 
     async handler({ params }) {
       const jpeg = await history.thumbnail(params.id);
       if (!jpeg) throw notFound(`No history event ${params.id}`);
+      if (jpeg === 'expired') throw notFound(`The thumbnail of history event ${params.id} has expired`);
       return new Reply(200, jpeg, 'image/jpeg', { 'Cache-Control': 'private, max-age=31536000, immutable' });
     },
   });

@@ -226,6 +226,17 @@ describe('history search', () => {
     }
   });
 
+  it('serves 404 for a thumbnail past the retention, while the event stays listed', async () => {
+    const [old] = (await search({ cam_id: 'west', limit: 1 })).json.results;
+    const [recent] = (await search({ cam_id: CAMERA_ID, limit: 1 })).json.results;
+    expect(await history.expireThumbnails(30 * 86_400)).toBeGreaterThan(0);
+    const gone = await call('GET', new URL(old.screenshot).pathname);
+    expect(gone.status).toBe(404);
+    expect(gone.json.reason).toMatch(/expired/);
+    expect((await call('GET', new URL(recent.screenshot).pathname)).status).toBe(200);
+    expect((await search({ cam_id: 'west' })).json.results).toHaveLength(12);
+  });
+
   it('answers 400 for bad dates, bad ranges and unknown cursors', async () => {
     for (const [body, param] of [
       [{ start: 'last week' }, 'start'],

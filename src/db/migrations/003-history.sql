@@ -62,7 +62,9 @@ CREATE INDEX sightings_person_seen ON sightings (person_id, seen_at, id);
 -- 10M events, 3 ms with it (bench/history.ts), for 59 bytes an event.
 CREATE INDEX sightings_person_cam_seen ON sightings (person_id, cam_id, seen_at, id);
 
--- Thumbnails apart from the events, so that scans over events never touch them.
+-- Thumbnails apart from the events, so that scans over events never touch
+-- them. At about 6 KB each they are most of the history's size, so unlike the
+-- events they may expire (FACE_THUMBNAIL_RETENTION_DAYS).
 CREATE TABLE sighting_thumbnails (
   sighting_id bigint PRIMARY KEY REFERENCES sightings (id),
   jpeg        bytea NOT NULL
@@ -76,5 +78,5 @@ $$;
 
 CREATE TRIGGER sightings_append_only BEFORE UPDATE OR DELETE ON sightings
   FOR EACH STATEMENT EXECUTE FUNCTION history_is_append_only();
-CREATE TRIGGER sighting_thumbnails_append_only BEFORE UPDATE OR DELETE ON sighting_thumbnails
+CREATE TRIGGER sighting_thumbnails_unchanged BEFORE UPDATE ON sighting_thumbnails
   FOR EACH STATEMENT EXECUTE FUNCTION history_is_append_only();
