@@ -24,6 +24,8 @@ export interface Sample {
   latency: number;
   /** HTTP status; 0 for a network error. */
   status: number;
+  /** What kind of request it was, when the run mixes kinds (`LoadOptions.kindOf`). */
+  kind?: string;
 }
 
 export interface LoadResult {
@@ -54,6 +56,8 @@ export interface LoadOptions {
   send: (i: number) => Promise<number>;
   /** Statuses that count as success (default: 2xx). */
   ok?: (status: number) => boolean;
+  /** Labels request `i` in its sample, so a mixed run can be broken down by kind (`byKind`). */
+  kindOf?: (i: number) => string;
   /** Called about every 200 ms with the requests done so far. */
   progress?: (p: Progress) => void;
 }
@@ -76,6 +80,33 @@ export interface Progress {
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+function summarise(name: string, samples: Sample[], seconds: number, isOk: (s: number) => boolean) {
+  const latencies = samples.map((s) => s.latency).sort((a, b) => a - b);
+  return {
+    name,
+    requests: latencies.length,
+    errors: samples.filter((s) => !isOk(s.status)).length,
+    seconds,
+    perSecond: latencies.length / seconds,
+    p50: percentile(latencies, 50),
+    p90: percentile(latencies, 90),
+    p99: percentile(latencies, 99),
+    max: latencies[latencies.length - 1] ?? NaN,
+  };
+}
+
+/** One row per request kind of a mixed run (samples labelled by `kindOf`), over the run's duration. */
+export function byKind(r: LoadResult, ok: (s: number) => boolean = (s) => s >= 200 && s < 300): LoadResult[] {
+  const kinds = new Map<string, Sample[]>();
+  for (const s of r.samples ?? []) {
+    if (s.kind === undefined) continue;
+    const list = kinds.get(s.kind);
+    if (list) list.push(s);
+    else kinds.set(s.kind, [s]);
+  }
+  return [...kinds.entries()].map(([kind, samples]) => ({ ...summarise(`${r.name}: ${kind}`, samples, r.seconds, ok), concurrency: r.concurrency, targetRate: r.targetRate }));
 }
 
 function checkBounds(requests: number, seconds: number): void {
@@ -108,7 +139,7 @@ class Recorder {
     return { done: this.samples.length, errors: this.errors, elapsedS, fraction: Math.min(1, Math.max(byCount, byTime)) };
   }
 
-  async one(send: () => Promise<number>, due: number): Promise<void> {
+  async one(send: () => Promise<number>, due: number, kind?: string): Promise<void> {
     let status = 0;
     try {
       status = await send();
@@ -116,7 +147,7 @@ class Recorder {
       status = 0;
     }
     const end = performance.now();
-    this.samples.push({ at: due - this.start, latency: end - due, status });
+    this.samples.push(kind === undefined ? { at: due - this.start, latency: end - due, status } : { at: due - this.start, latency: end - due, status, kind });
     this.statuses[status] = (this.statuses[status] ?? 0) + 1;
     if (!this.isOk(status)) this.errors++;
   }
@@ -124,17 +155,8 @@ class Recorder {
   finish(name: string, extra: Partial<LoadResult>): LoadResult {
     if (this.timer) clearInterval(this.timer);
     const elapsed = (performance.now() - this.start) / 1000;
-    const latencies = this.samples.map((s) => s.latency).sort((a, b) => a - b);
     return {
-      name,
-      requests: latencies.length,
-      errors: this.errors,
-      seconds: elapsed,
-      perSecond: latencies.length / elapsed,
-      p50: percentile(latencies, 50),
-      p90: percentile(latencies, 90),
-      p99: percentile(latencies, 99),
-      max: latencies[latencies.length - 1] ?? NaN,
+      ...summarise(name, this.samples, elapsed, this.isOk),
       statuses: this.statuses,
       samples: this.samples,
       ...extra,
@@ -142,7 +164,7 @@ class Recorder {
   }
 }
 
-export async function runLoad({ name, concurrency, requests = Infinity, seconds = Infinity, send, ok, progress }: LoadOptions): Promise<LoadResult> {
+export async function runLoad({ name, concurrency, requests = Infinity, seconds = Infinity, send, ok, progress, kindOf }: LoadOptions): Promise<LoadResult> {
   checkBounds(requests, seconds);
   const rec = new Recorder(ok ?? ((s) => s >= 200 && s < 300), requests, seconds, progress);
   const deadline = rec.start + seconds * 1000;
@@ -150,14 +172,14 @@ export async function runLoad({ name, concurrency, requests = Infinity, seconds 
   const client = async () => {
     while (next < requests && performance.now() < deadline) {
       const i = next++;
-      await rec.one(() => send(i), performance.now());
+      await rec.one(() => send(i), performance.now(), kindOf?.(i));
     }
   };
   await Promise.all(Array.from({ length: concurrency }, client));
   return rec.finish(name, { concurrency });
 }
 
-export async function runRate({ name, rate, maxInflight = 256, requests = Infinity, seconds = Infinity, send, ok, progress }: RateOptions): Promise<LoadResult> {
+export async function runRate({ name, rate, maxInflight = 256, requests = Infinity, seconds = Infinity, send, ok, progress, kindOf }: RateOptions): Promise<LoadResult> {
   checkBounds(requests, seconds);
   if (!(rate > 0)) throw new Error('--rate must be positive');
   const rec = new Recorder(ok ?? ((s) => s >= 200 && s < 300), requests, seconds, progress);
@@ -172,7 +194,7 @@ export async function runRate({ name, rate, maxInflight = 256, requests = Infini
     // The cap keeps a dead server from costing unbounded sockets; waiting here is lateness we report.
     while (pending.size >= maxInflight) await Promise.race(pending);
     if (performance.now() - due > LATE_MS) late++;
-    const p = rec.one(() => send(i), due).finally(() => pending.delete(p));
+    const p = rec.one(() => send(i), due, kindOf?.(i)).finally(() => pending.delete(p));
     pending.add(p);
   }
   await Promise.all(pending);

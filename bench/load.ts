@@ -3,7 +3,7 @@
  *
  *   npm run bench -- <scenario> [--url http://host:port] [--token T]
  *                    [--concurrency N | --rate R] [--seconds S | --requests N]
- *                    [--max-inflight N] [--json out.json] [--svg out.svg]
+ *                    [--max-inflight N] [--json out.json] [--svg out.svg] [--cpu-prof DIR]
  *
  * Scenarios: detect (POST /v1/detect/), verify (POST /v0/verify/), add
  * (POST /v0/face/), identify (POST /v0/identify/ after adding every face of
@@ -15,14 +15,15 @@
  * so a run never touches ./data. --concurrency runs a closed loop (default 4
  * clients); --rate an open loop at R requests/s. Runs stop at --requests or
  * --seconds, whichever comes first (default 10 s; at most 300 s when only a
- * count is given).
+ * count is given). --cpu-prof DIR has the started service write a V8 CPU
+ * profile into DIR when it stops (read it with `node dist/bench/flame.js`).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
-import { LATE_MS, progressBar, runLoad, runRate, type LoadResult } from './http-load.js';
+import { LATE_MS, byKind, progressBar, runLoad, runRate, type LoadResult } from './http-load.js';
 import { describeMachine, machineLine, type Machine } from './machine.js';
-import { startBenchService, type BenchService } from './service.js';
+import { cpuProfArgs, startBenchService, type BenchService } from './service.js';
 import { latencySvg } from './svg.js';
 
 const SCENARIOS = ['detect', 'verify', 'add', 'identify', 'mixed'] as const;
@@ -39,6 +40,7 @@ export interface Cli {
   requests: number;
   json?: string;
   svg?: string;
+  cpuProf?: string;
 }
 
 const USAGE =
@@ -61,7 +63,7 @@ function parseCli(argv: string[]): Cli {
       opts[k] = v;
     } else positional.push(a);
   }
-  const known = new Set(['url', 'token', 'concurrency', 'rate', 'seconds', 'requests', 'max-inflight', 'json', 'svg']);
+  const known = new Set(['url', 'token', 'concurrency', 'rate', 'seconds', 'requests', 'max-inflight', 'json', 'svg', 'cpu-prof']);
   for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
   const scenario = positional[0] as Scenario;
   if (!SCENARIOS.includes(scenario)) throw new Error(`unknown or missing scenario ${positional[0] ?? ''}\n${USAGE}`);
@@ -76,6 +78,7 @@ function parseCli(argv: string[]): Cli {
   const seconds = num('seconds', Number.isFinite(requests) ? 300 : 10);
   const token = opts.token ?? process.env.FACE_TOKEN ?? 'bench-token';
   if (opts.url && !opts.token && !process.env.FACE_TOKEN) throw new Error('--url needs --token (or FACE_TOKEN)');
+  if (opts.url && opts['cpu-prof']) throw new Error('--cpu-prof profiles the service this tool starts; it does not go with --url');
   return {
     scenario,
     url: opts.url?.replace(/\/+$/, ''),
@@ -87,6 +90,7 @@ function parseCli(argv: string[]): Cli {
     requests,
     json: opts.json,
     svg: opts.svg,
+    cpuProf: opts['cpu-prof'],
   };
 }
 
@@ -160,6 +164,8 @@ export class Client {
 interface Plan {
   name: string;
   send: (i: number) => Promise<number>;
+  /** For mixed runs: the kind of request `i`, reported separately too. */
+  kindOf?: (i: number) => string;
   note?: string;
 }
 
@@ -183,20 +189,23 @@ async function plan(scenario: Scenario, c: Client): Promise<Plan | string> {
     case 'mixed': {
       const identify = await c.hasIdentify();
       const ids = await c.seed('bench-mixed');
-      const search = identify
-        ? (i: number) => c.status('POST', '/v0/identify/', c.form({ photo: i }))
-        : (i: number) => c.status('POST', '/v1/detect/', c.form({ photo: i }));
+      // Request i's kind by i % 10: 0-5 read a face, 6-7 add one, 8-9 search.
+      const kinds: { name: string; send: (i: number) => Promise<number> }[] = [
+        { name: 'GET /v0/face/id/<id>/', send: (i) => c.status('GET', `/v0/face/id/${ids[i % ids.length]}/`) },
+        { name: 'POST /v0/face/', send: (i) => c.status('POST', '/v0/face/', c.form({ photo: i, meta: `bench-mixed-${i}` })) },
+        identify
+          ? { name: 'POST /v0/identify/', send: (i) => c.status('POST', '/v0/identify/', c.form({ photo: i })) }
+          : { name: 'POST /v1/detect/', send: (i) => c.status('POST', '/v1/detect/', c.form({ photo: i })) },
+      ];
+      const kindAt = (i: number) => kinds[i % 10 < 6 ? 0 : i % 10 < 8 ? 1 : 2];
       return {
         name: `mixed 60% GET face, 20% add, 20% ${identify ? 'identify' : 'detect'}`,
         note: `${ids.length} faces seeded${identify ? '' : '; no identify endpoint (404), detect stands in'}`,
-        send: (i) => {
-          const k = i % 10;
-          if (k < 6) return c.status('GET', `/v0/face/id/${ids[i % ids.length]}/`);
-          if (k < 8) return c.status('POST', '/v0/face/', c.form({ photo: i, meta: `bench-mixed-${i}` }));
-          return search(i);
-        },
+        kindOf: (i) => kindAt(i).name,
+        send: (i) => kindAt(i).send(i),
       };
     }
+
   }
 }
 
@@ -244,7 +253,8 @@ async function main() {
   try {
     if (!cli.url) {
       process.stderr.write('starting the service (embedded PostgreSQL, node dist/src/main.js)...\n');
-      service = await startBenchService(cli.token);
+      if (cli.cpuProf) mkdirSync(cli.cpuProf, { recursive: true });
+      service = await startBenchService(cli.token, {}, cpuProfArgs(cli.cpuProf, `service-${cli.scenario}`));
     }
     const base = cli.url ?? service!.base;
     const client = new Client(base, cli.token, demoPhotos());
@@ -256,17 +266,19 @@ async function main() {
     }
     if (p.note) process.stderr.write(`${p.note}\n`);
     const bar = progressBar(cli.scenario);
-    const common = { name: p.name, requests: cli.requests, seconds: cli.seconds, send: p.send, progress: bar?.update };
+    const common = { name: p.name, requests: cli.requests, seconds: cli.seconds, send: p.send, kindOf: p.kindOf, progress: bar?.update };
     const result =
       cli.rate !== undefined
         ? await runRate({ ...common, rate: cli.rate, maxInflight: cli.maxInflight })
         : await runLoad({ ...common, concurrency: cli.concurrency });
     bar?.done();
-    printReport(machine, [result]);
+    const parts = byKind(result);
+    printReport(machine, [result, ...parts]);
     if (p.note) console.log(p.note);
     const target = `${base}${cli.url ? '' : ' (started by the benchmark)'}`;
     if (cli.json) {
-      writeFileSync(cli.json, JSON.stringify({ machine, target, scenario: cli.scenario, options: { ...cli, token: undefined }, result }, null, 1));
+      const kinds = parts.map(({ samples: _, ...rest }) => rest);
+      writeFileSync(cli.json, JSON.stringify({ machine, target, scenario: cli.scenario, options: { ...cli, token: undefined, requests: Number.isFinite(cli.requests) ? cli.requests : undefined }, result, ...(kinds.length ? { byKind: kinds } : {}) }, null, 1));
       console.log(`json: ${cli.json}`);
     }
     if (cli.svg) {
@@ -276,6 +288,7 @@ async function main() {
     }
   } finally {
     await service?.stop();
+    if (service && cli.cpuProf) console.log(`cpu profile: ${path.join(cli.cpuProf, `service-${cli.scenario}.cpuprofile`)}`);
   }
 }
 

@@ -47,7 +47,12 @@ export async function waitForHealth(base: string, ms = 120_000, path_ = '/health
   throw new Error(`${base} did not become healthy within ${ms / 1000} s`);
 }
 
-export async function startBenchService(token: string, env: Record<string, string> = {}): Promise<BenchService> {
+/** Node options that make a child write a CPU profile into `dir` when it exits (`--cpu-prof DIR` of the tools). */
+export function cpuProfArgs(dir: string | undefined, name: string): string[] {
+  return dir ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(dir), '--cpu-prof-name', `${name}.cpuprofile`] : [];
+}
+
+export async function startBenchService(token: string, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<BenchService> {
   const root = findProjectRoot();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'face-bench-'));
   const database = await openDatabase({ dataDir, dbPool: 4 });
@@ -55,7 +60,7 @@ export async function startBenchService(token: string, env: Record<string, strin
   if (!url) throw new Error('expected the embedded database');
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(root, 'dist/src/main.js')], {
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', FACE_TOKEN: token, DATABASE_URL: url, FACE_DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -4,11 +4,12 @@ row i depends only on (seed, i), generated with the same mix64 stream and
 Box-Muller, so both programs search the same data.
 
     bench/.venv/bin/python bench/peers/search.py --n 20000 --dim 1024 [--queries 200]
-        [--near SIGMA] [--target-recall R] [--json out.json]
+        [--near SIGMA] [--target-recall R] [--efs 16,32,...] [--json out.json]
 
 Rows: numpy brute force (exact, the ground truth), FAISS IndexFlatIP (exact),
 FAISS IndexHNSWFlat and hnswlib at the smallest efSearch whose recall@10
-reaches --target-recall (ours, when the wrapper passes it; else 0.95). Graph
+reaches --target-recall (ours, when the wrapper passes it; else 0.95), trying
+the --efs values in order (default 16 … 4096). Graph
 parameters match usearch's defaults (M 16, efConstruction 128) so the
 comparison is about the implementation, not the settings. Latency is one
 query at a time, as in the Rust benchmark.
@@ -79,6 +80,7 @@ def main():
     ap.add_argument("--near", type=float, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--target-recall", type=float, default=0.95)
+    ap.add_argument("--efs", default="16,32,64,128,256,512,1024,2048,4096")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 
@@ -94,6 +96,9 @@ def main():
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     gen_s = time.perf_counter() - t
     print(f"faces {a.n} dim {a.dim} queries {a.queries} generated in {gen_s:.1f}s", file=sys.stderr)
+
+    def progress(msg):
+        print(msg, file=sys.stderr, flush=True)
 
     rows = []
     # Exact truth over all queries at once (BLAS), then one-at-a-time latency like the Rust brute row.
@@ -119,7 +124,8 @@ def main():
     rows.append(dict(method="faiss IndexFlatIP", build_s=build, p50_ms=p50, p99_ms=p99, recall1=r1, recall10=r10, param=""))
     del flat
 
-    efs = [16, 32, 64, 128, 256, 512, 1024]
+    efs = [int(v) for v in a.efs.split(",")]
+    steps = []  # every (method, ef) tried, for the JSON: recall@1 can be what matters (identification)
 
     def sweep(label, set_ef, search_one, build):
         best = None
@@ -128,6 +134,8 @@ def main():
             found, p50, p99 = timed_queries(search_one, queries)
             r1, r10 = recall(found, truth)
             best = dict(method=label, build_s=build, p50_ms=p50, p99_ms=p99, recall1=r1, recall10=r10, param=f"ef {ef}")
+            steps.append(best)
+            progress(f"{label} ef {ef}: recall@1 {r1:.3f}, recall@10 {r10:.3f}, p50 {p50:.3f} ms, p99 {p99:.3f} ms")
             if r10 >= a.target_recall:
                 break
         rows.append(best)
@@ -137,6 +145,7 @@ def main():
     t = time.perf_counter()
     hnsw.add(data)
     build = time.perf_counter() - t
+    progress(f"faiss HNSW built in {build:.1f}s")
 
     def faiss_ef(ef):
         hnsw.hnsw.efSearch = ef
@@ -149,6 +158,7 @@ def main():
     t = time.perf_counter()
     h.add_items(data, np.arange(a.n))
     build = time.perf_counter() - t
+    progress(f"hnswlib built in {build:.1f}s")
     sweep("hnswlib M16", h.set_ef, lambda q: h.knn_query(q[None, :], k=10)[0][0], build)
 
     out = dict(
@@ -157,6 +167,7 @@ def main():
                      numpy=np.__version__, faiss=getattr(faiss, "__version__", "?"), hnswlib=getattr(hnswlib, "__version__", "?"),
                      faiss_threads=faiss.omp_get_max_threads()),
         rows=rows,
+        sweep=steps,
     )
     print(f"| {'method':<26} | {'param':>8} | {'build s':>7} | {'p50 ms':>8} | {'p99 ms':>8} | {'recall@1':>8} | {'recall@10':>9} |")
     print("|" + "|".join(["-" * 10] * 7) + "|")

@@ -4,8 +4,11 @@
 //!     cargo run --release -p face-index --example bench -- --n 1000000 --dim 1024
 //!
 //! Options: --n faces (100000), --dim (1024), --queries (1000), --kinds (f32,f16,i8),
-//! --shards (0 = cores), --expansion-search (0 = usearch default), --oversample (4),
-//! --no-exact (f16/i8 without exact re-rank), --near SIGMA (see below), --seed (1).
+//! --shards (0 = cores), --expansion-search (0 = usearch default; a list such as 64,256,1024
+//! sweeps it on one build per kind, reloading the shards from a snapshot for each value),
+//! --target-recall R (stop a sweep at the first value whose recall@10 reaches R),
+//! --oversample (4), --no-exact (f16/i8 without exact re-rank), --near SIGMA (see below),
+//! --seed (1).
 //!
 //! By default queries are fresh random unit vectors, the hardest case for a graph index
 //! (every neighbour is nearly orthogonal). With `--near 1.0` each query is a stored face
@@ -22,7 +25,8 @@ struct Args {
     queries: usize,
     kinds: Vec<Scalar>,
     shards: usize,
-    expansion_search: usize,
+    expansion_search: Vec<usize>,
+    target_recall: Option<f64>,
     oversample: usize,
     exact: bool,
     near: Option<f64>,
@@ -36,7 +40,8 @@ fn parse_args() -> Args {
         queries: 1000,
         kinds: vec![Scalar::F32, Scalar::F16, Scalar::I8],
         shards: 0,
-        expansion_search: 0,
+        expansion_search: vec![0],
+        target_recall: None,
         oversample: 4,
         exact: true,
         near: None,
@@ -56,7 +61,13 @@ fn parse_args() -> Args {
                     .collect()
             }
             "--shards" => a.shards = val().parse().expect("--shards"),
-            "--expansion-search" => a.expansion_search = val().parse().expect("--expansion-search"),
+            "--expansion-search" => {
+                a.expansion_search = val()
+                    .split(',')
+                    .map(|v| v.parse().expect("--expansion-search"))
+                    .collect()
+            }
+            "--target-recall" => a.target_recall = Some(val().parse().expect("--target-recall")),
             "--oversample" => a.oversample = val().parse().expect("--oversample"),
             "--seed" => a.seed = val().parse().expect("--seed"),
             "--no-exact" => a.exact = false,
@@ -240,16 +251,21 @@ fn main() {
     };
 
     let ids: Vec<u64> = (1..=a.n as u64).collect();
+    let sweeping = a.expansion_search.len() > 1;
     let mut rows = Vec::new();
     for &kind in &a.kinds {
-        let mut o = ShardSetOptions::new(a.dim);
-        o.shards = a.shards;
-        o.scalar = kind;
-        o.expansion_search = a.expansion_search;
-        o.oversample = a.oversample;
-        o.keep_exact = a.exact;
+        let options = |ef: usize| {
+            let mut o = ShardSetOptions::new(a.dim);
+            o.shards = a.shards;
+            o.scalar = kind;
+            o.expansion_search = ef;
+            o.oversample = a.oversample;
+            o.keep_exact = a.exact;
+            o
+        };
+        let o = options(a.expansion_search[0]);
         let rss0 = rss_bytes();
-        let set = ShardSet::new(&o).unwrap();
+        let mut set = ShardSet::new(&o).unwrap();
         let t = Instant::now();
         let none: Vec<Vec<&str>> = Vec::new();
         let chunk = 20_000;
@@ -262,42 +278,70 @@ fn main() {
         }
         let build = t.elapsed();
         let rss1 = rss_bytes();
-        let health_bytes: usize = set.health().iter().map(|h| h.memory_bytes).sum();
         eprintln!(
             "{}: built in {:.1}s ({})",
             kind.as_str(),
             build.as_secs_f64(),
             set.hardware_acceleration()
         );
-
-        let mut lat = Vec::with_capacity(a.queries);
-        let (mut hit1, mut hit10) = (0usize, 0usize);
-        for (q, truth) in queries.chunks_exact(a.dim).zip(&truth) {
-            let t = Instant::now();
-            let r = set.search(q, 10, None).unwrap();
-            lat.push(t.elapsed());
-            hit1 += (r.hits.first().map(|h| h.id) == truth.first().copied()) as usize;
-            hit10 += r.hits.iter().filter(|h| truth.contains(&h.id)).count();
+        // A sweep searches the same graphs with other candidate lists: the list is fixed when
+        // an index is created, so the shards are saved once and reloaded for each value.
+        let snap = std::env::temp_dir().join(format!("face-index-bench-{}-{}", std::process::id(), kind.as_str()));
+        if sweeping {
+            std::fs::create_dir_all(&snap).unwrap();
+            for r in set.save_all(&snap) {
+                r.unwrap();
+            }
         }
-        lat.sort();
-        let label = match (kind, o.reranks()) {
-            (Scalar::F32, _) => "usearch f32".to_string(),
-            (k, true) => format!("usearch {} +rerank x{}", k.as_str(), a.oversample),
-            (k, false) => format!("usearch {}", k.as_str()),
-        };
-        rows.push(Row {
-            label,
-            build,
-            alloc_bytes_per_face: set.index_memory().allocated as f64 / a.n as f64,
-            used_bytes_per_face: set.index_memory().used as f64 / a.n as f64,
-            total_bytes_per_face: health_bytes as f64 / a.n as f64,
-            rss_bytes_per_face: rss1.saturating_sub(rss0) as f64 / a.n as f64,
-            p50: percentile(&lat, 0.5),
-            p99: percentile(&lat, 0.99),
-            recall1: hit1 as f64 / a.queries as f64,
-            recall10: hit10 as f64 / (a.queries * 10) as f64,
-        });
+        for (step, &ef) in a.expansion_search.iter().enumerate() {
+            if step > 0 {
+                drop(set);
+                set = ShardSet::new(&options(ef)).unwrap();
+                for r in set.load_all(&snap) {
+                    r.unwrap();
+                }
+            }
+            let health_bytes: usize = set.health().iter().map(|h| h.memory_bytes).sum();
+            let mut lat = Vec::with_capacity(a.queries);
+            let (mut hit1, mut hit10) = (0usize, 0usize);
+            for (q, truth) in queries.chunks_exact(a.dim).zip(&truth) {
+                let t = Instant::now();
+                let r = set.search(q, 10, None).unwrap();
+                lat.push(t.elapsed());
+                hit1 += (r.hits.first().map(|h| h.id) == truth.first().copied()) as usize;
+                hit10 += r.hits.iter().filter(|h| truth.contains(&h.id)).count();
+            }
+            lat.sort();
+            let mut label = match (kind, o.reranks()) {
+                (Scalar::F32, _) => "usearch f32".to_string(),
+                (k, true) => format!("usearch {} +rerank x{}", k.as_str(), a.oversample),
+                (k, false) => format!("usearch {}", k.as_str()),
+            };
+            if sweeping || ef != 0 {
+                label.push_str(&format!(" ef {}", if ef == 0 { 64 } else { ef }));
+            }
+            let recall10 = hit10 as f64 / (a.queries * 10) as f64;
+            eprintln!("{label}: recall@10 {recall10:.3}, p50 {:.3} ms", ms(percentile(&lat, 0.5)));
+            rows.push(Row {
+                label,
+                build,
+                alloc_bytes_per_face: set.index_memory().allocated as f64 / a.n as f64,
+                used_bytes_per_face: set.index_memory().used as f64 / a.n as f64,
+                total_bytes_per_face: health_bytes as f64 / a.n as f64,
+                rss_bytes_per_face: rss1.saturating_sub(rss0) as f64 / a.n as f64,
+                p50: percentile(&lat, 0.5),
+                p99: percentile(&lat, 0.99),
+                recall1: hit1 as f64 / a.queries as f64,
+                recall10,
+            });
+            if a.target_recall.is_some_and(|r| recall10 >= r) {
+                break;
+            }
+        }
         drop(set);
+        if sweeping {
+            let _ = std::fs::remove_dir_all(&snap);
+        }
     }
 
     println!();
@@ -324,7 +368,7 @@ fn main() {
     }
     if let Some(f32row) = rows.iter().find(|r| r.label == "usearch f32") {
         println!();
-        for r in rows.iter().filter(|r| r.label != "usearch f32") {
+        for r in rows.iter().filter(|r| r.label != "usearch f32" && !sweeping) {
             println!(
                 "{}: used index memory {:.2}x of f32, total {:.2}x, p50 latency {:.2}x, build {:.2}x",
                 r.label,
