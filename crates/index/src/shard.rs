@@ -17,7 +17,7 @@ use usearch::{Index, IndexOptions, MetricKind};
 use crate::error::{IndexError, Result};
 use crate::exact::ExactStore;
 use crate::membership::Membership;
-use crate::options::ShardSetOptions;
+use crate::options::{Scalar, ShardSetOptions};
 use crate::snapshot;
 
 /// Reported state of a shard.
@@ -155,9 +155,15 @@ fn contexts(o: &ShardSetOptions) -> usize {
 fn new_index(o: &ShardSetOptions) -> Result<Index> {
     let index = Index::new(&IndexOptions {
         dimensions: o.dims,
-        // Cosine rather than inner product so quantised vectors (whose norms drift from 1
-        // after rounding) still score on the same scale as the exact re-rank.
-        metric: MetricKind::Cos,
+        // Embeddings are unit length, so the inner product is their cosine. It skips the two
+        // norms cosine recomputes for every candidate: on 1024-d f16 the graph builds 1.9x and
+        // searches 1.2-1.3x faster at the same recall (examples/bench.rs, 20k, --near 1.0).
+        // f16 rounding moves norms by about 1e-4, and candidates are re-scored exactly in f32.
+        // i8 stays cosine: usearch rescales each vector into the i8 range, so norms are not kept.
+        metric: match o.scalar {
+            Scalar::I8 => MetricKind::Cos,
+            Scalar::F16 | Scalar::F32 => MetricKind::IP,
+        },
         quantization: o.scalar.to_usearch(),
         connectivity: o.connectivity,
         expansion_add: o.expansion_add,
