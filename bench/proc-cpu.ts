@@ -59,7 +59,7 @@ export function cpuSnapshot(named: Record<number, string>): CpuSnapshot | undefi
   const groupOf = (pid: number): string => {
     const owner = ancestorNamed(pid);
     // Our embedded PostgreSQL is a child of a named process (the benchmark); another PostgreSQL
-    // on the machine (someone else's) is one of the "other processes".
+    // on the machine (unrelated work) is one of the "other processes".
     if (procs.get(pid)?.comm === 'postgres') return owner ? 'PostgreSQL' : 'other processes';
     return owner ?? 'other processes';
   };
