@@ -159,20 +159,14 @@ async function lockPhotos(tx: TransactionSql, hashes: string[]): Promise<void> {
   for (const k of keys) await tx`SELECT pg_advisory_xact_lock(${PHOTO_LOCK_CLASS}, ${k})`;
 }
 
+/** The fields a face and a history event share, from a row that selects them under these names. */
+export function placementOf(r: Row): Pick<StoredFace, 'meta' | 'photo' | 'photo_hash' | 'timestamp' | 'x1' | 'y1' | 'x2' | 'y2'> {
+  return { meta: r.meta, photo: r.photo, photo_hash: r.photo_hash, timestamp: r.timestamp, x1: r.x1, y1: r.y1, x2: r.x2, y2: r.y2 };
+}
+
 function toFace(r: Row): StoredFace {
   const extra = (r.galleries as string[]) ?? [];
-  return {
-    id: Number(r.id),
-    meta: r.meta,
-    photo: r.photo,
-    photo_hash: r.photo_hash,
-    timestamp: r.timestamp,
-    x1: r.x1,
-    y1: r.y1,
-    x2: r.x2,
-    y2: r.y2,
-    galleries: [DEFAULT_GALLERY, ...extra],
-  };
+  return { id: Number(r.id), ...placementOf(r), galleries: [DEFAULT_GALLERY, ...extra] };
 }
 
 /** The one 404 for galleries that do not exist; `param` names the request field that named them. */

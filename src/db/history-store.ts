@@ -15,7 +15,7 @@
  */
 import type { PendingQuery, Row } from 'postgres';
 import { HttpError } from '../http/errors.js';
-import type { StoredFace } from './face-store.js';
+import { placementOf, type StoredFace } from './face-store.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
 
 /** Advisory-lock class of per-person locks (two-key form, apart from the face store's). */
@@ -114,15 +114,8 @@ function toEvent(r: Row): HistoryEvent {
     face_id: r.face_id === null ? null : Number(r.face_id),
     cam_id: r.cam_id,
     friend: r.friend,
-    meta: r.meta,
-    photo: r.photo,
     photo_kept: r.photo_kept,
-    photo_hash: r.photo_hash,
-    timestamp: r.timestamp,
-    x1: r.x1,
-    y1: r.y1,
-    x2: r.x2,
-    y2: r.y2,
+    ...placementOf(r),
   };
 }
 
