@@ -535,22 +535,28 @@ export class FaceStore {
           SELECT hash FROM gone`;
         return gone.map((r) => r.hash as string);
       });
-      if (unused.length > 0) {
-        removed += await transaction(this.sql, async (tx) => {
-          await lockPhotos(tx, unused);
-          // Under the lock no add is half-way; a row present again means the blob is in use again.
-          const back = new Set((await tx`SELECT hash FROM photos WHERE hash IN ${tx(unused)}`).map((r) => r.hash as string));
-          let n = 0;
-          for (const h of unused) {
-            if (back.has(h)) continue;
-            await this.blobs.remove(h);
-            n++;
-          }
-          return n;
-        });
-      }
+      if (unused.length > 0) removed += await this.removeBlobsWithoutRows(unused);
       if (hashes) return removed;
     }
+  }
+
+  /**
+   * Under the photos' locks, removes the blobs of those that have no photo
+   * row; returns how many. Under the lock no add is half-way, so a row that is
+   * present (again) means the blob is in use.
+   */
+  private removeBlobsWithoutRows(hashes: string[]): Promise<number> {
+    return transaction(this.sql, async (tx) => {
+      await lockPhotos(tx, hashes);
+      const used = new Set((await tx`SELECT hash FROM photos WHERE hash IN ${tx(hashes)}`).map((r) => r.hash as string));
+      let n = 0;
+      for (const h of hashes) {
+        if (used.has(h)) continue;
+        await this.blobs.remove(h);
+        n++;
+      }
+      return n;
+    });
   }
 
   /**
@@ -570,18 +576,7 @@ export class FaceStore {
       pending = [];
       const known = new Set((await this.sql`SELECT hash FROM photos WHERE hash IN ${this.sql(batch)}`).map((r) => r.hash as string));
       const suspects = batch.filter((h) => !known.has(h));
-      if (!suspects.length) return;
-      blobs += await transaction(this.sql, async (tx) => {
-        await lockPhotos(tx, suspects);
-        const still = new Set((await tx`SELECT hash FROM photos WHERE hash IN ${tx(suspects)}`).map((r) => r.hash as string));
-        let n = 0;
-        for (const h of suspects) {
-          if (still.has(h)) continue;
-          await this.blobs.remove(h);
-          n++;
-        }
-        return n;
-      });
+      if (suspects.length) blobs += await this.removeBlobsWithoutRows(suspects);
     };
     for await (const entry of this.blobs.walk()) {
       if (entry.temporary) {

@@ -10,6 +10,7 @@ import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type GalleryChange } f
 import { boxOf, pickRows, selectFaces, type FaceService } from '../services/faces.js';
 import type { FaceIndex } from '../native/face-index.js';
 import { resolveThreshold } from '../services/calibration.js';
+import { photoUrlOf } from '../services/photo-source.js';
 import { bestMatches, embedOptions, sightingOf, type SightingDeps } from '../services/sightings.js';
 import { baseUrl, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
@@ -83,6 +84,8 @@ export const addFaceResponse = z.object({
     .meta({ description: 'Only with cam_id: the history event recorded for each face added, in the same order.' }),
 });
 
+const unknownFace = (id: number) => notFound(`No face with id ${id}`);
+
 export interface FaceRouteDeps {
   faces: FaceService;
   store: FaceStore;
@@ -126,7 +129,7 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
       const stored = await store.addFaces(
         {
           photo: bytes,
-          photoUrl: typeof input.photo === 'string' ? input.photo.trim() : undefined,
+          photoUrl: photoUrlOf(input.photo),
           faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
           meta: input.meta,
           galleries: extra,
@@ -156,7 +159,7 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
     errors: [400, 401, 404],
     async handler({ params, headers }) {
       const face = await store.getFace(params.id);
-      if (!face) throw notFound(`No face with id ${params.id}`);
+      if (!face) throw unknownFace(params.id);
       return renderFace(face, baseUrl(headers, publicUrl));
     },
   });
@@ -179,7 +182,7 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
         personId: input.person_id,
         galleries: input.galleries,
       });
-      if (!face) throw notFound(`No face with id ${params.id}`);
+      if (!face) throw unknownFace(params.id);
       return renderFace(face, baseUrl(headers, publicUrl));
     },
   });
@@ -194,7 +197,7 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
     response: { status: 204, description: 'Deleted.' },
     errors: [400, 401, 404],
     async handler({ params }) {
-      if (!(await store.deleteFace(params.id))) throw notFound(`No face with id ${params.id}`);
+      if (!(await store.deleteFace(params.id))) throw unknownFace(params.id);
       return Reply.empty(204);
     },
   });

@@ -35,6 +35,11 @@ export interface PhotoFetchOptions {
 
 export type PhotoInput = Buffer | string;
 
+/** The URL a photo parameter named, as stored and shown; undefined for uploads. */
+export function photoUrlOf(photo: PhotoInput): string | undefined {
+  return typeof photo === 'string' ? photo.trim() : undefined;
+}
+
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 const fetchFailed = (reason: string, cause?: unknown) =>

@@ -8,7 +8,7 @@ import type { FaceIndex } from '../native/face-index.js';
 import { isVerified, toConfidence } from './calibration.js';
 import { boxOf } from './faces.js';
 import { sha256Hex } from './photo-blobs.js';
-import type { PhotoInput } from './photo-source.js';
+import { photoUrlOf, type PhotoInput } from './photo-source.js';
 
 export interface SightingDeps {
   history: HistoryStore;
@@ -46,7 +46,7 @@ export function sightingOf(
     camId: request.cam_id,
     seenAt: request.timestamp,
     photoHash: sha256Hex(bytes),
-    photoUrl: typeof request.photo === 'string' ? request.photo.trim() : undefined,
+    photoUrl: photoUrlOf(request.photo),
     photoKept,
     faces: chosen.map((i, k) => ({ box: boxOf(analysis.faces[i]), thumbnail: analysis.faces[i].thumbnail as Buffer, ...per(k) })),
   };

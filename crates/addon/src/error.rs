@@ -58,3 +58,9 @@ pub fn reject_now<'env, T: ToNapiValue + 'static, E: Coded>(
     settle_later::<(), T, _, E>(deferred, Err(e), |_, _| unreachable!("only errors reach here"));
     Ok(promise)
 }
+
+/// A new promise, already rejected with `e`: for arguments refused before any work starts.
+pub fn rejected<'env, T: ToNapiValue + 'static, E: Coded>(env: &'env Env, e: E) -> Result<Object<'env>> {
+    let (deferred, promise) = env.create_deferred::<T, Settle<T>>()?;
+    reject_now(deferred, promise, e)
+}

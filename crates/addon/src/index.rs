@@ -13,7 +13,7 @@ use face_index::{IndexError, Scalar, ShardSet, ShardSetOptions};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{js_error, reject_now, settle_later};
+use crate::error::{js_error, reject_now, rejected, settle_later};
 
 /// Largest integer a JavaScript number holds exactly: positions and ids beyond it would be
 /// silently rounded, so they are refused instead.
@@ -171,10 +171,7 @@ impl FaceIndex {
         })();
         let options = match prepared {
             Ok(o) => o,
-            Err(e) => {
-                let (deferred, promise) = env.create_deferred::<FaceIndex, _>()?;
-                return reject_now(deferred, promise, e);
-            }
+            Err(e) => return rejected::<FaceIndex, _>(env, e),
         };
         let in_thread = dir.clone();
         off_thread(
@@ -203,10 +200,7 @@ impl FaceIndex {
         let prepared = self.set().and_then(|set| Ok((set, owned_changes(changes)?)));
         let (set, changes) = match prepared {
             Ok(p) => p,
-            Err(e) => {
-                let (deferred, promise) = env.create_deferred::<(), _>()?;
-                return reject_now(deferred, promise, e);
-            }
+            Err(e) => return rejected::<(), _>(env, e),
         };
         off_thread(
             env,
@@ -235,10 +229,7 @@ impl FaceIndex {
     pub fn search<'env>(&self, env: &'env Env, query: Float32Array, n: u32, gallery: Option<String>) -> Result<Object<'env>> {
         let set = match self.set() {
             Ok(s) => s,
-            Err(e) => {
-                let (deferred, promise) = env.create_deferred::<IndexSearchResult, _>()?;
-                return reject_now(deferred, promise, e);
-            }
+            Err(e) => return rejected::<IndexSearchResult, _>(env, e),
         };
         let query = query.to_vec();
         off_thread(
@@ -297,10 +288,7 @@ impl FaceIndex {
     pub fn snapshot<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let set = match self.set() {
             Ok(s) => s,
-            Err(e) => {
-                let (deferred, promise) = env.create_deferred::<f64, _>()?;
-                return reject_now(deferred, promise, e);
-            }
+            Err(e) => return rejected::<f64, _>(env, e),
         };
         let dir = self.dir.clone();
         off_thread(
