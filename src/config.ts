@@ -78,6 +78,8 @@ function envSchema(root: string, cores: number) {
     FACE_FETCH_MAX_REDIRECTS: intVar(3, 0),
     FACE_FETCH_ALLOW_PRIVATE: boolVar(false),
     FACE_RECOGNIZER: z.string().optional(),
+    FACE_DETECTOR: z.string().optional(),
+    FACE_MIN_QUALITY: z.coerce.number().min(0).max(1).default(0),
     FACE_MIN_FACE: intVar(40, 16),
     FACE_DETECT_THRESHOLD: z.coerce.number().min(0.05).max(0.99).optional(),
     FACE_SHARDS: intVar(cores, 1).pipe(z.number().max(4096)),
@@ -120,6 +122,10 @@ export interface Config {
   maxPixels: number;
   /** Manifest id of the recogniser; unset means the manifest's default. */
   recognizer?: string;
+  /** Manifest id of the detector; unset means the manifest's default. */
+  detector?: string;
+  /** Enrolment refuses detected faces whose quality is below this (0 accepts every face). */
+  minQuality: number;
   /** Smallest face side (pixels) the detector looks for; smaller means more tiles, slower. */
   minFace: number;
   /** Detector score threshold; unset means the engine's default. */
@@ -183,6 +189,8 @@ export function loadConfig(
     queueCapacity: e.FACE_QUEUE_CAPACITY,
     maxPixels: e.FACE_MAX_PIXELS,
     recognizer: e.FACE_RECOGNIZER,
+    detector: e.FACE_DETECTOR,
+    minQuality: e.FACE_MIN_QUALITY,
     minFace: e.FACE_MIN_FACE,
     detectThreshold: e.FACE_DETECT_THRESHOLD,
     maxUploadBytes: e.FACE_MAX_UPLOAD_BYTES,

@@ -24,6 +24,7 @@ export interface EngineOptions {
   queueCapacity: number;
   maxPixels: number;
   recognizer?: string;
+  detector?: string;
   detectThreshold?: number;
   /** Smallest face side in pixels the detector searches for. */
   minFace?: number;
@@ -46,6 +47,9 @@ export interface FaceResult {
   x2: number;
   y2: number;
   score: number;
+  /** 0..1: detector score × size factor × frontality (0 without landmarks). */
+  quality: number;
+  /** Flat [x, y, …] keypoints in the detector's order (YuNet: right eye, left eye, nose tip, right and left mouth corner). */
   landmarks: number[];
   age?: number;
   gender?: 'male' | 'female';
@@ -194,6 +198,7 @@ export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptio
     maxPixels: config.maxPixels,
     minFace: config.minFace,
     ...(config.recognizer ? { recognizer: config.recognizer } : {}),
+    ...(config.detector ? { detector: config.detector } : {}),
     ...(config.detectThreshold !== undefined ? { detectThreshold: config.detectThreshold } : {}),
     ...overrides,
   };

@@ -6,7 +6,9 @@
 import { z } from 'zod';
 import { badParam } from '../http/errors.js';
 import { jsonParam, numberParam, textToBoolean, textToJson } from '../http/params.js';
-import { DEFAULT_THRESHOLD, THRESHOLD_PRESETS } from '../services/calibration.js';
+import { CALIBRATIONS, DEFAULT_RECOGNIZER, DEFAULT_THRESHOLD, thresholdPresets } from '../services/calibration.js';
+
+const presets = thresholdPresets(CALIBRATIONS[DEFAULT_RECOGNIZER]);
 import type { Box } from '../services/faces.js';
 import type { PhotoInput } from '../services/photo-source.js';
 
@@ -50,8 +52,9 @@ export const thresholdParam = numberParam(
 ).meta({
   description:
     `Decision threshold on confidence: a number in [0,1] or a preset: ` +
-    `strict (${THRESHOLD_PRESETS.strict}, false accepts about 1e-5), medium (${THRESHOLD_PRESETS.medium}, about 1e-3), ` +
-    `low (${THRESHOLD_PRESETS.low}, about 1e-1), none (similarity only, no verdict). Default ${DEFAULT_THRESHOLD}.`,
+    `strict (${presets.strict}, false accepts about 1e-5), medium (${presets.medium}, about 1e-3), ` +
+    `low (${presets.low}, about 1e-1), none (similarity only, no verdict). Default ${DEFAULT_THRESHOLD}. ` +
+    `The preset values quoted are those of the default recogniser (${DEFAULT_RECOGNIZER}); each recogniser has its own.`,
 });
 
 export const mfSelectorParam = z.enum(['reject', 'biggest', 'all']).default('biggest').meta({

@@ -31,11 +31,32 @@ export const CALIBRATIONS: Readonly<Record<string, Calibration>> = {
     center: 0.5044,
     cosineAtFar: { strict: 0.6687, medium: 0.5956, low: 0.4656 },
   },
+  sface: {
+    slope: 30,
+    center: 0.3,
+    cosineAtFar: { strict: 0.476, medium: 0.365, low: 0.2 },
+  },
 };
 
-/** The recogniser the presets below belong to (the manifest's default). */
-export const CALIBRATED_RECOGNIZER = 'faceres';
-const active = CALIBRATIONS[CALIBRATED_RECOGNIZER];
+/** The manifest's default recogniser; its presets are the ones the API documentation quotes. */
+export const DEFAULT_RECOGNIZER = 'sface';
+let active: Calibration = CALIBRATIONS[DEFAULT_RECOGNIZER];
+
+/**
+ * Makes `recognizer`'s numbers the ones every confidence and preset uses.
+ * Called once at start-up with the loaded recogniser; an uncalibrated one is
+ * refused rather than served with wrong thresholds.
+ */
+export function useCalibration(recognizer: string): void {
+  const c = CALIBRATIONS[recognizer];
+  if (!c) {
+    throw new Error(
+      `recogniser ${recognizer} has no calibration (measured: ${Object.keys(CALIBRATIONS).join(', ')}); ` +
+        'measure it with `npm run bench:accuracy` and add it to src/services/calibration.ts',
+    );
+  }
+  active = c;
+}
 
 /** Confidence in [0, 1] for a cosine similarity; monotone non-decreasing. NaN counts as no similarity. */
 export function toConfidence(cosine: number, c: Calibration = active): number {
@@ -46,28 +67,20 @@ export function toConfidence(cosine: number, c: Calibration = active): number {
 const round4 = (x: number) => Math.round(x * 1e4) / 1e4;
 
 /** Preset thresholds in confidence space, rounded to 4 decimals. */
-export const THRESHOLD_PRESETS = {
-  /** FAR 1e-5 */
-  strict: round4(toConfidence(active.cosineAtFar.strict)),
-  /** FAR 1e-3 */
-  medium: round4(toConfidence(active.cosineAtFar.medium)),
-  /** FAR 1e-1 */
-  low: round4(toConfidence(active.cosineAtFar.low)),
-} as const;
+export function thresholdPresets(c: Calibration = active) {
+  return {
+    /** FAR 1e-5 */
+    strict: round4(toConfidence(c.cosineAtFar.strict, c)),
+    /** FAR 1e-3 */
+    medium: round4(toConfidence(c.cosineAtFar.medium, c)),
+    /** FAR 1e-1 */
+    low: round4(toConfidence(c.cosineAtFar.low, c)),
+  } as const;
+}
 
-export type ThresholdPreset = keyof typeof THRESHOLD_PRESETS | 'none';
+export type ThresholdPreset = keyof ReturnType<typeof thresholdPresets> | 'none';
 
 export const DEFAULT_THRESHOLD = 0.75;
-
-/** Refuses a recogniser whose thresholds were never measured. */
-export function assertCalibrated(recognizer: string): void {
-  if (recognizer !== CALIBRATED_RECOGNIZER) {
-    throw new Error(
-      `recogniser ${recognizer} has no calibration (thresholds are measured for ${CALIBRATED_RECOGNIZER}); ` +
-        'measure it with bench/accuracy.ts and add it to src/services/calibration.ts',
-    );
-  }
-}
 
 /**
  * The decision threshold in confidence space for a request's `threshold`:
@@ -81,7 +94,7 @@ export function resolveThreshold(value: ThresholdPreset | number | undefined): n
     if (!(value >= 0 && value <= 1)) throw new RangeError(`threshold out of range: ${value}`);
     return value;
   }
-  return THRESHOLD_PRESETS[value];
+  return thresholdPresets()[value];
 }
 
 /** A match is verified when its confidence reaches the threshold. */

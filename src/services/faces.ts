@@ -86,6 +86,21 @@ export function selectFaces(faces: FaceResult[], selector: MultiFaceSelector, pa
   return faces.map((_, i) => i);
 }
 
+/**
+ * Enrolment's quality gate: a detected face below `minQuality` (0 turns the
+ * gate off) is 422 LOW_QUALITY naming its box and quality, since storing it
+ * would seed false matches. Caller boxes are the caller's decision and pass.
+ */
+export function requireQuality(faces: FaceResult[], indices: number[], minQuality: number, param: string, callerBoxes: boolean): void {
+  if (callerBoxes || minQuality <= 0) return;
+  const poor = indices.filter((i) => faces[i].quality < minQuality);
+  if (poor.length === 0) return;
+  throw new HttpError(422, 'LOW_QUALITY', `Face quality below ${minQuality} on ${param}`, {
+    param,
+    faces: poor.map((i) => ({ ...boxOf(faces[i]), quality: Math.round(faces[i].quality * 1e4) / 1e4 })),
+  });
+}
+
 /** The embedding rows of the chosen faces, packed. */
 export function pickRows(analysis: Analysis, indices: number[]): Float32Array {
   const { dim, embeddings } = analysis;

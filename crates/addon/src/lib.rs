@@ -41,10 +41,12 @@ pub struct EngineOptions {
     pub max_pixels: f64,
     /// Manifest id of the recogniser (default: the manifest's).
     pub recognizer: Option<String>,
-    /// Detector score threshold 0..1 (default 0.7).
+    /// Manifest id of the detector (default: the manifest's).
+    pub detector: Option<String>,
+    /// Detector score threshold 0..1 (default: the detector's own, 0.78 for YuNet).
     pub detect_threshold: Option<f64>,
-    /// Smallest face side in pixels searched for in large photos (default 40). Raising it to 64
-    /// skips the finest detector tiles and makes 2-megapixel photos about 4x faster.
+    /// Smallest face side in pixels searched for in large photos (default 40); sets the
+    /// detector's working resolution.
     pub min_face: Option<f64>,
 }
 
@@ -71,7 +73,11 @@ pub struct FaceResult {
     pub y2: i32,
     /// Detector score 0..1 (1 for caller-given boxes).
     pub score: f64,
-    /// Flat [x, y, ...] keypoints used for alignment: right eye, left eye, nose, mouth, right ear, left ear (subject's sides).
+    /// Recognition quality 0..1: detector score x size factor x frontality (0 without landmarks).
+    pub quality: f64,
+    /// Flat [x, y, ...] keypoints used for alignment, in the detector's order. YuNet: right eye,
+    /// left eye, nose tip, right mouth corner, left mouth corner (subject's sides). BlazeFace:
+    /// right eye, left eye, nose, mouth, right ear, left ear. Empty when none were found.
     pub landmarks: Vec<f64>,
     /// Integer years.
     pub age: Option<u32>,
@@ -255,6 +261,7 @@ fn core_engine_options(o: EngineOptions) -> std::result::Result<CoreEngineOption
         queue_capacity: positive("queueCapacity", o.queue_capacity)?,
         max_pixels: o.max_pixels as u64,
         recognizer: o.recognizer,
+        detector: o.detector,
         detect_threshold: o.detect_threshold.map(|t| t as f32),
         min_face: match o.min_face {
             None => CoreEngineOptions::default().min_face,
@@ -294,6 +301,7 @@ fn js_analysis(a: CoreAnalysis) -> Analysis {
                 x2: f.x2,
                 y2: f.y2,
                 score: f.score as f64,
+                quality: f.quality as f64,
                 landmarks: f.landmarks.into_iter().map(|v| v as f64).collect(),
                 age: f.age,
                 gender: f.gender.map(|g| g.as_str().to_string()),

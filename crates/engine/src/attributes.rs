@@ -122,7 +122,7 @@ impl EmotionModel {
                 self.input.push_image(crop, &mut data);
             }
             let spec = &self.input;
-            let outputs = runtime::run_nhwc(&mut self.session, chunk.len(), spec.height, spec.width, spec.channels, data)?;
+            let outputs = runtime::run_images(&mut self.session, spec, chunk.len(), spec.height, spec.width, data)?;
             let out = outputs.first().ok_or_else(|| EngineError::Model("emotion model has no output".into()))?;
             let n = out.data.len() / chunk.len();
             for row in out.data.chunks_exact(n) {

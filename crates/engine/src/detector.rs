@@ -34,7 +34,8 @@ pub struct Detection {
     pub y1: f32,
     pub x2: f32,
     pub y2: f32,
-    pub keypoints: [(f32, f32); KEYPOINTS],
+    /// In the detector family's own order ([`kp`] for BlazeFace, [`crate::yunet::kp`] for YuNet).
+    pub keypoints: Vec<(f32, f32)>,
 }
 
 impl Detection {
@@ -160,10 +161,7 @@ pub fn decode(scores: &[f32], regressions: &[[f32; 16]], anchors: &[(f32, f32)],
         if !(w > 0.0 && h > 0.0) {
             continue;
         }
-        let mut keypoints = [(0.0, 0.0); KEYPOINTS];
-        for (k, p) in keypoints.iter_mut().enumerate() {
-            *p = (ax + r[4 + 2 * k], ay + r[5 + 2 * k]);
-        }
+        let keypoints = (0..KEYPOINTS).map(|k| (ax + r[4 + 2 * k], ay + r[5 + 2 * k])).collect();
         out.push(Detection { score, x1: cx - w / 2.0, y1: cy - h / 2.0, x2: cx + w / 2.0, y2: cy + h / 2.0, keypoints });
     }
     out
@@ -220,7 +218,7 @@ pub fn nms(mut dets: Vec<Detection>, opts: NmsOptions) -> Vec<Detection> {
         merged.y1 = avg(&|d| d.y1);
         merged.x2 = avg(&|d| d.x2);
         merged.y2 = avg(&|d| d.y2);
-        for k in 0..KEYPOINTS {
+        for k in 0..merged.keypoints.len() {
             merged.keypoints[k] = (avg(&|d| d.keypoints[k].0), avg(&|d| d.keypoints[k].1));
         }
         kept.push(merged);
@@ -249,10 +247,7 @@ impl Pass {
         let m = |x: f32, y: f32| (self.origin_x + x * self.scale, self.origin_y + y * self.scale);
         let (x1, y1) = m(d.x1, d.y1);
         let (x2, y2) = m(d.x2, d.y2);
-        let mut keypoints = d.keypoints;
-        for p in keypoints.iter_mut() {
-            *p = m(p.0, p.1);
-        }
+        let keypoints = d.keypoints.iter().map(|p| m(p.0, p.1)).collect();
         Detection { score: d.score, x1, y1, x2, y2, keypoints }
     }
 }
@@ -433,6 +428,9 @@ impl DetectorModel {
         if entry.input.channels != 3 {
             return Err(EngineError::Model(format!("detector {} must take RGB input", entry.id)));
         }
+        if entry.input.layout != crate::manifest::Layout::NHWC {
+            return Err(EngineError::Model(format!("detector {} must take NHWC input", entry.id)));
+        }
         if entry.input.width != entry.input.height {
             return Err(EngineError::Model(format!("detector {} must take a square input", entry.id)));
         }
@@ -454,7 +452,7 @@ impl DetectorModel {
             let batch = chunk.len();
             let data: Vec<f32> = chunk.concat();
             let size = self.input.width;
-            let outputs = crate::runtime::run_nhwc(&mut self.session, batch, size, size, 3, data)?;
+            let outputs = crate::runtime::run_images(&mut self.session, &self.input, batch, size, size, data)?;
             for b in 0..batch {
                 let heads: Vec<Head> = outputs
                     .iter()
@@ -480,7 +478,7 @@ mod tests {
     use super::*;
 
     fn det(score: f32, x1: f32, y1: f32, x2: f32, y2: f32) -> Detection {
-        Detection { score, x1, y1, x2, y2, keypoints: [((x1 + x2) / 2.0, (y1 + y2) / 2.0); KEYPOINTS] }
+        Detection { score, x1, y1, x2, y2, keypoints: vec![((x1 + x2) / 2.0, (y1 + y2) / 2.0); KEYPOINTS] }
     }
 
     #[test]

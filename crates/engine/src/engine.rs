@@ -20,9 +20,10 @@ use crate::align::{self, Affine};
 use crate::attributes::{EmotionModel, Gender};
 use crate::batcher::{Batcher, BatcherConfig, Pool};
 use crate::detector::{self, kp, Detection, DetectorModel, NmsOptions, PlanOptions};
+use crate::yunet::{self, YunetInput, YunetModel};
 use crate::error::{EngineError, Result};
 use crate::image_io;
-use crate::manifest::{InputSpec, Manifest};
+use crate::manifest::{Alignment, Decoder, InputSpec, Manifest, ModelEntry};
 use crate::recognizer::{FaceVector, Recognizer};
 use crate::runtime::{self, Provider};
 use crate::simd;
@@ -104,7 +105,10 @@ pub struct Face {
     pub y2: i32,
     /// Detector score (1 for caller-given boxes).
     pub score: f32,
-    /// Flat `[x, y, ...]` keypoints used for alignment (empty when none were found).
+    /// How usable the face is for recognition, in [0, 1]: see [`quality`].
+    pub quality: f32,
+    /// Flat `[x, y, ...]` keypoints used for alignment, in the detector family's order (YuNet:
+    /// right eye, left eye, nose tip, right and left mouth corner); empty when none were found.
     pub landmarks: Vec<f32>,
     pub age: Option<u32>,
     pub gender: Option<Gender>,
@@ -146,13 +150,47 @@ pub struct EngineInfo {
 /// (box-centred), while levelling the eyes. Ears are left out because they vanish or swing with
 /// head yaw. On the labelled identities this gave ROC AUC 0.992 (cosine, faceres).
 const FACE_TEMPLATE: [(f32, f32); 4] = [(0.295, 0.29), (0.705, 0.29), (0.5, 0.555), (0.5, 0.75)];
-/// Keypoint indices matching [`FACE_TEMPLATE`].
-const TEMPLATE_KEYPOINTS: [usize; 4] = [kp::RIGHT_EYE, kp::LEFT_EYE, kp::NOSE, kp::MOUTH];
+/// The five-point template of ArcFace-style recognisers on their 112x112 crop: right eye, left
+/// eye, nose tip, right and left mouth corner (the subject's right is on the image's left).
+const ARCFACE_TEMPLATE: [(f32, f32); 5] =
+    [(38.2946, 51.6963), (73.5318, 51.5014), (56.0252, 71.7366), (41.5493, 92.3655), (70.7299, 92.2041)];
+const ARCFACE_SIDE: f32 = 112.0;
 /// The recogniser crop is the detector box enlarged this much (as the FaceRes pipeline it was
 /// published with does).
 const RECOGNIZER_CROP: f32 = 1.4;
 /// Emotion models were trained on tight face crops.
 const EMOTION_CROP: f32 = 1.0;
+
+/// A recogniser-type stage's input and where the face sits in it.
+#[derive(Clone)]
+struct CropSpec {
+    input: InputSpec,
+    alignment: Alignment,
+    /// Context around the detector box (box alignment only).
+    enlarge: f32,
+}
+
+impl CropSpec {
+    fn of(entry: &ModelEntry, enlarge: f32) -> CropSpec {
+        CropSpec { input: entry.input.clone(), alignment: entry.alignment, enlarge }
+    }
+}
+
+/// The detector stage: worker threads owning the sessions, and how their inputs are made.
+enum DetectorStage {
+    Blazeface {
+        batcher: Batcher<Vec<f32>, Vec<Detection>>,
+        input: InputSpec,
+        plan: PlanOptions,
+        /// Score a tile detection needs; the whole-photo pass accepts WHOLE_PHOTO_MARGIN less.
+        tile_threshold: f32,
+    },
+    Yunet {
+        batcher: Batcher<YunetInput, Vec<Detection>>,
+        input: InputSpec,
+        min_face: f32,
+    },
+}
 
 struct FaceJob {
     recognizer: Option<Vec<u8>>,
@@ -169,17 +207,15 @@ struct FaceOut {
 
 struct Inner {
     max_pixels: u64,
-    detector: Batcher<Vec<f32>, Vec<Detection>>,
+    detector: DetectorStage,
+    /// Keypoint order of the detections.
+    decoder: Decoder,
     faces: Batcher<FaceJob, FaceOut>,
-    detector_input: InputSpec,
-    recognizer_input: InputSpec,
-    age_gender_input: Option<InputSpec>,
-    emotion_input: Option<InputSpec>,
+    recognizer_crop: CropSpec,
+    age_gender_crop: Option<CropSpec>,
+    emotion_crop: Option<CropSpec>,
     /// Age and gender come from the recogniser's own heads.
     age_gender_from_recognizer: bool,
-    plan: PlanOptions,
-    /// Score a tile detection needs; the whole-photo pass accepts WHOLE_PHOTO_MARGIN less.
-    tile_threshold: f32,
     info: EngineInfo,
 }
 
@@ -217,27 +253,43 @@ impl Engine {
         let age_gender_from_recognizer = age_gender_id == recognizer_id;
         let age_gender_entry = if age_gender_from_recognizer { None } else { Some(manifest.get(&age_gender_id)?.clone()) };
 
-        let threshold = opts.detect_threshold.or(detector_entry.score_threshold).unwrap_or(DEFAULT_THRESHOLD);
+        let threshold = opts.detect_threshold.or(detector_entry.score_threshold).unwrap_or(match detector_entry.decoder {
+            Decoder::Blazeface => DEFAULT_THRESHOLD,
+            Decoder::Yunet => YUNET_THRESHOLD,
+        });
         let intra = opts.intra_threads.max(1);
         let workers = opts.inference_workers;
         let wait = Duration::from_micros(opts.batch_wait_us);
         let dir = opts.model_dir.clone();
 
         // Provider lines are logged by the first worker of each stage only.
-        let detector = {
-            let (dir, entry, providers) = (dir.clone(), detector_entry.clone(), providers.clone());
-            let max_batch = opts.max_batch;
-            Batcher::start(
-                BatcherConfig { name: "detector", workers, max_batch: opts.max_batch, max_wait: wait, capacity: opts.queue_capacity * 64 },
-                move |n| {
+        let detector_config = |name| BatcherConfig { name, workers, max_batch: opts.max_batch, max_wait: wait, capacity: opts.queue_capacity * 64 };
+        let detector = match detector_entry.decoder {
+            Decoder::Blazeface => {
+                let (dir, entry, providers) = (dir.clone(), detector_entry.clone(), providers.clone());
+                let max_batch = opts.max_batch;
+                let batcher = Batcher::start(detector_config("detector"), move |n| {
                     let floor = (threshold - WHOLE_PHOTO_MARGIN).max(0.0);
                     let (mut model, report) = DetectorModel::load(rt, &dir, &entry, &providers, intra, max_batch, floor)?;
                     if n == 0 {
                         runtime::log_providers(&entry.id, &providers, &report);
                     }
                     Ok(move |inputs: Vec<Vec<f32>>| model.run(inputs))
-                },
-            )?
+                })?;
+                let plan = PlanOptions { input: detector_entry.input.width, min_face: opts.min_face.max(8.0), ..PlanOptions::default() };
+                DetectorStage::Blazeface { batcher, input: detector_entry.input.clone(), plan, tile_threshold: threshold }
+            }
+            Decoder::Yunet => {
+                let (dir, entry, providers) = (dir.clone(), detector_entry.clone(), providers.clone());
+                let batcher = Batcher::start(detector_config("detector"), move |n| {
+                    let (mut model, report) = YunetModel::load(rt, &dir, &entry, &providers, intra, threshold)?;
+                    if n == 0 {
+                        runtime::log_providers(&entry.id, &providers, &report);
+                    }
+                    Ok(move |inputs: Vec<YunetInput>| model.run(inputs))
+                })?;
+                DetectorStage::Yunet { batcher, input: detector_entry.input.clone(), min_face: opts.min_face.max(8.0) }
+            }
         };
 
         let (dim_tx, dim_rx) = std::sync::mpsc::channel::<(usize, Vec<String>)>();
@@ -316,7 +368,6 @@ impl Engine {
             dim,
             models,
         };
-        let plan = PlanOptions { input: detector_entry.input.width, min_face: opts.min_face.max(8.0), ..PlanOptions::default() };
         let pipeline_threads = if opts.pipeline_threads == 0 {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
         } else {
@@ -326,14 +377,12 @@ impl Engine {
         let inner = Inner {
             max_pixels: opts.max_pixels,
             detector,
+            decoder: detector_entry.decoder,
             faces,
-            detector_input: detector_entry.input.clone(),
-            recognizer_input: recognizer_entry.input.clone(),
-            age_gender_input: age_gender_entry.map(|e| e.input),
-            emotion_input: emotion_entry.map(|e| e.input),
+            recognizer_crop: CropSpec::of(&recognizer_entry, RECOGNIZER_CROP),
+            age_gender_crop: age_gender_entry.as_ref().map(|e| CropSpec::of(e, RECOGNIZER_CROP)),
+            emotion_crop: emotion_entry.as_ref().map(|e| CropSpec::of(e, EMOTION_CROP)),
             age_gender_from_recognizer,
-            plan,
-            tile_threshold: threshold,
             info,
         };
         static SIMD_LOG: Once = Once::new();
@@ -392,6 +441,11 @@ impl Engine {
 /// once tiles stopped reporting large boxes.
 const DEFAULT_THRESHOLD: f32 = 0.7;
 
+/// YuNet's score threshold when neither the caller nor the manifest sets one. On the demo and
+/// labelled photos every true face scored 0.81 or more and every false positive (dark clothing,
+/// a poster) 0.72 or less; this sits in the gap.
+const YUNET_THRESHOLD: f32 = 0.78;
+
 /// A face that fills the frame (a portrait or a face chip) is seen only by the whole-photo pass,
 /// squeezed into the padded square, and scores lower there (a 200 px chip: 0.67). Such large
 /// detections accept this much less; small ones must meet the tile threshold, since false
@@ -423,16 +477,16 @@ impl Inner {
         };
         let want_rec = opts.embed || (self.age_gender_from_recognizer && (opts.age || opts.gender));
         let want_ag = !self.age_gender_from_recognizer && (opts.age || opts.gender);
-        let want_emo = opts.emotions && self.emotion_input.is_some();
+        let want_emo = opts.emotions && self.emotion_crop.is_some();
         let outs = if candidates.is_empty() || !(want_rec || want_ag || want_emo) {
             (0..candidates.len()).map(|_| FaceOut::default()).collect()
         } else {
             let jobs = candidates
                 .iter()
                 .map(|c| FaceJob {
-                    recognizer: want_rec.then(|| crop(&img, c, &self.recognizer_input, RECOGNIZER_CROP)),
-                    age_gender: want_ag.then(|| crop(&img, c, self.age_gender_input.as_ref().expect("loaded"), RECOGNIZER_CROP)),
-                    emotion: want_emo.then(|| crop(&img, c, self.emotion_input.as_ref().expect("loaded"), EMOTION_CROP)),
+                    recognizer: want_rec.then(|| self.crop(&img, c, &self.recognizer_crop)),
+                    age_gender: want_ag.then(|| self.crop(&img, c, self.age_gender_crop.as_ref().expect("loaded"))),
+                    emotion: want_emo.then(|| self.crop(&img, c, self.emotion_crop.as_ref().expect("loaded"))),
                 })
                 .collect();
             self.faces.run(jobs)?
@@ -451,6 +505,7 @@ impl Inner {
                 x2: clamp_x(d.x2),
                 y2: clamp_y(d.y2),
                 score: d.score,
+                quality: if c.has_keypoints { quality(d, self.decoder) } else { 0.0 },
                 landmarks: if c.has_keypoints { d.keypoints.iter().flat_map(|&(x, y)| [x, y]).collect() } else { Vec::new() },
                 age: None,
                 gender: None,
@@ -480,36 +535,22 @@ impl Inner {
         Ok(Analysis { width: w, height: h, faces, embeddings, dim })
     }
 
-    /// Runs every detector pass over the photo and merges the results.
+    /// Finds the faces of the photo with whichever detector is loaded.
     fn detect(&self, img: &RgbImage) -> Result<Vec<Detection>> {
         let (w, h) = img.dimensions();
-        let (passes, scales) = detector::plan(w, h, &self.plan);
-        let levels = detector::pyramid(img, &scales);
-        let spec = &self.detector_input;
-        let inputs: Vec<Vec<f32>> = passes
-            .iter()
-            .map(|p| {
-                let mut buf = vec![0f32; spec.values_per_image()];
-                detector::render_pass(&levels[p.level], w, h, p, spec, &mut buf);
-                buf
-            })
-            .collect();
-        let results = self.detector.run(inputs)?;
-        let mut all = Vec::new();
-        for (pass, dets) in passes.iter().zip(results) {
-            for d in dets {
-                let frame_filling = !pass.tiled && d.width() >= LARGE_FACE_FRACTION * spec.width as f32;
-                let needed = if frame_filling { self.tile_threshold - WHOLE_PHOTO_MARGIN } else { self.tile_threshold };
-                if d.score < needed {
-                    continue;
+        let merged = match &self.detector {
+            DetectorStage::Blazeface { batcher, input, plan, tile_threshold } => blazeface_passes(batcher, input, plan, *tile_threshold, img)?,
+            DetectorStage::Yunet { batcher, input, min_face } => {
+                let found = yunet_passes(batcher, input, img, &yunet::plan(w, h, *min_face))?;
+                if found.is_empty() {
+                    // A tight crop (the face is the photo) can hide the face from the detector.
+                    let (square, window) = yunet::framed(img);
+                    yunet_passes(batcher, input, &square, &[window])?
+                } else {
+                    found
                 }
-                if detector::cut_by_tile_edge(pass, &d, spec.width, w, h) || detector::too_big_for_tile(pass, &d, spec.width) {
-                    continue;
-                }
-                all.push(pass.to_photo(&d));
             }
-        }
-        let merged = detector::nms(all, NmsOptions::default());
+        };
         // Boxes centred outside the photo come from the padding and are not faces.
         Ok(merged
             .into_iter()
@@ -537,38 +578,39 @@ impl Inner {
         if boxes.len() > 1024 {
             return Err(EngineError::BadParam("at most 1024 boxes per image".into()));
         }
-        let spec = &self.detector_input;
-        let s = spec.width as f32;
-        let passes: Vec<detector::Pass> = boxes
-            .iter()
-            .map(|b| {
-                let side = (b[2] - b[0]).max(b[3] - b[1]) * 2.0;
-                let scale = side / s;
-                detector::Pass {
-                    origin_x: (b[0] + b[2]) / 2.0 - side / 2.0,
-                    origin_y: (b[1] + b[3]) / 2.0 - side / 2.0,
-                    scale,
-                    level: 0,
-                    tiled: false,
-                }
-            })
-            .collect();
-        let inputs: Vec<Vec<f32>> = passes
-            .iter()
-            .map(|p| {
-                // Each box is its own pass at its own scale; render through a crop warp that
-                // antialiases big boxes.
-                let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
-                let rgb = align::warp_antialiased(img, &t, spec.width, spec.height);
-                let mut buf = Vec::with_capacity(spec.values_per_image());
-                spec.push_image(&rgb, &mut buf);
-                buf
-            })
-            .collect();
-        let results = self.detector.run(inputs)?;
+        // Each box is its own pass at its own scale: a square twice the box's side around it.
+        let pass_for = |b: &[f32; 4], input: f32| {
+            let side = (b[2] - b[0]).max(b[3] - b[1]) * 2.0;
+            detector::Pass { origin_x: (b[0] + b[2]) / 2.0 - side / 2.0, origin_y: (b[1] + b[3]) / 2.0 - side / 2.0, scale: side / input, level: 0, tiled: false }
+        };
+        let (passes, results) = match &self.detector {
+            DetectorStage::Blazeface { batcher, input, .. } => {
+                let passes: Vec<detector::Pass> = boxes.iter().map(|b| pass_for(b, input.width as f32)).collect();
+                let inputs = passes
+                    .iter()
+                    .map(|p| {
+                        let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
+                        let rgb = align::warp_antialiased(img, &t, input.width, input.height);
+                        let mut buf = Vec::with_capacity(input.values_per_image());
+                        input.push_image(&rgb, &mut buf);
+                        buf
+                    })
+                    .collect();
+                (passes, batcher.run(inputs)?)
+            }
+            DetectorStage::Yunet { batcher, input, .. } => {
+                let side = CALLER_BOX_INPUT as u32;
+                let windows: Vec<yunet::Window> = boxes
+                    .iter()
+                    .map(|b| yunet::Window { pass: pass_for(b, CALLER_BOX_INPUT), content_width: side, content_height: side })
+                    .collect();
+                let inputs = windows.iter().map(|win| yunet::render(img, win, input)).collect();
+                (windows.iter().map(|win| win.pass).collect(), batcher.run(inputs)?)
+            }
+        };
         let mut out = Vec::with_capacity(boxes.len());
         for ((b, pass), dets) in boxes.iter().zip(&passes).zip(results) {
-            let given = Detection { score: 1.0, x1: b[0], y1: b[1], x2: b[2], y2: b[3], keypoints: [((b[0] + b[2]) / 2.0, (b[1] + b[3]) / 2.0); detector::KEYPOINTS] };
+            let given = Detection { score: 1.0, x1: b[0], y1: b[1], x2: b[2], y2: b[3], keypoints: Vec::new() };
             let best = dets
                 .iter()
                 .map(|d| pass.to_photo(d))
@@ -582,38 +624,159 @@ impl Inner {
         }
         Ok(out)
     }
+
+    /// The model input for one face of a recogniser-type stage.
+    fn crop(&self, img: &RgbImage, c: &Candidate, spec: &CropSpec) -> Vec<u8> {
+        let input = &spec.input;
+        let t = face_transform(c, self.decoder, spec, input.width);
+        let t = if input.width == input.height {
+            t
+        } else {
+            // Non-square inputs: stretch the square crop's height.
+            align::compose(&Affine { a: 1.0, b: 0.0, c: 0.0, d: 0.0, e: input.height as f32 / input.width as f32, f: 0.0 }, &t)
+        };
+        align::warp_antialiased(img, &t, input.width, input.height)
+    }
 }
 
-/// Photo → crop transform for one face: keypoints fitted to the template when there are
-/// keypoints, else an upright square around the box. `enlarge` sets how much context around
-/// the detector box the crop shows.
-fn face_transform(c: &Candidate, out: u32, enlarge: f32) -> Affine {
-    let d = &c.det;
-    let side = d.width().max(d.height()) * enlarge;
-    let upright = align::square_crop_transform((d.x1 + d.x2) / 2.0, (d.y1 + d.y2) / 2.0, side, out);
-    if !c.has_keypoints {
-        return upright;
-    }
-    let src: Vec<(f32, f32)> = TEMPLATE_KEYPOINTS.iter().map(|&k| d.keypoints[k]).collect();
-    let dst: Vec<(f32, f32)> = FACE_TEMPLATE
+/// Input side of the detector pass that looks for keypoints around a caller's box (the box
+/// then spans half of it, well within what the detector finds).
+const CALLER_BOX_INPUT: f32 = 160.0;
+
+/// BlazeFace: a padded whole-photo pass plus tiles, merged by one weighted NMS.
+fn blazeface_passes(
+    batcher: &Batcher<Vec<f32>, Vec<Detection>>,
+    spec: &InputSpec,
+    plan: &PlanOptions,
+    tile_threshold: f32,
+    img: &RgbImage,
+) -> Result<Vec<Detection>> {
+    let (w, h) = img.dimensions();
+    let (passes, scales) = detector::plan(w, h, plan);
+    let levels = detector::pyramid(img, &scales);
+    let inputs: Vec<Vec<f32>> = passes
         .iter()
-        .map(|&(x, y)| ((0.5 + (x - 0.5) / enlarge) * out as f32, (0.5 + (y - 0.5) / enlarge) * out as f32))
+        .map(|p| {
+            let mut buf = vec![0f32; spec.values_per_image()];
+            detector::render_pass(&levels[p.level], w, h, p, spec, &mut buf);
+            buf
+        })
         .collect();
+    let results = batcher.run(inputs)?;
+    let mut all = Vec::new();
+    for (pass, dets) in passes.iter().zip(results) {
+        for d in dets {
+            let frame_filling = !pass.tiled && d.width() >= LARGE_FACE_FRACTION * spec.width as f32;
+            let needed = if frame_filling { tile_threshold - WHOLE_PHOTO_MARGIN } else { tile_threshold };
+            if d.score < needed {
+                continue;
+            }
+            if detector::cut_by_tile_edge(pass, &d, spec.width, w, h) || detector::too_big_for_tile(pass, &d, spec.width) {
+                continue;
+            }
+            all.push(pass.to_photo(&d));
+        }
+    }
+    Ok(detector::nms(all, NmsOptions::default()))
+}
+
+/// YuNet over the given windows of `img`, merged by NMS, in `img` pixels.
+fn yunet_passes(batcher: &Batcher<YunetInput, Vec<Detection>>, spec: &InputSpec, img: &RgbImage, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
+    let inputs = windows.iter().map(|win| yunet::render(img, win, spec)).collect();
+    let results = batcher.run(inputs)?;
+    let mut all = Vec::new();
+    for (win, dets) in windows.iter().zip(results) {
+        all.extend(dets.iter().filter(|d| !yunet::leave_to_whole_pass(win, d)).map(|d| win.pass.to_photo(d)));
+    }
+    Ok(detector::nms(all, NmsOptions { iou: 0.3, containment: 0.65, weighted: false }))
+}
+
+/// Eyes, nose and mouth of a detection, whatever the detector family.
+struct FacePoints {
+    right_eye: (f32, f32),
+    left_eye: (f32, f32),
+    nose: (f32, f32),
+    /// Mouth centre.
+    mouth: (f32, f32),
+    /// Right and left mouth corners, when the detector gives them.
+    corners: Option<[(f32, f32); 2]>,
+}
+
+impl FacePoints {
+    fn of(det: &Detection, decoder: Decoder) -> Option<FacePoints> {
+        let p = &det.keypoints;
+        match decoder {
+            Decoder::Blazeface if p.len() == detector::KEYPOINTS => Some(FacePoints {
+                right_eye: p[kp::RIGHT_EYE],
+                left_eye: p[kp::LEFT_EYE],
+                nose: p[kp::NOSE],
+                mouth: p[kp::MOUTH],
+                corners: None,
+            }),
+            Decoder::Yunet if p.len() == yunet::KEYPOINTS => {
+                let (r, l) = (p[yunet::kp::MOUTH_RIGHT], p[yunet::kp::MOUTH_LEFT]);
+                Some(FacePoints {
+                    right_eye: p[yunet::kp::RIGHT_EYE],
+                    left_eye: p[yunet::kp::LEFT_EYE],
+                    nose: p[yunet::kp::NOSE],
+                    mouth: ((r.0 + l.0) / 2.0, (r.1 + l.1) / 2.0),
+                    corners: Some([r, l]),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How usable a detected face is for recognition, in [0, 1]: the detector's score, times a
+/// size factor (1 from [`QUALITY_FULL_SIZE`] pixels of box side down, linear below it), times
+/// frontality (1 when the nose tip sits midway between the eyes along the eye line, 0 when it
+/// is level with an eye, as in a profile). Roll does not count: alignment undoes it.
+pub fn quality(det: &Detection, decoder: Decoder) -> f32 {
+    let Some(p) = FacePoints::of(det, decoder) else { return 0.0 };
+    let size = (det.width().min(det.height()) / QUALITY_FULL_SIZE).clamp(0.0, 1.0);
+    let (ex, ey) = (p.left_eye.0 - p.right_eye.0, p.left_eye.1 - p.right_eye.1);
+    let eye_dist2 = ex * ex + ey * ey;
+    if eye_dist2 < 1e-6 {
+        return 0.0;
+    }
+    let mid = ((p.left_eye.0 + p.right_eye.0) / 2.0, (p.left_eye.1 + p.right_eye.1) / 2.0);
+    // Nose offset from the eyes' midpoint along the eye line, in eye distances (0 frontal, 0.5 at an eye).
+    let along = ((p.nose.0 - mid.0) * ex + (p.nose.1 - mid.1) * ey) / eye_dist2;
+    let frontality = (1.0 - 2.0 * along.abs()).clamp(0.0, 1.0);
+    (det.score.clamp(0.0, 1.0) * size * frontality).clamp(0.0, 1.0)
+}
+
+/// Box side in pixels from which a face counts as big enough for the recognisers (their
+/// inputs are 112 to 224 pixels; a 64 px face is already upsampled).
+const QUALITY_FULL_SIZE: f32 = 64.0;
+
+/// Photo → crop transform for one face: keypoints fitted to the recogniser's template when
+/// there are keypoints, else an upright square around the box.
+fn face_transform(c: &Candidate, decoder: Decoder, spec: &CropSpec, out: u32) -> Affine {
+    let d = &c.det;
+    let side = d.width().max(d.height()) * spec.enlarge;
+    let upright = align::square_crop_transform((d.x1 + d.x2) / 2.0, (d.y1 + d.y2) / 2.0, side, out);
+    let Some(p) = c.has_keypoints.then(|| FacePoints::of(d, decoder)).flatten() else { return upright };
+    let (src, dst): (Vec<(f32, f32)>, Vec<(f32, f32)>) = match spec.alignment {
+        Alignment::Box => {
+            let to_crop = |(x, y): (f32, f32)| ((0.5 + (x - 0.5) / spec.enlarge) * out as f32, (0.5 + (y - 0.5) / spec.enlarge) * out as f32);
+            (vec![p.right_eye, p.left_eye, p.nose, p.mouth], FACE_TEMPLATE.iter().map(|&q| to_crop(q)).collect())
+        }
+        Alignment::Arcface => {
+            let k = out as f32 / ARCFACE_SIDE;
+            let t: Vec<(f32, f32)> = ARCFACE_TEMPLATE.iter().map(|&(x, y)| (x * k, y * k)).collect();
+            match p.corners {
+                Some([r, l]) => (vec![p.right_eye, p.left_eye, p.nose, r, l], t),
+                // Without corners, the mouth centre goes to the middle of the template's corners.
+                None => (vec![p.right_eye, p.left_eye, p.nose, p.mouth], vec![t[0], t[1], t[2], ((t[3].0 + t[4].0) / 2.0, (t[3].1 + t[4].1) / 2.0)]),
+            }
+        }
+    };
     match align::similarity_transform(&src, &dst) {
         // Keypoints that disagree wildly with the box (a bad detection) would zoom the crop
         // onto a fragment; keep the upright crop unless the fitted scale is plausible.
         Some(t) if (t.scale() / upright.scale() - 1.0).abs() < 0.5 => t,
         _ => upright,
     }
-}
-
-fn crop(img: &RgbImage, c: &Candidate, spec: &InputSpec, enlarge: f32) -> Vec<u8> {
-    let t = face_transform(c, spec.width, enlarge);
-    let t = if spec.width == spec.height {
-        t
-    } else {
-        // Non-square inputs: stretch the square crop's height.
-        align::compose(&Affine { a: 1.0, b: 0.0, c: 0.0, d: 0.0, e: spec.height as f32 / spec.width as f32, f: 0.0 }, &t)
-    };
-    align::warp_antialiased(img, &t, spec.width, spec.height)
 }

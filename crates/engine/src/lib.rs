@@ -7,6 +7,7 @@
 //! - [`manifest`] — `models/manifest.json`, what each model expects
 //! - [`runtime`] — ONNX Runtime loading, execution providers, sessions
 //! - [`detector`] — multi-pass BlazeFace detection and NMS
+//! - [`yunet`] — single-pass YuNet detection at a working resolution
 //! - [`align`] — similarity transform to the canonical face and crop warping
 //! - [`recognizer`] — embeddings (and age/gender heads)
 //! - [`attributes`] — emotion, age and gender decoding
@@ -27,6 +28,7 @@ pub mod recognizer;
 pub mod runtime;
 pub mod simd;
 pub mod thumbnail;
+pub mod yunet;
 
 #[cfg(test)]
 pub(crate) mod test_util;

@@ -65,6 +65,42 @@ pub struct ModelEntry {
     /// Threshold suggested by the converter for detectors.
     #[serde(default)]
     pub score_threshold: Option<f32>,
+    /// How a detector's outputs are decoded.
+    #[serde(default)]
+    pub decoder: Decoder,
+    /// Where a recogniser expects the face's landmarks to sit in its input crop.
+    #[serde(default)]
+    pub alignment: Alignment,
+}
+
+/// Detector output families.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decoder {
+    /// Anchor-relative SSD heads at a fixed square input (BlazeFace and its relatives).
+    #[default]
+    Blazeface,
+    /// Anchor-free heads at strides 8, 16 and 32 over an input of any size (YuNet).
+    Yunet,
+}
+
+/// Recogniser crop conventions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Alignment {
+    /// A square around the detector box, enlarged, with the eyes levelled (FaceRes as published).
+    #[default]
+    Box,
+    /// The five-point ArcFace template on a 112x112 crop (eyes, nose tip, mouth corners).
+    Arcface,
+}
+
+/// Memory order of an image tensor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum Layout {
+    #[default]
+    NHWC,
+    NCHW,
 }
 
 /// How to build the input tensor: NHWC float32 with `value = pixel * scale + offset`.
@@ -75,14 +111,18 @@ pub struct InputSpec {
     pub height: u32,
     pub width: u32,
     pub channels: u32,
-    #[serde(default = "default_layout")]
-    pub layout: String,
+    #[serde(default)]
+    pub layout: Layout,
     #[serde(default = "default_color")]
     pub color: Color,
     pub scale: f32,
     pub offset: f32,
     #[serde(default)]
     pub dynamic_batch: bool,
+    /// Height and width may be any multiple of [`InputSpec::SIZE_MULTIPLE`]; `height` and
+    /// `width` are then only the model's nominal size.
+    #[serde(default)]
+    pub dynamic_size: bool,
 }
 
 /// Channel content expected by a model.
@@ -92,10 +132,6 @@ pub enum Color {
     Rgb,
     Bgr,
     Gray,
-}
-
-fn default_layout() -> String {
-    "NHWC".into()
 }
 
 fn default_color() -> Color {
@@ -123,9 +159,6 @@ impl Manifest {
         }
         for entry in &m.models {
             let i = &entry.input;
-            if i.layout != "NHWC" {
-                return Err(EngineError::Model(format!("model {}: only NHWC inputs are supported", entry.id)));
-            }
             let channels_ok = match i.color {
                 Color::Gray => i.channels == 1,
                 Color::Rgb | Color::Bgr => i.channels == 3,
@@ -157,24 +190,46 @@ impl InputSpec {
         (self.width * self.height * self.channels) as usize
     }
 
-    /// Appends one image (RGB8, `width` x `height`, row-major) to a NHWC float batch in the
-    /// colour order and value range this model expects. Gray uses the ITU-R 601 luma weights.
+    /// Sides of a dynamically sized input are multiples of this (the coarsest feature stride).
+    pub const SIZE_MULTIPLE: u32 = 32;
+
+    /// Appends one RGB8 image (row-major, `len / 3` pixels, at the model's input size or, for
+    /// dynamic sizes, any size) to a float batch in the layout, colour order and value range
+    /// this model expects. Gray uses the ITU-R 601 luma weights.
     pub fn push_image(&self, rgb: &[u8], out: &mut Vec<f32>) {
-        debug_assert_eq!(rgb.len(), (self.width * self.height * 3) as usize);
+        debug_assert!(self.dynamic_size || rgb.len() == (self.width * self.height * 3) as usize);
         let (scale, offset) = (self.scale, self.offset);
-        match self.color {
-            Color::Rgb => out.extend(rgb.iter().map(|&v| v as f32 * scale + offset)),
-            Color::Bgr => {
-                for p in rgb.chunks_exact(3) {
-                    out.extend([p[2], p[1], p[0]].iter().map(|&v| v as f32 * scale + offset));
-                }
-            }
-            Color::Gray => {
+        let value = |v: u8| v as f32 * scale + offset;
+        let order: [usize; 3] = match self.color {
+            Color::Bgr => [2, 1, 0],
+            _ => [0, 1, 2],
+        };
+        match (self.color, self.layout) {
+            (Color::Gray, _) => {
                 for p in rgb.chunks_exact(3) {
                     let luma = 0.2989 * p[0] as f32 + 0.5870 * p[1] as f32 + 0.1140 * p[2] as f32;
                     out.push(luma * scale + offset);
                 }
             }
+            (_, Layout::NHWC) => {
+                for p in rgb.chunks_exact(3) {
+                    out.extend(order.map(|c| value(p[c])));
+                }
+            }
+            (_, Layout::NCHW) => {
+                for c in order {
+                    out.extend(rgb.chunks_exact(3).map(|p| value(p[c])));
+                }
+            }
+        }
+    }
+
+    /// Tensor shape of a batch of `batch` images of `height` x `width`.
+    pub fn shape(&self, batch: usize, height: u32, width: u32) -> [i64; 4] {
+        let (b, h, w, c) = (batch as i64, height as i64, width as i64, self.channels as i64);
+        match self.layout {
+            Layout::NHWC => [b, h, w, c],
+            Layout::NCHW => [b, c, h, w],
         }
     }
 }
@@ -236,6 +291,26 @@ mod tests {
         emo.push_image(&[255, 255, 255, 0, 0, 0], &mut out);
         assert_eq!(out.len(), 2);
         assert!((out[0] - 1.0).abs() < 1e-3 && (out[1] + 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn pushes_planar_bgr() {
+        let spec = InputSpec {
+            name: "x".into(),
+            height: 1,
+            width: 2,
+            channels: 3,
+            layout: Layout::NCHW,
+            color: Color::Bgr,
+            scale: 1.0,
+            offset: 0.0,
+            dynamic_batch: false,
+            dynamic_size: false,
+        };
+        let mut out = Vec::new();
+        spec.push_image(&[1, 2, 3, 4, 5, 6], &mut out);
+        assert_eq!(out, vec![3.0, 6.0, 2.0, 5.0, 1.0, 4.0]);
+        assert_eq!(spec.shape(2, 1, 2), [2, 3, 1, 2]);
     }
 
     #[test]

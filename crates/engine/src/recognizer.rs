@@ -69,7 +69,7 @@ impl Recognizer {
                 self.input.push_image(crop, &mut data);
             }
             let spec = &self.input;
-            let outputs = runtime::run_nhwc(&mut self.session, chunk.len(), spec.height, spec.width, spec.channels, data)?;
+            let outputs = runtime::run_images(&mut self.session, spec, chunk.len(), spec.height, spec.width, data)?;
             self.resolve_outputs(&outputs);
             all.extend(self.split(&outputs, chunk.len())?);
         }

@@ -16,6 +16,7 @@ use ort::session::Session;
 use ort::value::Tensor;
 
 use crate::error::{EngineError, Result};
+use crate::manifest::InputSpec;
 
 /// Execution providers the engine knows how to request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,9 +188,9 @@ pub struct Output {
     pub data: Vec<f32>,
 }
 
-/// Runs `session` on one NHWC float batch and copies every output out.
-pub fn run_nhwc(session: &mut Session, batch: usize, height: u32, width: u32, channels: u32, data: Vec<f32>) -> Result<Vec<Output>> {
-    let shape = [batch as i64, height as i64, width as i64, channels as i64];
+/// Runs `session` on one float image batch laid out as `spec` says and copies every output out.
+pub fn run_images(session: &mut Session, spec: &InputSpec, batch: usize, height: u32, width: u32, data: Vec<f32>) -> Result<Vec<Output>> {
+    let shape = spec.shape(batch, height, width);
     let tensor = Tensor::from_array((shape, data))?;
     let outputs = session.run(ort::inputs![tensor])?;
     let mut out = Vec::with_capacity(outputs.len());
