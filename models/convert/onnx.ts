@@ -4,8 +4,8 @@ import { ProtoWriter } from './protobuf.js';
 export const IR_VERSION = 8;
 export const OPSET = 17;
 
-/** TensorProto.DataType values used by the converter. */
-export const DataType = { FLOAT: 1, INT32: 6, INT64: 7 } as const;
+/** TensorProto.DataType values the converters use (int8/uint8 only as quantised sources). */
+export const DataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7 } as const;
 export type DataTypeId = (typeof DataType)[keyof typeof DataType];
 
 export type AttrValue = number | string | number[] | { floats: number[] } | { float: number };
@@ -49,6 +49,8 @@ export interface OnnxModel {
   producerVersion: string;
   docString?: string;
   metadata?: Record<string, string>;
+  /** Default-domain opset; OPSET unless given. */
+  opset?: number;
 }
 
 export function floatTensor(name: string, dims: number[], data: Float32Array): OnnxTensor {
@@ -97,7 +99,7 @@ function encodeNode(node: OnnxNode): ProtoWriter {
   return w;
 }
 
-function encodeTensor(t: OnnxTensor): ProtoWriter {
+export function encodeTensor(t: OnnxTensor): ProtoWriter {
   const w = new ProtoWriter();
   for (const d of t.dims) w.varint(1, d);
   return w.varint(2, t.dataType).string(8, t.name).bytes(9, t.raw);
@@ -131,7 +133,7 @@ export function encodeModel(m: OnnxModel): Uint8Array {
     .string(3, m.producerVersion);
   if (m.docString) w.string(6, m.docString);
   w.message(7, encodeGraph(m.graph));
-  w.message(8, new ProtoWriter().string(1, '').varint(2, OPSET));
+  w.message(8, new ProtoWriter().string(1, '').varint(2, m.opset ?? OPSET));
   for (const [key, value] of Object.entries(m.metadata ?? {})) {
     w.message(14, new ProtoWriter().string(1, key).string(2, value));
   }

@@ -1,5 +1,7 @@
-// Minimal protocol-buffers wire-format writer: just enough to serialise ONNX
-// messages. Field order follows call order; readers accept any order.
+// Minimal protocol-buffers wire format: a writer just big enough to serialise ONNX
+// messages (field order follows call order; readers accept any order), and a reader
+// that keeps every field it does not interpret, so that editing a few fields of a
+// foreign ONNX file re-encodes everything else byte for byte.
 
 const enum WireType {
   Varint = 0,
@@ -106,5 +108,151 @@ export class ProtoWriter {
     this.chunks.push(Uint8Array.from(this.scratch));
     this.size += this.scratch.length;
     this.scratch = [];
+  }
+}
+
+/** One field as it stood on the wire. */
+export interface WireField {
+  field: number;
+  wire: number;
+  /** The whole field, tag included: re-encoding an untouched field copies these bytes. */
+  raw: Uint8Array;
+  /** Varint fields: the value (two's complement for negatives, as written). */
+  value: bigint;
+  /** Length-delimited and fixed-size fields: the value bytes, a view into the source. */
+  payload: Uint8Array;
+}
+
+function readVarint(buf: Uint8Array, pos: number): { value: bigint; end: number } {
+  let value = 0n;
+  for (let shift = 0n; ; shift += 7n) {
+    if (pos >= buf.length) throw new Error('protobuf: truncated varint');
+    if (shift > 63n) throw new Error('protobuf: varint longer than 10 bytes');
+    const b = buf[pos++];
+    value |= BigInt(b & 0x7f) << shift;
+    if (b < 0x80) return { value: value & (TWO_POW_64 - 1n), end: pos };
+  }
+}
+
+/**
+ * A decoded message: its fields in wire order. Submessages stay undecoded until asked
+ * for, and edits build a new message, so the source bytes are never modified.
+ */
+export class ProtoMessage {
+  constructor(readonly fields: readonly WireField[]) {}
+
+  static decode(buf: Uint8Array): ProtoMessage {
+    const fields: WireField[] = [];
+    let pos = 0;
+    while (pos < buf.length) {
+      const start = pos;
+      const tag = readVarint(buf, pos);
+      pos = tag.end;
+      const field = Number(tag.value >> 3n);
+      const wire = Number(tag.value & 7n);
+      let value = 0n;
+      let payload = buf.subarray(pos, pos);
+      if (wire === WireType.Varint) {
+        ({ value, end: pos } = readVarint(buf, pos));
+      } else {
+        let length: number;
+        if (wire === WireType.LengthDelimited) {
+          const len = readVarint(buf, pos);
+          pos = len.end;
+          length = Number(len.value);
+        } else if (wire === WireType.Fixed32 || wire === WireType.Fixed64) {
+          length = wire === WireType.Fixed32 ? 4 : 8;
+        } else {
+          throw new Error(`protobuf: unsupported wire type ${wire} (field ${field})`);
+        }
+        if (pos + length > buf.length) throw new Error(`protobuf: field ${field} runs past the end`);
+        payload = buf.subarray(pos, pos + length);
+        pos += length;
+      }
+      if (field < 1) throw new Error('protobuf: field number 0');
+      fields.push({ field, wire, raw: buf.subarray(start, pos), value, payload });
+    }
+    return new ProtoMessage(fields);
+  }
+
+  encode(): Uint8Array {
+    const out = new Uint8Array(this.fields.reduce((n, f) => n + f.raw.byteLength, 0));
+    let offset = 0;
+    for (const f of this.fields) {
+      out.set(f.raw, offset);
+      offset += f.raw.byteLength;
+    }
+    return out;
+  }
+
+  all(field: number): WireField[] {
+    return this.fields.filter((f) => f.field === field);
+  }
+
+  /** A singular field: proto readers let the last occurrence win. */
+  last(field: number): WireField | undefined {
+    for (let i = this.fields.length - 1; i >= 0; i--) if (this.fields[i].field === field) return this.fields[i];
+    return undefined;
+  }
+
+  /** int32/int64/enum/bool, sign restored from the 64-bit two's complement. */
+  int(field: number): number | undefined {
+    const f = this.last(field);
+    return f === undefined ? undefined : Number(BigInt.asIntN(64, f.value));
+  }
+
+  string(field: number): string | undefined {
+    const f = this.last(field);
+    return f === undefined ? undefined : new TextDecoder().decode(f.payload);
+  }
+
+  strings(field: number): string[] {
+    return this.all(field).map((f) => new TextDecoder().decode(f.payload));
+  }
+
+  message(field: number): ProtoMessage | undefined {
+    const f = this.last(field);
+    return f === undefined ? undefined : ProtoMessage.decode(f.payload);
+  }
+
+  messages(field: number): ProtoMessage[] {
+    return this.all(field).map((f) => ProtoMessage.decode(f.payload));
+  }
+
+  /** A repeated int32/int64 field; writers may pack it or not, readers must accept both. */
+  ints(field: number): number[] {
+    const out: number[] = [];
+    for (const f of this.all(field)) {
+      if (f.wire === WireType.Varint) {
+        out.push(Number(BigInt.asIntN(64, f.value)));
+        continue;
+      }
+      for (let pos = 0; pos < f.payload.length; ) {
+        const v = readVarint(f.payload, pos);
+        out.push(Number(BigInt.asIntN(64, v.value)));
+        pos = v.end;
+      }
+    }
+    return out;
+  }
+
+  /** A repeated float field, packed or not. */
+  floats(field: number): number[] {
+    const out: number[] = [];
+    for (const f of this.all(field)) {
+      const view = new DataView(f.payload.buffer, f.payload.byteOffset, f.payload.byteLength);
+      for (let pos = 0; pos + 4 <= f.payload.length; pos += 4) out.push(view.getFloat32(pos, true));
+    }
+    return out;
+  }
+
+  /** The same message with every occurrence of these fields left out. */
+  without(...fieldNumbers: number[]): ProtoMessage {
+    return new ProtoMessage(this.fields.filter((f) => !fieldNumbers.includes(f.field)));
+  }
+
+  /** The same message with the fields `writer` holds appended. */
+  with(writer: ProtoWriter): ProtoMessage {
+    return new ProtoMessage([...this.fields, ...ProtoMessage.decode(writer.finish()).fields]);
   }
 }

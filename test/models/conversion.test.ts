@@ -12,13 +12,15 @@ import { ProtoWriter } from '../../models/convert/protobuf.js';
 import { halfToFloat, type TfGraph } from '../../models/convert/tfjs-graph.js';
 import { convertGraph, type ConvertResult } from '../../models/convert/to-onnx.js';
 import {
-  convertManifestModel,
+  convertTfjsModel,
   findProjectRoot,
+  isTfjsModel,
   readManifest,
   sourceDir,
   verifySources,
-  type ManifestModel,
+  type TfjsModel,
 } from '../../models/prepare.js';
+import { compare, makeInput, type Pattern } from './helpers.js';
 
 const root = findProjectRoot(dirname(fileURLToPath(import.meta.url)));
 const manifest = readManifest(root);
@@ -30,42 +32,7 @@ const manifest = readManifest(root);
 // the order of the output itself).
 const RELATIVE_TOLERANCE = 1e-4;
 
-/** Deterministic uniform [0, 1) generator so failures are reproducible. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-type Pattern = 'noise' | 'smooth';
-
-/** An image in the model's input range: noise, or a smooth picture-like pattern. */
-function makeInput(model: ManifestModel, batch: number, seed: number, pattern: Pattern): Float32Array {
-  const { height: h, width: w, channels: c } = model.input;
-  const { scale, offset } = model.input;
-  const rand = mulberry32(seed);
-  const phase = Array.from({ length: 6 }, () => rand() * Math.PI * 2);
-  const out = new Float32Array(batch * h * w * c);
-  let i = 0;
-  for (let b = 0; b < batch; b++)
-    for (let y = 0; y < h; y++)
-      for (let x = 0; x < w; x++)
-        for (let ch = 0; ch < c; ch++) {
-          const pixel =
-            pattern === 'noise'
-              ? rand() * 255
-              : 127.5 + 60 * Math.sin(x / 9 + phase[ch] + b) + 60 * Math.cos(y / 13 + phase[ch + 3] - b);
-          out[i++] = pixel * scale + offset;
-        }
-  return out;
-}
-
-async function loadTfjs(model: ManifestModel): Promise<GraphModel> {
+async function loadTfjs(model: TfjsModel): Promise<GraphModel> {
   const dir = sourceDir(root, model);
   const json = JSON.parse(readFileSync(join(dir, model.source.graph), 'utf8'));
   const weightSpecs = json.weightsManifest.flatMap((g: { weights: unknown[] }) => g.weights);
@@ -85,7 +52,7 @@ async function loadTfjs(model: ManifestModel): Promise<GraphModel> {
   );
 }
 
-function runTfjs(net: GraphModel, model: ManifestModel, data: Float32Array): Float32Array[] {
+function runTfjs(net: GraphModel, model: TfjsModel, data: Float32Array): Float32Array[] {
   const { height: h, width: w, channels: c } = model.input;
   const names = Object.values(model.outputs);
   return tf.tidy(() => {
@@ -95,21 +62,11 @@ function runTfjs(net: GraphModel, model: ManifestModel, data: Float32Array): Flo
   });
 }
 
-async function runOnnx(session: ort.InferenceSession, model: ManifestModel, data: Float32Array): Promise<Float32Array[]> {
+async function runOnnx(session: ort.InferenceSession, model: TfjsModel, data: Float32Array): Promise<Float32Array[]> {
   const { height: h, width: w, channels: c } = model.input;
   const feeds = { [model.input.name]: new ort.Tensor('float32', data, [data.length / (h * w * c), h, w, c]) };
   const out = await session.run(feeds);
   return Object.values(model.outputs).map((name) => out[name].data as Float32Array);
-}
-
-function compare(expected: Float32Array, actual: Float32Array) {
-  let maxAbs = 0;
-  let magnitude = 0;
-  for (let i = 0; i < expected.length; i++) {
-    maxAbs = Math.max(maxAbs, Math.abs(expected[i] - actual[i]));
-    magnitude = Math.max(magnitude, Math.abs(expected[i]));
-  }
-  return { maxAbs, magnitude, relative: maxAbs / Math.max(magnitude, 1e-6) };
 }
 
 beforeAll(async () => {
@@ -117,7 +74,9 @@ beforeAll(async () => {
   await tf.ready();
 });
 
-for (const model of manifest.models) {
+// The PyPI models have their own proof (fold-quantized.test.ts); every TF.js model is converted
+// here in memory, optional ones included.
+for (const model of manifest.models.filter(isTfjsModel)) {
   describe(`${model.id} conversion`, () => {
     let converted: ConvertResult;
     let session: ort.InferenceSession;
@@ -125,7 +84,7 @@ for (const model of manifest.models) {
 
     beforeAll(async () => {
       verifySources(root, model);
-      converted = convertManifestModel(root, model);
+      converted = convertTfjsModel(root, model);
       session = await ort.InferenceSession.create(converted.bytes, { intraOpNumThreads: 2, interOpNumThreads: 1 });
       reference = await loadTfjs(model);
     }, 120_000);
@@ -138,7 +97,7 @@ for (const model of manifest.models) {
     const patterns: Pattern[] = model.role === 'detector' ? ['noise', 'smooth'] : ['noise'];
     for (const [k, pattern] of patterns.entries()) {
       it(`matches TF.js on a ${pattern} input`, async () => {
-        const input = makeInput(model, 1, 17 + k, pattern);
+        const input = makeInput(model.input, 1, 17 + k, pattern);
         const expected = runTfjs(reference, model, input);
         const actual = await runOnnx(session, model, input);
         const names = Object.keys(model.outputs);
@@ -156,7 +115,7 @@ for (const model of manifest.models) {
 
     if (model.input.dynamicBatch) {
       it('gives each image of a batch of 3 the same result as running it alone', async () => {
-        const batch = makeInput(model, 3, 99, 'smooth');
+        const batch = makeInput(model.input, 3, 99, 'smooth');
         const together = await runOnnx(session, model, batch);
         const per = batch.length / 3;
         for (let b = 0; b < 3; b++) {
