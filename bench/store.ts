@@ -77,12 +77,12 @@ async function main() {
       }),
     );
 
-    // Seed through SQL: one photo, `faces` rows with a 1024-d zero embedding.
+    // Seed through SQL: one photo, `faces` rows with a 128-d zero SFace embedding.
     const t0 = performance.now();
     const [{ photo_hash: hash }] = await db.sql`SELECT photo_hash FROM faces LIMIT 1`;
     await db.sql`
-      INSERT INTO faces (meta, photo, photo_hash, x1, y1, x2, y2, dim, embedding)
-      SELECT 'seed-' || (g % 1000), 'http://example.invalid/p.jpg', ${hash}, 10, 20, 110, 140, 1024, decode(repeat('00', 4096), 'hex')
+      INSERT INTO faces (meta, photo, photo_hash, x1, y1, x2, y2, dim, embedding, model)
+      SELECT 'seed-' || (g % 1000), 'http://example.invalid/p.jpg', ${hash}, 10, 20, 110, 140, 128, decode(repeat('00', 512), 'hex'), 'sface'
       FROM generate_series(1, ${faces}) AS g`;
     const seedS = (performance.now() - t0) / 1000;
 

@@ -10,13 +10,15 @@ import { findProjectRoot, type Config } from './config.js';
 import type { Database } from './db/client.js';
 import { FaceStore } from './db/face-store.js';
 import { HistoryStore } from './db/history-store.js';
+import { ReembedStore } from './db/reembed-store.js';
 import { DbTokenVerifier } from './db/tokens.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import type { Engine } from './native/engine.js';
 import { openFaceIndex } from './native/face-index.js';
-import { IndexSync } from './services/index-sync.js';
-import { assertCalibrated } from './services/calibration.js';
+import { discardForeignSnapshots, IndexSync } from './services/index-sync.js';
+import { useCalibration } from './services/calibration.js';
+import { duringMigration, EmbeddingMigration } from './services/reembed.js';
 import { buildRegistry } from './routes/index.js';
 import { PhotoBlobs } from './services/photo-blobs.js';
 import { PhotoSource } from './services/photo-source.js';
@@ -42,6 +44,8 @@ export interface RunningServer {
   store?: FaceStore;
   /** The follower keeping the search shards in step with the database (absent without `db`). */
   sync?: IndexSync;
+  /** Re-embedding of faces stored by another recogniser; absent when there are none. */
+  migration?: EmbeddingMigration;
   /** Graceful stop: no new connections, requests in progress finish, then the engine is closed. */
   close(): Promise<void>;
 }
@@ -72,30 +76,30 @@ function expireThumbnails(history: HistoryStore, days: number, log: Logger): Nod
 
 export async function startServer({ config, engine, db, verifiers = [], log = rootLog }: StartOptions): Promise<RunningServer> {
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
-  assertCalibrated(engine.info().recognizer);
+  useCalibration(engine.info().recognizer);
   const photos = new PhotoSource({
     timeoutMs: config.fetch.timeoutMs,
     maxRedirects: config.fetch.maxRedirects,
     maxBytes: config.maxUploadBytes,
     allowPrivate: config.fetch.allowPrivate,
   });
-  const store = db ? new FaceStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log) : undefined;
+  const { recognizer, dim } = engine.info();
+  const store = db ? new FaceStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log, { model: recognizer }) : undefined;
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
   let sync: IndexSync | undefined;
+  let migration: EmbeddingMigration | undefined;
+  const indexDir = path.join(config.dataDir, 'index');
+  if (db) await discardForeignSnapshots(indexDir, recognizer, log);
   const index = db
-    ? await openFaceIndex({
-        dir: path.join(config.dataDir, 'index'),
-        shards: config.index.shards,
-        dims: engine.info().dim,
-        scalar: config.index.scalar,
-      })
+    ? await openFaceIndex({ dir: indexDir, shards: config.index.shards, dims: dim, scalar: config.index.scalar })
     : undefined;
   if (db && store && index) {
     try {
       sync = await IndexSync.start({
         sql: db.sql,
         index,
-        dims: engine.info().dim,
+        model: recognizer,
+        dims: dim,
         log,
         snapshotSeconds: config.index.snapshotSeconds,
         snapshotChanges: config.index.snapshotChanges,
@@ -108,6 +112,19 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
     store.onChange(async (position) => {
       if (!(await follower.caughtUp(position))) log.warn({ position }, 'search index is behind the database');
     });
+    try {
+      // Decided before serving, so no answer counts the shards as live while faces are pending.
+      migration = await EmbeddingMigration.prepare({
+        store: new ReembedStore(db.sql),
+        readPhoto: (hash) => store.readPhoto(hash),
+        engine,
+        caughtUp: (position) => follower.caughtUp(position),
+        log,
+      });
+    } catch (err) {
+      await follower.stop();
+      throw err;
+    }
   }
   const history = db
     ? new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS })
@@ -119,10 +136,12 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
     serviceVersion: serviceVersion(),
     store,
     publicUrl: config.publicUrl,
-    index,
+    index: index && migration ? duringMigration(index, migration) : index,
+    migration,
     identify: config.identify,
     history,
     thumbnailSize: config.history.thumbnailSize,
+    minQuality: config.minQuality,
   });
   const operatorVerifier = new StaticTokenVerifier(config.token);
   const verifier = new AnyTokenVerifier([operatorVerifier, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
@@ -140,15 +159,19 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     log,
   });
+  migration?.start();
   let closing: Promise<void> | undefined;
   return {
     port: server.port,
     store,
     sync,
+    migration,
     close() {
       closing ??= (async () => {
         if (expiry) clearInterval(expiry);
         await server.close();
+        // Before the follower and the engine, which the batch in flight still uses.
+        await migration?.stop();
         // After the last request, so the snapshot covers every answered write.
         await sync?.stop();
         engine.close();

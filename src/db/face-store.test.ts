@@ -18,7 +18,7 @@ beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-store-'));
   blobs = new PhotoBlobs(path.join(dir, 'photos'));
-  store = new FaceStore(tdb.db.sql, blobs);
+  store = new FaceStore(tdb.db.sql, blobs, undefined, { model: 'test' });
 });
 
 afterAll(async () => {

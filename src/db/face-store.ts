@@ -133,7 +133,7 @@ export interface Listing<T> {
   links(): Promise<PageLinks>;
 }
 
-function floatsToBytes(v: Float32Array): Buffer {
+export function floatsToBytes(v: Float32Array): Buffer {
   const out = Buffer.allocUnsafe(v.length * 4);
   for (let i = 0; i < v.length; i++) out.writeFloatLE(v[i], i * 4);
   return out;
@@ -173,6 +173,14 @@ function toFace(r: Row): StoredFace {
 export const unknownGallery = (names: string[], param = 'galleries') =>
   new HttpError(404, 'NOT_FOUND', `Unknown gallery: ${names.join(', ')}`, { param });
 
+export interface FaceStoreOptions {
+  /**
+   * Id of the recogniser whose embeddings this process stores (recorded per
+   * face, see 004-embedding-model.sql). Needed to add faces; readers may omit it.
+   */
+  model?: string;
+}
+
 export class FaceStore {
   private listener?: ChangeListener;
 
@@ -180,6 +188,7 @@ export class FaceStore {
     private readonly sql: Sql,
     private readonly blobs: PhotoBlobs,
     private readonly log?: Logger,
+    private readonly opts: FaceStoreOptions = {},
   ) {}
 
   /**
@@ -211,6 +220,8 @@ export class FaceStore {
    */
   async addFaces(input: AddFacesInput, within?: (tx: TransactionSql, faces: StoredFace[]) => Promise<void>): Promise<StoredFace[]> {
     if (input.faces.length === 0) throw new Error('addFaces needs at least one face');
+    const { model } = this.opts;
+    if (model === undefined) throw new Error('addFaces needs a FaceStore constructed with the recogniser model');
     const galleries = uniqueGalleries(input.galleries);
     const hash = sha256Hex(input.photo);
     const contentType = sniffImageType(input.photo);
@@ -226,6 +237,7 @@ export class FaceStore {
       cam_id: input.camId ?? null,
       dim,
       embedding: floatsToBytes(f.embedding),
+      model,
     }));
     let blobWritten = false;
     let written: { faces: StoredFace[]; position?: number };
@@ -246,7 +258,7 @@ export class FaceStore {
           VALUES (${hash}, ${input.photo.length}, ${contentType})
           ON CONFLICT (hash) DO NOTHING`;
         const ids = await tx`
-          INSERT INTO faces ${tx(rows, 'meta', 'photo', 'photo_hash', 'x1', 'y1', 'x2', 'y2', 'cam_id', 'dim', 'embedding')}
+          INSERT INTO faces ${tx(rows, 'meta', 'photo', 'photo_hash', 'x1', 'y1', 'x2', 'y2', 'cam_id', 'dim', 'embedding', 'model')}
           RETURNING id`;
         const faceIds = ids.map((r) => r.id as string);
         if (galleries.length > 0) {

@@ -18,7 +18,7 @@ let history: HistoryStore;
 beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'history-store-'));
-  faces = new FaceStore(tdb.db.sql, new PhotoBlobs(path.join(dir, 'photos')));
+  faces = new FaceStore(tdb.db.sql, new PhotoBlobs(path.join(dir, 'photos')), undefined, { model: 'test' });
   history = new HistoryStore(tdb.db.sql, { sightings: 3, windowS: 3600 });
 });
 

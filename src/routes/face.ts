@@ -7,7 +7,7 @@ import { notFound } from '../http/errors.js';
 import { jsonParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type GalleryChange } from '../db/face-store.js';
-import { boxOf, pickRows, selectFaces, type FaceService } from '../services/faces.js';
+import { boxOf, pickRows, requireQuality, selectFaces, type FaceService } from '../services/faces.js';
 import type { FaceIndex } from '../native/face-index.js';
 import { resolveThreshold } from '../services/calibration.js';
 import { photoUrlOf } from '../services/photo-source.js';
@@ -92,9 +92,11 @@ export interface FaceRouteDeps {
   index: FaceIndex;
   sightings: SightingDeps;
   publicUrl?: string;
+  /** Detected faces below this quality are refused (0: all accepted). */
+  minQuality: number;
 }
 
-export function registerFace(registry: RouteRegistry, { faces, store, index, sightings, publicUrl }: FaceRouteDeps): void {
+export function registerFace(registry: RouteRegistry, { faces, store, index, sightings, publicUrl, minQuality }: FaceRouteDeps): void {
   registry.define({
     method: 'POST',
     path: '/v0/face/',
@@ -102,7 +104,8 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
     description:
       'Faces, gallery memberships and the photo are stored in one transaction: on any error nothing is stored. ' +
       'Without bbox, mf_selector chooses among the detected faces; no face answers 422 NO_FACE, and reject with ' +
-      'several faces answers 400 TOO_MANY_FACES with the boxes in `faces`. An unknown gallery answers 404 naming it. ' +
+      'several faces answers 400 TOO_MANY_FACES with the boxes in `faces`. With FACE_MIN_QUALITY set, a detected face ' +
+      'below it answers 422 LOW_QUALITY with its box and quality in `faces`. An unknown gallery answers 404 naming it. ' +
       'With cam_id each face added is also a camera sighting, recorded in the same transaction: it joins the person of ' +
       'its best stored match at or above threshold (else a new person), and the event lists the new face and its meta.',
     auth: true,
@@ -121,6 +124,7 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
       const bytes = await faces.load(req, signal);
       const analysis = await faces.analyzeBytes(bytes, req, embedOptions(camId !== undefined, sightings));
       const chosen = selectFaces(analysis.faces, input.mf_selector, 'photo', input.bbox !== undefined);
+      requireQuality(analysis.faces, chosen, minQuality, 'photo', input.bbox !== undefined);
       const { dim, embeddings } = analysis;
       // Searched before the faces are stored, so a face cannot match itself.
       const matches = camId !== undefined ? await bestMatches(index, pickRows(analysis, chosen), dim, resolveThreshold(input.threshold)) : [];

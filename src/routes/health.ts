@@ -1,6 +1,7 @@
 /**
  * GET /health: liveness and what the engine runs on (execution providers,
- * SIMD level, recogniser), plus the request load.
+ * SIMD level, recogniser), plus the request load, and after a recogniser
+ * switch the re-embedding of stored faces.
  *
  * No token: load balancers and orchestrators probe it without credentials,
  * and it reveals nothing about stored data. It bypasses the concurrency
@@ -12,6 +13,7 @@ import type { RouteRegistry } from '../http/registry.js';
 import type { Engine } from '../native/engine.js';
 import { liveServers } from './identify.js';
 import type { FaceIndex } from '../native/face-index.js';
+import type { EmbeddingMigration } from '../services/reembed.js';
 
 const healthResponse = z.object({
   status: z.literal('ok'),
@@ -30,11 +32,22 @@ const healthResponse = z.object({
     })
     .optional()
     .meta({ description: 'The search shards; absent without a face database. Details: GET /v0/admin/shards.' }),
+  migration: z
+    .object({
+      state: z.enum(['running', 'done']).meta({ description: 'running: faces are still being re-embedded, and no search shard counts as live.' }),
+      from: z.array(z.string()).meta({ description: 'Recognisers whose embeddings are being replaced.' }),
+      to: z.string().meta({ description: 'The recogniser in use.' }),
+      done: z.number().int().meta({ description: "Faces whose embedding is the current recogniser's." }),
+      failed: z.number().int().meta({ description: 'Faces whose photo could not be re-embedded: kept, not searchable; the log gives each reason.' }),
+      total: z.number().int().meta({ description: 'Faces stored when the migration started.' }),
+    })
+    .optional()
+    .meta({ description: 'Present when stored faces were embedded by another recogniser: their re-embedding from the stored photos.' }),
   inflight: z.number().int().meta({ description: 'Requests in progress that count toward the limit.' }),
   max_inflight: z.number().int(),
 });
 
-export function registerHealth(registry: RouteRegistry, engine: Engine, index?: FaceIndex): void {
+export function registerHealth(registry: RouteRegistry, engine: Engine, index?: FaceIndex, migration?: EmbeddingMigration): void {
   registry.define({
     method: 'GET',
     path: '/health',
@@ -56,6 +69,7 @@ export function registerHealth(registry: RouteRegistry, engine: Engine, index?: 
           models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
         },
         ...(index ? { search: searchSummary(index) } : {}),
+        ...(migration ? { migration: migration.status() } : {}),
         inflight: server.inflight,
         max_inflight: server.maxInflight,
       };

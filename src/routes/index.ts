@@ -19,6 +19,7 @@ import type { FaceIndex } from '../native/face-index.js';
 import type { HistoryStore } from '../db/history-store.js';
 import { registerHistory } from './history.js';
 import { registerPersons } from './persons.js';
+import type { EmbeddingMigration } from '../services/reembed.js';
 
 export interface RouteDeps {
   engine: Engine;
@@ -30,11 +31,15 @@ export interface RouteDeps {
   publicUrl?: string;
   /** The search shards following `store`; identify is served with both. */
   index?: FaceIndex;
+  /** Re-embedding of faces stored by another recogniser, shown by /health. */
+  migration?: EmbeddingMigration;
   identify?: { strict: boolean; maxN: number };
   /** Camera history, served with `store` and `index`. */
   history?: HistoryStore;
   /** Longer side of sighting thumbnails, in pixels. */
   thumbnailSize?: number;
+  /** Enrolment refuses detected faces below this quality (0 or absent: all accepted). */
+  minQuality?: number;
 }
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
@@ -49,7 +54,7 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     registerPhoto(registry, store);
     if (!index || !history) throw new Error('the face database routes need the search index and the history store');
     const sightings = { history, thumbnailSize: deps.thumbnailSize ?? 160 };
-    registerFace(registry, { faces, store, index, sightings, publicUrl });
+    registerFace(registry, { faces, store, index, sightings, publicUrl, minQuality: deps.minQuality ?? 0 });
     registerIdentify(registry, {
       faces,
       store,
@@ -62,7 +67,7 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     registerHistory(registry, history, publicUrl);
     registerPersons(registry, { store, history, publicUrl });
   }
-  registerHealth(registry, deps.engine, deps.index);
+  registerHealth(registry, deps.engine, deps.index, deps.migration);
   registerDocs(registry, {
     title: 'Face recognition service',
     serviceVersion: deps.serviceVersion,

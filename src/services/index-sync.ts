@@ -13,16 +13,68 @@
  * Shards are snapshotted to disk every `snapshotChanges` changes or
  * `snapshotSeconds`, and at stop; a start loads the snapshots and replays only
  * the log after them.
+ *
+ * The shards hold the embeddings of one recogniser. A face embedded by
+ * another (stored before a recogniser switch, not yet re-embedded by
+ * services/reembed.ts) is left out of search, quietly: its re-embedding logs
+ * an upsert that brings it in. Snapshots made with another recogniser are
+ * discarded before the shards open (`discardForeignSnapshots`), so the start
+ * rebuilds them from the log.
  */
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import type { Sql } from '../db/client.js';
 import { bytesToFloats, DEFAULT_GALLERY } from '../db/face-store.js';
+import { FIRST_RECOGNIZER } from '../db/reembed-store.js';
 import type { Logger } from '../log.js';
 import type { FaceIndex, IndexChange } from '../native/face-index.js';
+import { fsyncDir } from './photo-blobs.js';
+
+/** File in the snapshot folder naming the recogniser whose embeddings the snapshots hold. */
+const RECOGNIZER_FILE = 'recognizer';
+
+/**
+ * Empties the snapshot folder `dir` unless its snapshots were made with
+ * `recognizer`, and records that recogniser there. Needed because a snapshot
+ * of another recogniser can have the same dimension (the shards would load it
+ * and answer from another embedding space); one of another dimension would
+ * be refused by the shards anyway. A folder without the record predates it:
+ * its snapshots are faceres'. The folder is emptied before the record is
+ * written, so a crash in between only empties it again.
+ */
+export async function discardForeignSnapshots(dir: string, recognizer: string, log: Logger): Promise<void> {
+  const file = path.join(dir, RECOGNIZER_FILE);
+  let names: string[];
+  try {
+    names = await fs.readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    names = [];
+  }
+  const recorded = names.includes(RECOGNIZER_FILE) ? (await fs.readFile(file, 'utf8')).trim() : undefined;
+  if (recorded === recognizer) return;
+  const made = recorded ?? FIRST_RECOGNIZER;
+  if (names.length > 0 && made !== recognizer) {
+    log.info({ from: made, to: recognizer }, "search snapshots hold another recogniser's embeddings; rebuilding the shards from the change log");
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+  await fs.mkdir(dir, { recursive: true });
+  const fh = await fs.open(file, 'w', 0o644);
+  try {
+    await fh.writeFile(`${recognizer}\n`);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await fsyncDir(dir);
+}
 
 export interface IndexSyncOptions {
   sql: Sql;
   index: FaceIndex;
-  /** Embedding size the index holds; faces stored with another (an older recogniser) cannot be searched. */
+  /** Recogniser whose embeddings the index holds; faces stored by another are left out until re-embedded. */
+  model: string;
+  /** Embedding size the index holds. */
   dims: number;
   log: Logger;
   /** Change-log rows read per query. */
@@ -46,6 +98,8 @@ export class IndexSync {
   private unsaved = 0;
   private savedAt = Date.now();
   private stopped = false;
+  /** Changes left out of search because their face awaits re-embedding (see the header). */
+  private otherModel = 0;
   private readonly pageSize: number;
 
   private constructor(private readonly opts: IndexSyncOptions) {
@@ -58,7 +112,7 @@ export class IndexSync {
     const sync = new IndexSync(opts);
     const from = sync.applied;
     await sync.drain();
-    opts.log.info({ from, to: sync.applied }, 'search index caught up with the change log');
+    opts.log.info({ from, to: sync.applied, otherRecognizer: sync.otherModel }, 'search index caught up with the change log');
     sync.timer = setInterval(() => sync.wake(), opts.pollMs ?? 1000);
     sync.timer.unref();
     return sync;
@@ -131,11 +185,11 @@ export class IndexSync {
 
   /** Applies every logged change after the current position, page by page. */
   private async drain(): Promise<void> {
-    const { sql, index } = this.opts;
+    const { sql, index, model } = this.opts;
     for (;;) {
       const rows = await sql`
-        SELECT c.position, c.face_id, c.op, f.id IS NOT NULL AS present,
-          CASE WHEN c.op = 'galleries' THEN NULL ELSE f.embedding END AS embedding,
+        SELECT c.position, c.face_id, c.op, f.id IS NOT NULL AS present, f.model = ${model} AS current,
+          CASE WHEN c.op = 'galleries' OR f.model <> ${model} THEN NULL ELSE f.embedding END AS embedding,
           ARRAY(SELECT m.gallery FROM face_galleries m WHERE m.face_id = c.face_id ORDER BY m.gallery) AS galleries
         FROM face_changes c LEFT JOIN faces f ON f.id = c.face_id
         WHERE c.position > ${this.applied}
@@ -148,9 +202,15 @@ export class IndexSync {
         if (!r.present || r.op === 'delete') return { position, op: 'delete', id };
         const galleries = [DEFAULT_GALLERY, ...(r.galleries as string[])];
         if (r.op === 'galleries') return { position, op: 'galleries', id, galleries };
+        if (!r.current) {
+          // Expected after a recogniser switch, for every such face: counted, not logged one by one.
+          this.otherModel++;
+          return { position, op: 'delete', id };
+        }
         const vector = bytesToFloats(r.embedding as Buffer);
         if (vector.length !== this.opts.dims) {
-          // Refusing it would stall the log for every later face; it is left out of search instead.
+          // Its model matches, so this is damage, not a pending migration. Refusing it would stall the
+          // log for every later face; it is left out of search instead.
           this.opts.log.warn({ faceId: id, dims: vector.length }, 'face embedding has the wrong size for the search index; not searchable');
           return { position, op: 'delete', id };
         }

@@ -35,7 +35,8 @@ export function sniffImageType(bytes: Buffer): string {
   return 'application/octet-stream';
 }
 
-async function fsyncDir(dir: string): Promise<void> {
+/** Makes a directory's entries (a rename, a new file) durable. */
+export async function fsyncDir(dir: string): Promise<void> {
   const fh = await fs.open(dir, constants.O_RDONLY);
   try {
     await fh.sync();

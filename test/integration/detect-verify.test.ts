@@ -63,6 +63,35 @@ describe('POST /v1/detect/', () => {
     expect(some.body.faces[0].emotions).toBeUndefined();
   });
 
+  it('gives five landmarks and a quality per face only when asked', async () => {
+    // Sample 6: four faces turned less than about 30 degrees (sample 2 has a profile, quality 0).
+    const r = await post('/v1/detect/', form({ photo: sample(6), landmarks: 'true', quality: 'true' }));
+    expect(r.status).toBe(200);
+    expect(r.body.faces).toHaveLength(SAMPLE_FACES[6]);
+    for (const f of r.body.faces) {
+      expect(Object.keys(f)).toEqual(['x1', 'y1', 'x2', 'y2', 'landmarks', 'quality']);
+      expect(f.quality).toBeGreaterThan(0.3);
+      expect(f.quality).toBeLessThanOrEqual(1);
+      expect(f.landmarks).toHaveLength(5);
+      const [rightEye, leftEye, nose, mouthRight, mouthLeft] = f.landmarks as [number, number][];
+      const w = f.x2 - f.x1;
+      for (const [x, y] of f.landmarks) {
+        expect(x).toBeGreaterThan(f.x1 - 0.1 * w);
+        expect(x).toBeLessThan(f.x2 + 0.1 * w);
+        expect(y).toBeGreaterThan(f.y1);
+        expect(y).toBeLessThan(f.y2);
+      }
+      // The subject's right eye and mouth corner are on the image's left; eyes above the nose above the mouth.
+      expect(rightEye[0]).toBeLessThan(leftEye[0]);
+      expect(mouthRight[0]).toBeLessThan(mouthLeft[0]);
+      expect(Math.max(rightEye[1], leftEye[1])).toBeLessThan(nose[1]);
+      expect(nose[1]).toBeLessThan(Math.min(mouthRight[1], mouthLeft[1]));
+    }
+    const plain = await post('/v1/detect/', form({ photo: sample(6) }));
+    expect(plain.body.faces[0].landmarks).toBeUndefined();
+    expect(plain.body.faces[0].quality).toBeUndefined();
+  });
+
   it('fetches a photo by URL given in JSON', async () => {
     const r = await post('/v1/detect/', { photo: `${photoBase}/sample1.jpg` });
     expect(r.status).toBe(200);
@@ -207,6 +236,25 @@ describe('POST /v0/verify/', () => {
     expect(r.status).toBe(422);
     expect(r.body).toMatchObject({ code: 422, error: 'NO_FACE', param: 'photo2' });
   });
+});
+
+describe('verify on labelled people', () => {
+  // Two photos each of six people: news photos and tight grey TV-series crops.
+  const people = ['barack_obama', 'joe_biden', 'kit_harington', 'rose_leslie', 'sheldon', 'penny'];
+  const photos = people.flatMap((p) => [1, 2].map((n) => ({ person: p, file: `${p}__${n}.${p === 'sheldon' || p === 'penny' ? 'png' : 'jpg'}` })));
+
+  it.skipIf(!haveSharedFaces)('verifies every same-person pair and no other at the medium preset', async () => {
+    const wrong: string[] = [];
+    for (let i = 0; i < photos.length; i++) {
+      for (let j = i + 1; j < photos.length; j++) {
+        const r = await post('/v0/verify/', form({ photo1: sharedFace(photos[i].file), photo2: sharedFace(photos[j].file), threshold: 'medium' }));
+        expect(r.status).toBe(200);
+        const same = photos[i].person === photos[j].person;
+        if (r.body.verified !== same) wrong.push(`${photos[i].file} vs ${photos[j].file}: ${JSON.stringify(r.body.results)}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  }, 120_000);
 });
 
 describe('docs', () => {

@@ -6,7 +6,7 @@
  *
  * Runs the built JavaScript (dist/), which it rebuilds first.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findProjectRoot } from '../../src/config.js';
 import { PhotoBlobs } from '../../src/services/photo-blobs.js';
 import { form, sample } from '../helpers/images.js';
+import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
 
 const run = promisify(execFile);
 const root = findProjectRoot();
@@ -26,41 +27,13 @@ let dir: string;
 let dataDir: string;
 let env: NodeJS.ProcessEnv;
 
-interface Service {
-  child: ChildProcess;
-  base: string;
-  output: () => string;
-  exited: Promise<number | null>;
-}
-
-/** Starts `node dist/src/main.js` and waits for its "listening" log line. */
-async function startService(): Promise<Service> {
-  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setInterval(() => {
-      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(out);
-      if (m) {
-        clearInterval(timer);
-        resolve(Number(m[1]));
-      }
-    }, 50);
-    exited.then((code) => {
-      clearInterval(timer);
-      reject(new Error(`service exited (${code}) before listening:\n${out.slice(-3000)}`));
-    });
-  });
-  return { child, base: `http://127.0.0.1:${port}`, output: () => out, exited };
-}
+const startService = () => startProcess(env);
 
 let token: string;
 const auth = () => ({ Authorization: `Token ${token}` });
 
 beforeAll(async () => {
-  await run('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root });
+  await buildDist();
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-restart-'));
   await chmod(dir, 0o755);
   dataDir = path.join(dir, 'data');
@@ -85,7 +58,7 @@ afterAll(async () => {
 });
 
 describe('the service process', () => {
-  let service: Service;
+  let service: ServiceProcess;
 
   it('initialises its database on first start and prints an admin token once', async () => {
     service = await startService();

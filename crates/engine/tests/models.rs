@@ -297,5 +297,9 @@ fn the_previous_pipeline_stays_selectable() {
     assert_eq!((old.info().detector.as_str(), old.info().recognizer.as_str(), old.info().dim), ("blazeface-back", "faceres", 1024));
     let a = old.analyze(&demo(2), &ALL).unwrap();
     assert_eq!(a.faces.len(), 3);
-    assert!(a.faces.iter().all(|f| f.landmarks.len() == 12 && f.quality > 0.0));
+    let q: Vec<(usize, f32)> = a.faces.iter().map(|f| (f.landmarks.len(), f.quality)).collect();
+    // The biggest face of sample 2 is turned to a profile (nose beyond both eyes): quality 0.
+    assert!(q.iter().all(|&(n, q)| n == 12 && (0.0..=1.0).contains(&q)), "{q:?}");
+    assert_eq!(q[0].1, 0.0, "{q:?}");
+    assert!(q[1..].iter().all(|&(_, q)| q > 0.3), "{q:?}");
 }
