@@ -25,6 +25,10 @@ export interface EngineOptions {
   maxPixels: number;
   recognizer?: string;
   detector?: string;
+  /** Manifest id of the age model; unset: the manifest's `age`, else `ageGender`, else the recogniser's head. */
+  ageModel?: string;
+  /** Manifest id of the gender model; unset: the manifest's `gender`, else `ageGender`, else the recogniser's head. */
+  genderModel?: string;
   detectThreshold?: number;
   /** Smallest face side in pixels the detector searches for. */
   minFace?: number;
@@ -72,6 +76,7 @@ export interface EngineInfo {
   providers: string[];
   simd: string;
   recognizer: string;
+  detector: string;
   dim: number;
   models: { id: string; onnx: string }[];
 }

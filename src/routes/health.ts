@@ -20,7 +20,8 @@ const healthResponse = z.object({
   engine: z.object({
     providers: z.array(z.string()).meta({ description: 'Execution providers in use, in priority order.' }),
     simd: z.string().meta({ description: 'SIMD level of the similarity kernels.' }),
-    recognizer: z.string(),
+    recognizer: z.string().meta({ description: 'Manifest id of the recogniser (embeddings).' }),
+    detector: z.string().meta({ description: 'Manifest id of the face detector.' }),
     dim: z.number().int().meta({ description: 'Embedding dimension.' }),
     models: z.array(z.object({ id: z.string(), onnx: z.string() })),
   }),
@@ -65,6 +66,7 @@ export function registerHealth(registry: RouteRegistry, engine: Engine, index?: 
           providers: info.providers,
           simd: info.simd,
           recognizer: info.recognizer,
+          detector: info.detector,
           dim: info.dim,
           models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
         },

@@ -43,6 +43,10 @@ pub struct EngineOptions {
     pub recognizer: Option<String>,
     /// Manifest id of the detector (default: the manifest's).
     pub detector: Option<String>,
+    /// Manifest id of the age model (default: the manifest's age, else ageGender, else the recogniser's own head).
+    pub age_model: Option<String>,
+    /// Manifest id of the gender model (default: the manifest's gender, else ageGender, else the recogniser's own head).
+    pub gender_model: Option<String>,
     /// Detector score threshold 0..1 (default: the detector's own, 0.78 for YuNet).
     pub detect_threshold: Option<f64>,
     /// Smallest face side in pixels searched for in large photos (default 40); sets the
@@ -118,6 +122,7 @@ pub struct EngineInfo {
     /// SIMD level used for similarity ("avx512f", "avx2+fma" or "scalar").
     pub simd: String,
     pub recognizer: String,
+    pub detector: String,
     pub dim: u32,
     pub models: Vec<ModelInfo>,
 }
@@ -182,7 +187,7 @@ impl FaceEngine {
         Ok(promise)
     }
 
-    /// Reports execution providers, SIMD level, recogniser and embedding size.
+    /// Reports execution providers, SIMD level, recogniser, detector and embedding size.
     #[napi]
     pub fn info(&self) -> Result<EngineInfo> {
         let engine = self.engine().map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
@@ -191,6 +196,7 @@ impl FaceEngine {
             providers: info.providers,
             simd: info.simd,
             recognizer: info.recognizer,
+            detector: info.detector,
             dim: info.dim as u32,
             models: info.models.into_iter().map(|(id, onnx)| ModelInfo { id, onnx }).collect(),
         })
@@ -262,6 +268,8 @@ fn core_engine_options(o: EngineOptions) -> std::result::Result<CoreEngineOption
         max_pixels: o.max_pixels as u64,
         recognizer: o.recognizer,
         detector: o.detector,
+        age_model: o.age_model,
+        gender_model: o.gender_model,
         detect_threshold: o.detect_threshold.map(|t| t as f32),
         min_face: match o.min_face {
             None => CoreEngineOptions::default().min_face,
