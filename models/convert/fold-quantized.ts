@@ -35,7 +35,7 @@ import {
 import { ProtoMessage, ProtoWriter, type WireField } from './protobuf.js';
 
 /** Bump whenever the emitted ONNX can change, so cached conversions are redone. */
-export const FOLD_VERSION = 1;
+export const FOLD_VERSION = 2;
 
 export interface FoldOptions {
   /** Graph input/output name -> axis -> symbolic dimension name. */
@@ -125,8 +125,9 @@ export function foldQuantized(source: Uint8Array, options: FoldOptions = {}): Fo
         fields.push(...withDims(f));
         break;
       case GraphField.valueInfo:
-        // Shapes of folded tensors would describe values no node produces any more.
-        if (produced.has(valueInfoName(ProtoMessage.decode(f.payload)))) fields.push(f);
+        // Shapes of folded tensors would describe values no node produces any more, and with
+        // symbolic dims every recorded intermediate shape is one size's: ONNX Runtime infers them.
+        if (!options.symbolicDims && produced.has(valueInfoName(ProtoMessage.decode(f.payload)))) fields.push(f);
         break;
       default:
         fields.push(f);
