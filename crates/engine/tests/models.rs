@@ -303,3 +303,63 @@ fn the_previous_pipeline_stays_selectable() {
     assert_eq!(q[0].1, 0.0, "{q:?}");
     assert!(q[1..].iter().all(|&(_, q)| q > 0.3), "{q:?}");
 }
+
+#[test]
+fn default_age_and_gender_are_plausible() {
+    let Some(engine) = engine() else { return };
+    let loaded: Vec<String> = engine.info().models.into_iter().map(|(id, _)| id).collect();
+    assert!(loaded.iter().any(|m| m == "cydral-age") && loaded.iter().any(|m| m == "cydral-gender"), "{loaded:?}");
+    // The 22 faces of the demo photos are young women (twenties to thirties, by eye).
+    let (mut ages, mut genders) = (Vec::new(), Vec::new());
+    for n in 1..=6 {
+        let a = engine.analyze(&demo(n), &AnalyzeOptions { age: true, gender: true, ..DETECT_ONLY }).unwrap();
+        for f in &a.faces {
+            ages.push(f.age.expect("age asked for"));
+            genders.push(f.gender.expect("gender asked for"));
+        }
+    }
+    eprintln!("demo ages {ages:?}, genders {genders:?}");
+    assert_eq!(ages.len(), 22);
+    assert!(ages.iter().all(|a| (15..=50).contains(a)), "{ages:?}");
+    let mut sorted = ages.clone();
+    sorted.sort();
+    assert!((20..=35).contains(&sorted[11]), "median age {}", sorted[11]);
+    let female = genders.iter().filter(|g| **g == face_engine::Gender::Female).count();
+    assert!(female >= 20, "{female} of 22 faces called female");
+
+    // On the UTKFace chips of the labelled set (when present), near what bench/attributes.ts
+    // measured: gender 44 of 48 right, age mean absolute error 7.5 years.
+    let dir = root().join("../shared/testdata/faces");
+    let Ok(text) = std::fs::read_to_string(dir.join("labels.json")) else {
+        eprintln!("SKIPPED: labelled photos not found at {}", dir.display());
+        return;
+    };
+    let labels: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (mut errors, mut right, mut n) = (Vec::new(), 0, 0);
+    for entry in labels.as_array().unwrap() {
+        let (Some(age), Some(gender)) = (entry["attributes"]["age"].as_f64(), entry["attributes"]["gender"].as_str()) else { continue };
+        let bytes = std::fs::read(dir.join(entry["file"].as_str().unwrap())).unwrap();
+        let a = engine.analyze(&bytes, &AnalyzeOptions { age: true, gender: true, ..DETECT_ONLY }).unwrap();
+        let f = &a.faces[0];
+        errors.push((f.age.unwrap() as f64 - age).abs());
+        n += 1;
+        right += usize::from(f.gender.unwrap().as_str() == gender);
+    }
+    let mae = errors.iter().sum::<f64>() / errors.len() as f64;
+    eprintln!("labelled: gender {right}/{n}, age MAE {mae:.2}");
+    assert!(n >= 40 && right * 100 >= n * 88, "gender {right} of {n}");
+    assert!(mae < 9.0, "age MAE {mae}");
+
+    // FaceRes' heads stay selectable.
+    let faceres = Engine::open(EngineOptions {
+        model_dir: root().join("models"),
+        ort_library: ort_library(),
+        age_model: Some("faceres".into()),
+        gender_model: Some("faceres".into()),
+        ..EngineOptions::default()
+    })
+    .unwrap();
+    assert!(faceres.info().models.iter().any(|(id, _)| id == "faceres"));
+    let a = faceres.analyze(&demo(2), &AnalyzeOptions { age: true, gender: true, ..DETECT_ONLY }).unwrap();
+    assert!(a.faces.iter().all(|f| f.age.is_some_and(|a| a < 100) && f.gender.is_some()));
+}
