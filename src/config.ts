@@ -41,9 +41,10 @@ function dropEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
 }
 
 function envSchema(root: string, cores: number) {
-  // One ORT thread pool per session competes with the others, so the default
-  // splits the cores between workers rather than giving each all of them.
-  const workers = Math.max(1, Math.min(4, Math.floor(cores / 2)));
+  // Inference workers side by side, each with its own single-threaded sessions, beat one worker
+  // whose session spreads over the cores: on 2 cores, 2 x 1 gave 1.2x the photos/s of 1 x 2 for
+  // detect + embed (bench/RESULTS.md). Beyond 8 workers, the cores go to intra-op threads.
+  const workers = Math.max(1, Math.min(8, cores));
   const intra = Math.max(1, Math.floor(cores / workers));
   return z.object({
     PORT: intVar(8080).pipe(z.number().max(65535)),

@@ -146,15 +146,31 @@ pub fn warp_antialiased(img: &RgbImage, photo_to_crop: &Affine, width: u32, heig
     if x1 <= x0 + 1 || y1 <= y0 + 1 {
         return warp(img, photo_to_crop, width, height);
     }
-    let region = image::imageops::crop_imm(img, x0, y0, x1 - x0, y1 - y0).to_image();
     let factor = (2.0 * s).min(1.0);
     let (rw, rh) = (((x1 - x0) as f32 * factor).round().max(1.0) as u32, ((y1 - y0) as f32 * factor).round().max(1.0) as u32);
-    let small = image::imageops::resize(&region, rw, rh, image::imageops::FilterType::Triangle);
+    let small = resize_region(img, [x0 as f64, y0 as f64, (x1 - x0) as f64, (y1 - y0) as f64], rw, rh);
     let sx = rw as f32 / (x1 - x0) as f32;
     let sy = rh as f32 / (y1 - y0) as f32;
     // photo -> small: ((x - x0) * sx, (y - y0) * sy); compose so small -> crop.
     let to_photo = Affine { a: 1.0 / sx, b: 0.0, c: x0 as f32, d: 0.0, e: 1.0 / sy, f: y0 as f32 };
     warp(&small, &compose(photo_to_crop, &to_photo), width, height)
+}
+
+/// The `[left, top, width, height]` region of `img` (photo pixels, fractional allowed) resampled
+/// to `width` x `height` with a bilinear filter widened to the scale, so shrinking averages every
+/// pixel a target pixel covers instead of aliasing. SIMD (fast_image_resize); on a 2 MP photo
+/// about ten times faster than `image`'s triangle filter.
+pub fn resize_region(img: &RgbImage, region: [f64; 4], width: u32, height: u32) -> RgbImage {
+    use fast_image_resize::{images::ImageRef, FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+    let (w, h) = img.dimensions();
+    let mut out = RgbImage::new(width.max(1), height.max(1));
+    let Ok(src) = ImageRef::new(w, h, img.as_raw(), PixelType::U8x3) else { return out };
+    let (ow, oh) = out.dimensions();
+    let Ok(mut dst) = fast_image_resize::images::Image::from_slice_u8(ow, oh, &mut out, PixelType::U8x3) else { return RgbImage::new(ow, oh) };
+    let options = ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear)).crop(region[0], region[1], region[2], region[3]);
+    // Sizes and the crop are consistent by construction; a failure would leave the output black.
+    let _ = Resizer::new().resize(&src, &mut dst, &options);
+    out
 }
 
 /// `outer ∘ inner`: apply `inner` first.

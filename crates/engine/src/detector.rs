@@ -354,7 +354,7 @@ pub fn cut_by_tile_edge(pass: &Pass, d: &Detection, input: u32, photo_w: u32, ph
 
 /// The photo resampled at each pyramid scale (photo pixels per level pixel).
 ///
-/// Shrinking uses a triangle filter sized to the scale, which averages the pixels a level
+/// Shrinking uses a bilinear filter sized to the scale, which averages the pixels a level
 /// pixel covers; sampling the original photo directly would alias small faces into noise.
 pub fn pyramid(photo: &RgbImage, scales: &[f32]) -> Vec<RgbImage> {
     let (w, h) = photo.dimensions();
@@ -366,7 +366,7 @@ pub fn pyramid(photo: &RgbImage, scales: &[f32]) -> Vec<RgbImage> {
             if lw == w && lh == h {
                 photo.clone()
             } else {
-                image::imageops::resize(photo, lw, lh, image::imageops::FilterType::Triangle)
+                crate::align::resize_region(photo, [0.0, 0.0, w as f64, h as f64], lw, lh)
             }
         })
         .collect()

@@ -2,7 +2,7 @@
 //! without the (often unstored) camera frame.
 
 use image::codecs::jpeg::JpegEncoder;
-use image::imageops::{self, FilterType};
+use image::imageops;
 use image::RgbImage;
 
 use crate::error::{EngineError, Result};
@@ -31,15 +31,14 @@ pub fn face_thumbnail(img: &RgbImage, b: [i32; 4], max_side: u32) -> Result<Vec<
     if left >= right || top >= bottom {
         return Err(EngineError::BadParam(format!("face box {b:?} lies outside the {w}x{h} image")));
     }
-    let region = imageops::crop_imm(img, left, top, right - left, bottom - top).to_image();
-    let (cw, ch) = region.dimensions();
+    let (cw, ch) = (right - left, bottom - top);
     let scale = (max_side as f32 / cw.max(ch) as f32).min(1.0);
     let sized = if scale < 1.0 {
         let tw = ((cw as f32 * scale).round() as u32).max(1);
         let th = ((ch as f32 * scale).round() as u32).max(1);
-        imageops::resize(&region, tw, th, FilterType::Triangle)
+        crate::align::resize_region(img, [left as f64, top as f64, cw as f64, ch as f64], tw, th)
     } else {
-        region
+        imageops::crop_imm(img, left, top, cw, ch).to_image()
     };
     let mut out = Vec::with_capacity(8 << 10);
     JpegEncoder::new_with_quality(&mut out, QUALITY)

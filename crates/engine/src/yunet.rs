@@ -119,9 +119,18 @@ pub fn leave_to_whole_pass(window: &Window, d: &Detection) -> bool {
 /// Renders a window of the photo as the model's input (antialiased when it shrinks).
 pub fn render(img: &RgbImage, window: &Window, spec: &InputSpec) -> YunetInput {
     let p = &window.pass;
-    let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
     let (cw, ch) = (window.content_width, window.content_height);
-    let content = align::warp_antialiased(img, &t, cw, ch);
+    let content = if p.origin_x >= 0.0 && p.origin_y >= 0.0 && p.origin_x + cw as f32 * p.scale <= img.width() as f32 + 0.5 && p.origin_y + ch as f32 * p.scale <= img.height() as f32 + 0.5 {
+        // Axis-aligned and inside the photo (every planned window): one SIMD resample.
+        let region = [p.origin_x as f64, p.origin_y as f64, (cw as f32 * p.scale) as f64, (ch as f32 * p.scale) as f64];
+        let [l, t, w, h] = region;
+        let clamped = [l, t, w.min(img.width() as f64 - l), h.min(img.height() as f64 - t)];
+        align::resize_region(img, clamped, cw, ch).into_raw()
+    } else {
+        // Windows reaching past the photo (around a caller's box near an edge): edge-clamped warp.
+        let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
+        align::warp_antialiased(img, &t, cw, ch)
+    };
     let (iw, ih) = window.input_size();
     let rgb = if (iw, ih) == (cw, ch) {
         content
@@ -148,7 +157,7 @@ pub fn framed(img: &RgbImage) -> (RgbImage, Window) {
     let inner = (WORKING_SIDE / RETRY_FRAME).min(long);
     let k = inner / long; // square pixels per photo pixel
     let (sw, sh) = (((w as f32 * k).round() as u32).max(1), ((h as f32 * k).round() as u32).max(1));
-    let small = image::imageops::resize(img, sw, sh, image::imageops::FilterType::Triangle);
+    let small = align::resize_region(img, [0.0, 0.0, w as f64, h as f64], sw, sh);
     let side = (inner * RETRY_FRAME).round() as u32;
     let mut square = RgbImage::new(side, side);
     let (ox, oy) = ((side - sw) / 2, (side - sh) / 2);
