@@ -203,12 +203,7 @@ impl AttributeModel {
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<AgeGender>> {
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let mut data = Vec::with_capacity(chunk.len() * self.input.values_per_image());
-            for crop in chunk {
-                self.input.push_image(crop, &mut data);
-            }
-            let spec = &self.input;
-            let outputs = runtime::run_images(&mut self.session, spec, chunk.len(), spec.height, spec.width, data)?;
+            let outputs = runtime::run_crops(&mut self.session, &self.input, chunk)?;
             let (age, gender) = (head_rows(&self.id, &outputs, self.age.as_ref(), chunk.len())?, head_rows(&self.id, &outputs, self.gender.as_ref(), chunk.len())?);
             for i in 0..chunk.len() {
                 all.push(AgeGender {
@@ -264,12 +259,7 @@ impl EmotionModel {
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<Vec<(String, f32)>>> {
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let mut data = Vec::with_capacity(chunk.len() * self.input.values_per_image());
-            for crop in chunk {
-                self.input.push_image(crop, &mut data);
-            }
-            let spec = &self.input;
-            let outputs = runtime::run_images(&mut self.session, spec, chunk.len(), spec.height, spec.width, data)?;
+            let outputs = runtime::run_crops(&mut self.session, &self.input, chunk)?;
             let out = outputs.first().ok_or_else(|| EngineError::Model("emotion model has no output".into()))?;
             let n = out.data.len() / chunk.len();
             for row in out.data.chunks_exact(n) {

@@ -64,12 +64,7 @@ impl Recognizer {
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<FaceVector>> {
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let mut data = Vec::with_capacity(chunk.len() * self.input.values_per_image());
-            for crop in chunk {
-                self.input.push_image(crop, &mut data);
-            }
-            let spec = &self.input;
-            let outputs = runtime::run_images(&mut self.session, spec, chunk.len(), spec.height, spec.width, data)?;
+            let outputs = runtime::run_crops(&mut self.session, &self.input, chunk)?;
             self.resolve_outputs(&outputs);
             all.extend(self.split(&outputs, chunk.len())?);
         }

@@ -188,6 +188,16 @@ pub struct Output {
     pub data: Vec<f32>,
 }
 
+/// Runs `session` on a batch of crops (RGB8 at the model's input size), converted to the layout,
+/// colour order and value range `spec` gives.
+pub fn run_crops(session: &mut Session, spec: &InputSpec, crops: &[&[u8]]) -> Result<Vec<Output>> {
+    let mut data = Vec::with_capacity(crops.len() * spec.values_per_image());
+    for crop in crops {
+        spec.push_image(crop, &mut data);
+    }
+    run_images(session, spec, crops.len(), spec.height, spec.width, data)
+}
+
 /// Runs `session` on one float image batch laid out as `spec` says and copies every output out.
 pub fn run_images(session: &mut Session, spec: &InputSpec, batch: usize, height: u32, width: u32, data: Vec<f32>) -> Result<Vec<Output>> {
     let shape = spec.shape(batch, height, width);
