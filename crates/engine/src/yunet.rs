@@ -71,14 +71,34 @@ impl Window {
     }
 }
 
+/// At most this many windows per photo: beyond it the working scale is lowered (the smallest
+/// face found grows) rather than the work, so no photo within the pixel limit costs more than
+/// about 64 passes of 2048 x 2048.
+pub const MAX_WINDOWS: usize = 64;
+
 /// The windows covering a `width` x `height` photo so that faces of `min_face` photo pixels
-/// and larger are found.
+/// and larger are found. Empty when no face the detector can find fits in the photo (a sliver
+/// a few pixels high): there is nothing to look at, and tiling it would cost a pass per sliver.
 pub fn plan(width: u32, height: u32, min_face: f32) -> Vec<Window> {
     let (w, h) = (width as f32, height as f32);
     let long = w.max(h);
     // Input pixels per photo pixel.
     let needed = MODEL_MIN_FACE / min_face.max(1.0);
-    let scale = needed.max(WORKING_SIDE / long).min(1.0);
+    let mut scale = needed.max(WORKING_SIDE / long).min(1.0);
+    loop {
+        if w.min(h) * scale < MODEL_MIN_FACE {
+            return Vec::new();
+        }
+        let windows = windows_at(w, h, scale);
+        if windows.len() <= MAX_WINDOWS {
+            return windows;
+        }
+        scale /= 2.0;
+    }
+}
+
+fn windows_at(w: f32, h: f32, scale: f32) -> Vec<Window> {
+    let long = w.max(h);
     let whole = |scale: f32| Window {
         pass: Pass { origin_x: 0.0, origin_y: 0.0, scale: 1.0 / scale, level: 0, tiled: false },
         content_width: (w * scale).round().max(1.0) as u32,
@@ -290,6 +310,18 @@ mod tests {
         let last = w.last().unwrap();
         let right = last.pass.origin_x + last.content_width as f32 * last.pass.scale;
         assert!((right - 20000.0).abs() < 2.0, "{right}");
+    }
+
+    #[test]
+    fn slivers_and_extreme_shapes_stay_bounded() {
+        // 1 x 40,000,000: no face fits, nothing to run.
+        assert!(plan(40_000_000, 1, 40.0).is_empty());
+        assert!(plan(1, 250_000, 40.0).is_empty());
+        // 200,000 x 200 (40 MP): tiles, but never more than the cap.
+        let w = plan(200_000, 200, 20.0);
+        assert!(!w.is_empty() && w.len() <= MAX_WINDOWS, "{}", w.len());
+        // The largest photo the default pixel limit allows, square: a bounded tiling.
+        assert!(plan(6325, 6325, 8.0).len() <= MAX_WINDOWS);
     }
 
     #[test]

@@ -363,3 +363,14 @@ fn default_age_and_gender_are_plausible() {
     let a = faceres.analyze(&demo(2), &AnalyzeOptions { age: true, gender: true, ..DETECT_ONLY }).unwrap();
     assert!(a.faces.iter().all(|f| f.age.is_some_and(|a| a < 100) && f.gender.is_some()));
 }
+
+#[test]
+fn a_one_pixel_sliver_is_answered_without_a_detector_pass_per_strip() {
+    let Some(engine) = engine() else { return };
+    // 4,000,000 x 1: no face fits; planning tiles for it once meant thousands of passes.
+    let sliver = image::RgbImage::from_pixel(4_000_000, 1, image::Rgb([120, 110, 100]));
+    let mut png = Vec::new();
+    sliver.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
+    let a = engine.analyze(&png, &DETECT_ONLY).unwrap();
+    assert_eq!((a.width, a.height, a.faces.len()), (4_000_000, 1, 0));
+}
