@@ -232,6 +232,7 @@ export function convertPypiModel(root: string, model: PypiModel): FoldResult {
   const { package: name, version, file, license } = model.source;
   const result = foldQuantized(readPypiSource(root, model), {
     symbolicDims: symbolicDims(model),
+    expandPrelu: true,
     metadata: { source: `pypi:${name}==${version}/${file}`, license, converter: 'fold-quantized', converter_version: String(FOLD_VERSION) },
   });
   checkInterface(model, result.inputs, result.outputs);

@@ -90,7 +90,7 @@ function encodeAttribute(name: string, value: AttrValue): ProtoWriter {
   return w;
 }
 
-function encodeNode(node: OnnxNode): ProtoWriter {
+export function encodeNode(node: OnnxNode): ProtoWriter {
   const w = new ProtoWriter();
   for (const i of node.inputs) w.string(1, i);
   for (const o of node.outputs) w.string(2, o);
