@@ -192,7 +192,7 @@ for (const model of pypiModels) {
         if (!w) {
           // The scalar 0 of the PRelu rewrite is the one constant the converter adds.
           if (tensorName(t) === 'fold_quantized/zero') {
-            expect([...readTensor(t).values]).toEqual([0]);
+            expect(Array.from(readTensor(t).values)).toEqual([0]);
             continue;
           }
           // Not folded: must be the file's own initializer, byte for byte.
