@@ -107,7 +107,7 @@ async function modelsOf(sql: Sql): Promise<Map<number, string>> {
   return new Map((await sql`SELECT id, model FROM faces ORDER BY id`).map((r) => [Number(r.id), r.model as string]));
 }
 
-describe.skipIf(TARGET === 'faceres')(`switching the recogniser from faceres to ${TARGET}`, () => {
+describe(`switching the recogniser from faceres to ${TARGET}`, () => {
   let tdb: TestDatabase;
   let dir: string;
   let server: RunningServer | undefined;
@@ -196,7 +196,7 @@ describe.skipIf(TARGET === 'faceres')(`switching the recogniser from faceres to 
   });
 });
 
-describe.skipIf(TARGET === 'faceres')('a migration killed half-way', () => {
+describe('a migration killed half-way', () => {
   let tdb: TestDatabase;
   let dir: string;
   let service: ServiceProcess | undefined;
