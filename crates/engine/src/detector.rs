@@ -242,6 +242,12 @@ pub struct Pass {
 }
 
 impl Pass {
+    /// Photo pixels → detector-input pixels, for rendering the pass through a warp.
+    pub fn photo_to_input(&self) -> crate::align::Affine {
+        let k = 1.0 / self.scale;
+        crate::align::Affine { a: k, b: 0.0, c: -self.origin_x * k, d: 0.0, e: k, f: -self.origin_y * k }
+    }
+
     /// Maps a detection from detector-input pixels to photo pixels.
     pub fn to_photo(&self, d: &Detection) -> Detection {
         let m = |x: f32, y: f32| (self.origin_x + x * self.scale, self.origin_y + y * self.scale);

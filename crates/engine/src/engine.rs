@@ -663,7 +663,7 @@ impl Inner {
                 let inputs = passes
                     .iter()
                     .map(|p| {
-                        let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
+                        let t = p.photo_to_input();
                         let rgb = align::warp_antialiased(img, &t, input.width, input.height);
                         let mut buf = Vec::with_capacity(input.values_per_image());
                         input.push_image(&rgb, &mut buf);

@@ -15,7 +15,7 @@ use std::path::Path;
 use image::RgbImage;
 use ort::session::Session;
 
-use crate::align::{self, Affine};
+use crate::align;
 use crate::detector::{Detection, Pass};
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, Manifest, ModelEntry};
@@ -148,7 +148,7 @@ pub fn render(img: &RgbImage, window: &Window, spec: &InputSpec) -> YunetInput {
         align::resize_region(img, clamped, cw, ch).into_raw()
     } else {
         // Windows reaching past the photo (around a caller's box near an edge): edge-clamped warp.
-        let t = Affine { a: 1.0 / p.scale, b: 0.0, c: -p.origin_x / p.scale, d: 0.0, e: 1.0 / p.scale, f: -p.origin_y / p.scale };
+        let t = p.photo_to_input();
         align::warp_antialiased(img, &t, cw, ch)
     };
     let (iw, ih) = window.input_size();
