@@ -8,8 +8,10 @@
  * 500 so internal messages never leak; the cause is logged instead.
  */
 
-/** Error ids with the status each one is sent with. */
-export const ERROR_STATUS = {
+import { DomainError, type ErrorCode } from '../errors.js';
+
+/** The status each domain error code is sent with: the one place codes meet HTTP. */
+export const ERROR_STATUS: Record<ErrorCode, number> = {
   AUTH_FAILED: 401,
   BAD_PARAM: 400,
   MALFORMED_JSON: 400,
@@ -26,11 +28,14 @@ export const ERROR_STATUS = {
   IMAGE_UNSUPPORTED: 415,
   NO_FACE: 422,
   LOW_QUALITY: 422,
+  CLIENT_CLOSED: 499,
   SERVICE_UNAVAILABLE: 503,
+  SHARDS_UNAVAILABLE: 503,
+  OVERLOADED: 503,
   INTERNAL: 500,
-} as const;
+};
 
-export type ErrorId = keyof typeof ERROR_STATUS | (string & {});
+export type ErrorId = ErrorCode;
 
 export interface ErrorBody {
   code: number;
@@ -107,5 +112,10 @@ export const INTERNAL_REASON = 'Internal server error';
  */
 export function toHttpError(err: unknown): { error: HttpError; internal: boolean } {
   if (err instanceof HttpError) return { error: err, internal: err.status >= 500 && err.error === 'INTERNAL' };
+  if (err instanceof DomainError) {
+    const headers = err.retryAfterS !== undefined ? { ...err.headers, 'Retry-After': String(err.retryAfterS) } : err.headers;
+    const error = new HttpError(ERROR_STATUS[err.code], err.code, err.message, { ...err.details, param: err.param, headers, cause: err });
+    return { error, internal: err.code === 'INTERNAL' };
+  }
   return { error: new HttpError(500, 'INTERNAL', INTERNAL_REASON, { cause: err }), internal: true };
 }
