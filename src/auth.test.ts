@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AnyTokenVerifier, authenticate, StaticTokenVerifier, tokenFromHeader, type TokenVerifier } from './auth.js';
-import { HttpError } from './http/errors.js';
+import { DomainError } from './errors.js';
 
 describe('auth', () => {
   it('reads "Token <t>" headers only', () => {
@@ -26,8 +26,8 @@ describe('auth', () => {
 
   it('answers 401 AUTH_FAILED', async () => {
     const v = new StaticTokenVerifier('boot');
-    await expect(authenticate(undefined, v)).rejects.toMatchObject({ status: 401, error: 'AUTH_FAILED' });
-    await expect(authenticate('Token nope', v)).rejects.toBeInstanceOf(HttpError);
+    await expect(authenticate(undefined, v)).rejects.toMatchObject({ code: 'AUTH_FAILED' });
+    await expect(authenticate('Token nope', v)).rejects.toBeInstanceOf(DomainError);
     await expect(authenticate('Token boot', v)).resolves.toBeUndefined();
   });
 });

@@ -7,7 +7,7 @@
  * answers 401: the service fails closed rather than open.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { HttpError } from './http/errors.js';
+import { DomainError } from './errors.js';
 
 export interface TokenVerifier {
   /** True when the token grants access. Must not throw for unknown tokens. */
@@ -53,11 +53,11 @@ export function tokenFromHeader(header: string | undefined): string | undefined 
 export async function authenticate(header: string | undefined, verifier: TokenVerifier): Promise<void> {
   const token = tokenFromHeader(header);
   if (token === undefined) {
-    throw new HttpError(401, 'AUTH_FAILED', 'Missing or malformed Authorization header; expected "Token <token>"', {
+    throw new DomainError('AUTH_FAILED', 'Missing or malformed Authorization header; expected "Token <token>"', {
       headers: { 'WWW-Authenticate': 'Token' },
     });
   }
   if (!(await verifier.verify(token))) {
-    throw new HttpError(401, 'AUTH_FAILED', 'Invalid token', { headers: { 'WWW-Authenticate': 'Token' } });
+    throw new DomainError('AUTH_FAILED', 'Invalid token', { headers: { 'WWW-Authenticate': 'Token' } });
   }
 }

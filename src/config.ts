@@ -40,7 +40,7 @@ function dropEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
   return out;
 }
 
-function envSchema(root: string, cores: number) {
+function envSchema(root: string, cores: number, totalMem: number) {
   // Inference workers side by side, each with its own single-threaded sessions, beat one worker
   // whose session spreads over the cores: on 2 cores, 2 x 1 gave 1.2x the photos/s of 1 x 2 for
   // detect + embed (bench/RESULTS.md). Beyond 8 workers, the cores go to intra-op threads.
@@ -74,6 +74,12 @@ function envSchema(root: string, cores: number) {
     // verify carries two photos plus form overhead, so the body cap sits above two uploads.
     FACE_MAX_BODY_BYTES: intVar(21 * MiB, 1),
     FACE_MAX_INFLIGHT: intVar(Math.max(64, cores * 16), 1),
+    // Photo routes hold an upload and a decoded image each, and the inference workers are the
+    // bottleneck anyway: a few per core keeps batches full without holding memory for a queue.
+    FACE_MAX_ENGINE_INFLIGHT: intVar(Math.max(4, cores * 2), 1),
+    // Request bodies held at once, all requests together: a quarter of RAM, at most 512 MiB.
+    FACE_MAX_BODY_MEMORY: intVar(Math.min(512 * MiB, Math.floor(totalMem / 4)), MiB),
+    FACE_REQUEST_TIMEOUT_MS: intVar(30_000, 100),
     FACE_SHUTDOWN_TIMEOUT_MS: intVar(10_000, 0),
     FACE_FETCH_TIMEOUT_MS: intVar(5000, 1),
     FACE_FETCH_MAX_REDIRECTS: intVar(3, 0),
@@ -133,7 +139,14 @@ export interface Config {
   detectThreshold?: number;
   maxUploadBytes: number;
   maxBodyBytes: number;
+  /** Requests in progress on light routes (lookups, listings, changes). */
   maxInflight: number;
+  /** Requests in progress on photo routes (detect, verify, identify, enrol): their own limit. */
+  maxEngineInflight: number;
+  /** Request body bytes held at once; admission over it answers 503. */
+  maxBodyMemory: number;
+  /** A request unanswered after this many ms gets 503 and its work is cancelled. */
+  requestTimeoutMs: number;
   shutdownTimeoutMs: number;
   fetch: { timeoutMs: number; maxRedirects: number; allowPrivate: boolean };
   /** Search shards: their number, graph storage, and how often they are snapshotted to `<dataDir>/index`. */
@@ -161,11 +174,12 @@ export interface Config {
 /** Parses the environment; throws an Error naming every invalid variable. */
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
-  opts: { root?: string; cores?: number } = {},
+  opts: { root?: string; cores?: number; totalMem?: number } = {},
 ): Config {
   const root = opts.root ?? findProjectRoot();
   const cores = opts.cores ?? os.availableParallelism();
-  const parsed = envSchema(root, cores).safeParse(dropEmpty(env));
+  const totalMem = opts.totalMem ?? os.totalmem();
+  const parsed = envSchema(root, cores, totalMem).safeParse(dropEmpty(env));
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new Error(`invalid configuration: ${lines.join('; ')}`);
@@ -197,6 +211,9 @@ export function loadConfig(
     maxUploadBytes: e.FACE_MAX_UPLOAD_BYTES,
     maxBodyBytes: e.FACE_MAX_BODY_BYTES,
     maxInflight: e.FACE_MAX_INFLIGHT,
+    maxEngineInflight: e.FACE_MAX_ENGINE_INFLIGHT,
+    maxBodyMemory: e.FACE_MAX_BODY_MEMORY,
+    requestTimeoutMs: e.FACE_REQUEST_TIMEOUT_MS,
     shutdownTimeoutMs: e.FACE_SHUTDOWN_TIMEOUT_MS,
     fetch: {
       timeoutMs: e.FACE_FETCH_TIMEOUT_MS,

@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'BAD_PARAM'
   | 'MALFORMED_JSON'
   | 'MALFORMED_BODY'
+  | 'MALFORMED_REQUEST'
   | 'PHOTO_FETCH_FAILED'
   | 'IMAGE_CORRUPT'
   | 'TOO_MANY_FACES'
@@ -27,6 +28,7 @@ export type ErrorCode =
   | 'SERVICE_UNAVAILABLE'
   | 'SHARDS_UNAVAILABLE'
   | 'OVERLOADED'
+  | 'DEADLINE_EXCEEDED'
   | 'INTERNAL';
 
 export interface DomainErrorOptions {

@@ -54,11 +54,42 @@ describe('database token verifier', () => {
     }
   });
 
+  it('keeps valid tokens cached through a flood of random ones', async () => {
+    // Counts the lookups that reach the database; the store itself is the real one.
+    class CountingStore extends TokenStore {
+      lookups = 0;
+      override async isActive(token: string): Promise<boolean> {
+        this.lookups++;
+        return super.isActive(token);
+      }
+    }
+    const counting = new CountingStore(tdb.db.sql);
+    const verifier = new DbTokenVerifier(tdb.db.sql, counting, { ttlMs: 60_000, maxEntries: 50, maxNegativeEntries: 100 });
+    try {
+      const { token } = await store.create('flooded');
+      expect(await verifier.verify(token)).toBe(true);
+      expect(counting.lookups).toBe(1);
+      // Ten times the refusal cache's size in random tokens, each a database lookup of its own.
+      for (let i = 0; i < 1000; i++) expect(await verifier.verify(`fs_random_${i}_${Math.random()}`)).toBe(false);
+      expect(counting.lookups).toBe(1001);
+      expect(verifier.cached()).toEqual({ accepted: 1, refused: 100 });
+      // The valid token is still answered from the cache: no further lookup.
+      expect(await verifier.verify(token)).toBe(true);
+      expect(counting.lookups).toBe(1001);
+      // A refused token repeated within the TTL is answered from its own cache too.
+      expect(await verifier.verify('fs_random_999_x')).toBe(false);
+      expect(await verifier.verify('fs_random_999_x')).toBe(false);
+      expect(counting.lookups).toBe(1002);
+    } finally {
+      await verifier.close();
+    }
+  });
+
   it('answers 503 rather than 401 when the database is unreachable', async () => {
     const broken = await freshDatabase();
     const verifier = new DbTokenVerifier(broken.db.sql);
     await broken.db.close(0);
-    await expect(verifier.verify('fs_whatever')).rejects.toMatchObject({ status: 503 });
+    await expect(verifier.verify('fs_whatever')).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryAfterS: 1 });
     await broken.drop();
   });
 });

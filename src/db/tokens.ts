@@ -6,10 +6,14 @@
  * asks. Revocation must still bite at once, so `revoke` notifies on a
  * channel the verifier listens to and clears its cache; the short TTL covers
  * the moments the listening connection is down.
+ *
+ * Accepted and refused tokens live in two separate LRU caches: anyone can
+ * send endless random tokens, and in one shared cache those refusals would
+ * evict the few valid tokens, sending every real request to the database.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { TokenVerifier } from '../auth.js';
-import { HttpError } from '../http/errors.js';
+import { unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sql } from './client.js';
 
@@ -74,14 +78,53 @@ export class TokenStore {
 export interface DbTokenVerifierOptions {
   /** How long an answer is reused when no revocation notice arrives. */
   ttlMs?: number;
+  /** Accepted tokens kept (least recently used dropped first). */
   maxEntries?: number;
+  /** Refused tokens kept, in a cache of their own. */
+  maxNegativeEntries?: number;
   log?: Logger;
 }
 
+/** A size-bounded map that drops the least recently used entry; a Map iterates in insertion order. */
+export class LruCache<V> {
+  private readonly map = new Map<string, V>();
+
+  constructor(readonly max: number) {}
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  get(key: string): V | undefined {
+    const v = this.map.get(key);
+    if (v !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, v);
+    }
+    return v;
+  }
+
+  set(key: string, value: V): void {
+    this.map.delete(key);
+    if (this.map.size >= this.max) this.map.delete(this.map.keys().next().value as string);
+    this.map.set(key, value);
+  }
+
+  delete(key: string): void {
+    this.map.delete(key);
+  }
+
+  clear(): void {
+    this.map.clear();
+  }
+}
+
 export class DbTokenVerifier implements TokenVerifier {
-  private readonly cache = new Map<string, { ok: boolean; until: number }>();
+  /** Digest → expiry of tokens the database accepted. */
+  private readonly accepted: LruCache<number>;
+  /** Digest → expiry of tokens it refused; floods of random tokens churn only this one. */
+  private readonly refused: LruCache<number>;
   private readonly ttlMs: number;
-  private readonly maxEntries: number;
   private unlisten?: () => Promise<void>;
 
   constructor(
@@ -90,8 +133,9 @@ export class DbTokenVerifier implements TokenVerifier {
     opts: DbTokenVerifierOptions = {},
   ) {
     this.ttlMs = opts.ttlMs ?? 5000;
-    this.maxEntries = opts.maxEntries ?? 1000;
-    const listening = sql.listen(CHANNEL, () => this.cache.clear(), () => this.cache.clear());
+    this.accepted = new LruCache(opts.maxEntries ?? 1000);
+    this.refused = new LruCache(opts.maxNegativeEntries ?? 1000);
+    const listening = sql.listen(CHANNEL, () => this.clear(), () => this.clear());
     listening.then(
       (l) => {
         this.unlisten = l.unlisten;
@@ -104,23 +148,36 @@ export class DbTokenVerifier implements TokenVerifier {
     // Keyed by the digest so the cache never holds a token in the clear.
     const key = tokenHash(token);
     const now = Date.now();
-    const hit = this.cache.get(key);
-    if (hit && hit.until > now) return hit.ok;
+    const good = this.accepted.get(key);
+    if (good !== undefined) {
+      if (good > now) return true;
+      this.accepted.delete(key);
+    }
+    const bad = this.refused.get(key);
+    if (bad !== undefined) {
+      if (bad > now) return false;
+      this.refused.delete(key);
+    }
     let ok: boolean;
     try {
       ok = await this.store.isActive(token);
     } catch (err) {
       // Fail closed, but say why: a 401 would tell the client its token is bad.
-      throw new HttpError(503, 'SERVICE_UNAVAILABLE', 'Token store unavailable', { headers: { 'Retry-After': '1' }, cause: err });
+      throw unavailable('Token store unavailable', 1, err);
     }
-    if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value as string);
-    this.cache.set(key, { ok, until: now + this.ttlMs });
+    (ok ? this.accepted : this.refused).set(key, now + this.ttlMs);
     return ok;
+  }
+
+  /** Cached answers: accepted and refused tokens. */
+  cached(): { accepted: number; refused: number } {
+    return { accepted: this.accepted.size, refused: this.refused.size };
   }
 
   /** Drops cached answers (tests; revocations in this process). */
   clear(): void {
-    this.cache.clear();
+    this.accepted.clear();
+    this.refused.clear();
   }
 
   async close(): Promise<void> {

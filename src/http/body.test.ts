@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createBodyParser, type BodyLimits } from './body.js';
+import { createBodyParser, fieldText, parseFormBody, parseJsonBody, type BodyLimits } from './body.js';
 import { HttpError } from './errors.js';
 
 const limits: BodyLimits = { maxBodyBytes: 64 * 1024, maxUploadBytes: 1024, maxFieldBytes: 256 };
@@ -117,5 +117,27 @@ describe('JSON and form bodies', () => {
     expect((await failure(parse('text/plain', Buffer.from('hi')))).status).toBe(415);
     expect((await failure(parse(undefined, Buffer.from('hi')))).status).toBe(415);
     expect(await parse('text/plain', Buffer.alloc(0))).toEqual({});
+  });
+});
+
+describe('strict UTF-8', () => {
+  it('refuses JSON that is not valid UTF-8 instead of storing U+FFFD', () => {
+    expect(() => parseJsonBody(Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xc3, 0x28, 0x22, 0x7d]))).toThrow(
+      expect.objectContaining({ error: 'MALFORMED_JSON' }),
+    );
+    expect(parseJsonBody(Buffer.from('{"a":"é😀"}'))).toEqual({ a: 'é😀' });
+  });
+
+  it('reads multipart fields as UTF-8 bytes', () => {
+    expect(fieldText(Buffer.from('café', 'utf8').toString('latin1'))).toBe('café');
+    expect(fieldText(Buffer.from([0x61, 0xff]).toString('latin1'))).toBeUndefined();
+    // A part that named its own charset was decoded by busboy already.
+    expect(fieldText('日本')).toBe('日本');
+    expect(fieldText('bad \ufffd')).toBeUndefined();
+  });
+
+  it('refuses a form body with invalid escapes', () => {
+    expect(parseFormBody(Buffer.from('a=%C3%A9'))).toEqual({ a: 'é' });
+    expect(() => parseFormBody(Buffer.from('a=%C3'))).toThrow(expect.objectContaining({ error: 'MALFORMED_BODY' }));
   });
 });

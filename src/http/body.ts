@@ -9,7 +9,7 @@
  */
 import busboy from 'busboy';
 import { HttpError } from './errors.js';
-import { addParam, newParams, type RawParams } from './params.js';
+import { addParam, newParams, parseUrlEncoded, type RawParams } from './params.js';
 
 export interface BodyLimits {
   /** Whole request body, any encoding. */
@@ -56,11 +56,25 @@ export function createBodyParser(contentType: string | undefined, limits: BodyLi
   return new RefusingParser(type);
 }
 
+/** Throws on bytes that are not UTF-8, where Buffer#toString would substitute U+FFFD and store a different text. */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The bytes as UTF-8 text, or undefined when they are not valid UTF-8. */
+export function decodeUtf8(buf: Uint8Array): string | undefined {
+  try {
+    return strictUtf8.decode(buf);
+  } catch {
+    return undefined;
+  }
+}
+
 export function parseJsonBody(buf: Buffer): RawParams {
   if (buf.length === 0) return {};
+  const text = decodeUtf8(buf);
+  if (text === undefined) throw new HttpError(400, 'MALFORMED_JSON', 'Malformed JSON body: not valid UTF-8');
   let value: unknown;
   try {
-    value = JSON.parse(buf.toString('utf8'));
+    value = JSON.parse(text);
   } catch (err) {
     throw new HttpError(400, 'MALFORMED_JSON', `Malformed JSON body: ${(err as Error).message}`);
   }
@@ -71,9 +85,23 @@ export function parseJsonBody(buf: Buffer): RawParams {
 }
 
 export function parseFormBody(buf: Buffer): RawParams {
-  const out: RawParams = newParams();
-  for (const [k, v] of new URLSearchParams(buf.toString('utf8'))) addParam(out, k, v);
-  return out;
+  const malformed = (reason: string) => new HttpError(400, 'MALFORMED_BODY', `Malformed form body: ${reason}`);
+  const text = decodeUtf8(buf);
+  if (text === undefined) throw malformed('not valid UTF-8');
+  return parseUrlEncoded(text, malformed);
+}
+
+/**
+ * A multipart text field as busboy hands it over. busboy is told to read
+ * fields as latin1, so a field without a charset of its own arrives as one
+ * character per byte and is decoded here as strict UTF-8. A part that names
+ * its own charset was decoded by busboy with it; then a U+FFFD in the result
+ * is taken for bytes that charset could not decode.
+ */
+export function fieldText(value: string): string | undefined {
+  // eslint-disable-next-line no-control-regex
+  if (/^[\x00-\xff]*$/.test(value)) return decodeUtf8(Buffer.from(value, 'latin1'));
+  return value.includes('\ufffd') ? undefined : value;
 }
 
 class BufferedParser implements BodyParser {
@@ -126,6 +154,8 @@ class MultipartParser implements BodyParser {
     try {
       this.bb = busboy({
         headers: { 'content-type': contentType },
+        // Bytes in, so fieldText can decode them strictly (busboy's own UTF-8 decoding is lossy).
+        defCharset: 'latin1',
         limits: {
           fileSize: limits.maxUploadBytes,
           files: limits.maxFiles ?? 4,
@@ -162,7 +192,9 @@ class MultipartParser implements BodyParser {
     this.bb.on('field', (name, value, info) => {
       if (info.valueTruncated) return this.fail(tooLarge(`Field "${name}"`, maxFieldBytes, name));
       if (info.nameTruncated) return this.fail(new HttpError(400, 'MALFORMED_BODY', 'Multipart field name too long'));
-      addParam(this.params, name, value);
+      const text = fieldText(value);
+      if (text === undefined) return this.fail(new HttpError(400, 'BAD_PARAM', `${name}: not valid UTF-8 text`, { param: name }));
+      addParam(this.params, name, text);
     });
     this.bb.on('filesLimit', () => this.fail(new HttpError(413, 'PAYLOAD_TOO_LARGE', 'Too many files in the request')));
     this.bb.on('fieldsLimit', () => this.fail(new HttpError(413, 'PAYLOAD_TOO_LARGE', 'Too many fields in the request')));

@@ -66,3 +66,32 @@ export class ActivityTracker {
     });
   }
 }
+
+/**
+ * Bytes of request bodies the process may hold at once. A request is
+ * admitted only if its declared Content-Length fits (a chunked body is
+ * counted as it arrives), so the worst case is this budget rather than the
+ * in-flight limit times the largest body.
+ */
+export class MemoryBudget {
+  private used = 0;
+
+  constructor(readonly max: number) {
+    if (!(max >= 1)) throw new Error('memory budget must be at least 1 byte');
+  }
+
+  get reserved(): number {
+    return this.used;
+  }
+
+  tryReserve(bytes: number): boolean {
+    if (bytes <= 0) return true;
+    if (this.used + bytes > this.max) return false;
+    this.used += bytes;
+    return true;
+  }
+
+  release(bytes: number): void {
+    this.used = Math.max(0, this.used - bytes);
+  }
+}

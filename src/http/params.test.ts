@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { HttpError } from './errors.js';
-import { boolParam, jsonParam, numberParam, parseParams, queryToParams, textToBoolean, textToNumber } from './params.js';
+import { assertText, boolParam, idParam, jsonParam, numberParam, parseParams, parseUrlEncoded, queryToParams, textProblem, textToBoolean, textToNumber } from './params.js';
 
 const schema = z.object({
   photo: z.string(),
@@ -83,5 +83,45 @@ describe('parameter names', () => {
     expect(p.__proto__).toBe('x');
     expect(p.toString).toBe('y');
     expect(p.constructor).toBe('z');
+  });
+});
+
+describe('ids and text', () => {
+  const ids = z.object({ id: idParam('An id.') });
+
+  it('takes canonical decimal ids only', () => {
+    expect(parseParams(ids, { id: '42' })).toEqual({ id: 42 });
+    for (const id of ['+1', '01', '1.0', ' 1', '1 ', '9.99999e5', '-1', '0', '', '1_000', '٣']) {
+      expect(() => parseParams(ids, { id }), id).toThrow(HttpError);
+    }
+    expect(() => parseParams(ids, { id: String(Number.MAX_SAFE_INTEGER + 2) })).toThrow(/id/);
+    expect(parseParams(z.object({ k: idParam('Shard.', { min: 0, max: 3 }) }), { k: '0' })).toEqual({ k: 0 });
+  });
+
+  it('documents an id as an integer', () => {
+    const doc = z.toJSONSchema(ids, { io: 'input', unrepresentable: 'any' }) as any;
+    expect(doc.properties.id).toMatchObject({ type: 'integer', minimum: 1 });
+  });
+
+  it('refuses NUL and lone surrogates anywhere in the parameters, naming the field', () => {
+    expect(() => assertText({ meta: 'fine 😀', tags: ['a', { b: 'c' }], photo: Buffer.from([0]) })).not.toThrow();
+    expect(() => assertText({ meta: 'a\u0000b' })).toThrow(expect.objectContaining({ param: 'meta' }));
+    expect(() => assertText({ tags: ['ok', { deep: ['\ud800'] }] })).toThrow(expect.objectContaining({ param: 'tags' }));
+    expect(() => assertText({ ['bad\udc00']: 'x' })).toThrow(HttpError);
+    expect(textProblem('\ud83d\ude00')).toBeUndefined();
+  });
+
+  it('walks deeply nested values without recursion', () => {
+    let deep: unknown = 'x\u0000';
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(() => assertText({ deep })).toThrow(expect.objectContaining({ param: 'deep' }));
+  });
+
+  it('decodes urlencoded text strictly', () => {
+    const err = (reason: string) => new HttpError(400, 'BAD_PARAM', reason);
+    expect(parseUrlEncoded('a=1+2&b=%C3%A9&c', err)).toEqual({ a: '1 2', b: 'é', c: '' });
+    expect(() => parseUrlEncoded('a=%ff', err)).toThrow(/percent-encoding/);
+    expect(() => parseUrlEncoded('a=%e', err)).toThrow(HttpError);
+    expect(() => queryToParams('meta=%ed%a0%80')).toThrow(expect.objectContaining({ error: 'BAD_PARAM' }));
   });
 });

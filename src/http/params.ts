@@ -46,6 +46,89 @@ export const numberParam = <T extends z.ZodType>(schema: T) => z.preprocess(text
 
 export const jsonParam = <T extends z.ZodType>(schema: T) => z.preprocess(textToJson, schema);
 
+/** Plain decimal digits: no sign, no leading zero, no exponent, no fraction, no spaces. */
+const CANONICAL_INTEGER = /^(0|[1-9][0-9]*)$/;
+
+/**
+ * A path id: canonical decimal text only, so one resource has exactly one
+ * URL. `+1`, `01`, `1.0`, `1e3` and `%201` (a decoded leading space) are
+ * refused rather than quietly naming face 1 or 1000, which would let caches,
+ * logs and access rules disagree about what was asked for.
+ */
+export function idParam(description: string, range: { min?: number; max?: number } = {}) {
+  const min = range.min ?? 1;
+  const max = range.max ?? Number.MAX_SAFE_INTEGER;
+  return z
+    .string()
+    .regex(CANONICAL_INTEGER, { message: 'expected an integer in plain decimal digits (no sign, leading zero, exponent or spaces)' })
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max))
+    .meta({ description, type: 'integer', minimum: min, ...(max < Number.MAX_SAFE_INTEGER ? { maximum: max } : {}) });
+}
+
+/** Why a string is not acceptable text, or undefined when it is. */
+export function textProblem(s: string): string | undefined {
+  if (s.includes('\0')) return 'must not contain NUL characters';
+  // A lone surrogate (from a `\ud800` JSON escape) has no UTF-8 form: storing it would turn it into U+FFFD.
+  if (!(s as string & { isWellFormed(): boolean }).isWellFormed()) return 'must be valid Unicode text (no lone surrogates)';
+  return undefined;
+}
+
+/**
+ * Refuses any string in `params` (nested arrays and objects included, keys
+ * too) that is not valid text: 400 BAD_PARAM naming the top-level field.
+ * Iterative, so a deeply nested JSON body cannot exhaust the stack.
+ */
+export function assertText(params: RawParams): void {
+  const stack: Array<{ value: unknown; path: string; top: string }> = [];
+  for (const [k, v] of Object.entries(params)) stack.push({ value: v, path: k, top: k });
+  for (const [k] of Object.entries(params)) {
+    const problem = textProblem(k);
+    if (problem) throw new HttpError(400, 'BAD_PARAM', `parameter name ${problem}`);
+  }
+  while (stack.length > 0) {
+    const { value, path, top } = stack.pop()!;
+    if (typeof value === 'string') {
+      const problem = textProblem(value);
+      if (problem) throw new HttpError(400, 'BAD_PARAM', `${path}: ${problem}`, { param: top });
+    } else if (Array.isArray(value)) {
+      value.forEach((v, i) => stack.push({ value: v, path: `${path}[${i}]`, top }));
+    } else if (value !== null && typeof value === 'object' && !Buffer.isBuffer(value)) {
+      for (const [k, v] of Object.entries(value)) {
+        const problem = textProblem(k);
+        if (problem) throw new HttpError(400, 'BAD_PARAM', `${path}: key ${problem}`, { param: top });
+        stack.push({ value: v, path: `${path}.${k}`, top });
+      }
+    }
+  }
+}
+
+/**
+ * Decodes `application/x-www-form-urlencoded` text strictly: a `%` escape
+ * that is malformed or spells invalid UTF-8 is refused (URLSearchParams would
+ * silently turn it into U+FFFD). `+` is a space, as the format says.
+ */
+export function parseUrlEncoded(text: string, onError: (reason: string) => Error): RawParams {
+  const out: RawParams = newParams();
+  if (!text) return out;
+  for (const pair of text.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const rawKey = eq < 0 ? pair : pair.slice(0, eq);
+    const rawValue = eq < 0 ? '' : pair.slice(eq + 1);
+    let key: string;
+    let value: string;
+    try {
+      key = decodeURIComponent(rawKey.replace(/\+/g, ' '));
+      value = decodeURIComponent(rawValue.replace(/\+/g, ' '));
+    } catch {
+      throw onError(`malformed percent-encoding or invalid UTF-8 in "${rawKey.slice(0, 64)}"`);
+    }
+    addParam(out, key, value);
+  }
+  return out;
+}
+
 /** Raw parameters as collected from the query string and body, before validation. */
 export type RawParams = Record<string, unknown>;
 
@@ -68,11 +151,9 @@ export function newParams(): RawParams {
   return Object.create(null) as RawParams;
 }
 
+/** Query-string parameters; invalid escapes are a 400 naming the query string. */
 export function queryToParams(query: string): RawParams {
-  const out: RawParams = newParams();
-  if (!query) return out;
-  for (const [k, v] of new URLSearchParams(query)) addParam(out, k, v);
-  return out;
+  return parseUrlEncoded(query, (reason) => new HttpError(400, 'BAD_PARAM', `query string: ${reason}`));
 }
 
 function describeIssue(issue: z.core.$ZodIssue, given: unknown): string {

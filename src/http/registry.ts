@@ -8,7 +8,7 @@
  * types cannot: a non-empty summary, path parameters matching the params
  * schema, documented error statuses.
  */
-import type { z } from 'zod';
+import { toJSONSchema, type z } from 'zod';
 import type { Logger } from '../log.js';
 import { patternParams, Router, type Method } from './router.js';
 
@@ -61,10 +61,24 @@ export class StreamReply extends Reply {
 
 /** What the server tells a handler about itself. */
 export interface ServerState {
+  /** Requests in progress on limited light routes, and their limit. */
   inflight: number;
   maxInflight: number;
+  /** Requests in progress on engine routes, and their own limit. */
+  engineInflight: number;
+  maxEngineInflight: number;
+  /** Request body bytes held now, and the budget they are admitted against. */
+  bodyBytes: number;
+  maxBodyBytes: number;
   draining: boolean;
 }
+
+/**
+ * How a route is admitted. `engine` routes take a photo and run the models:
+ * they have a concurrency limit of their own, so a flood of uploads is shed
+ * with 503 while light routes (lookups, listings) still get their slots.
+ */
+export type RouteCost = 'engine' | 'light';
 
 export interface RouteContext<I, P> {
   /** Body and query-string parameters, validated by the route's `request` schema. */
@@ -121,6 +135,12 @@ export interface RouteDef<
   headers?: () => Record<string, string>;
   /** False for cheap routes (health, docs) that must answer even when the service is saturated. */
   limited?: boolean;
+  /**
+   * Admission class; when left out, a route whose request documents an
+   * uploaded file (`format: binary`, as photoParam does) is `engine`, any
+   * other `light`.
+   */
+  cost?: RouteCost;
   handler: (
     ctx: RouteContext<
       Req extends z.ZodType ? z.output<Req> : Record<string, never>,
@@ -161,13 +181,22 @@ export class RouteRegistry {
     if (names.sort().join() !== declared.sort().join()) {
       throw new Error(`${where}: path parameters [${names}] do not match the params schema [${declared}]`);
     }
-    const route = def as unknown as AnyRoute;
+    const route = { ...def, cost: def.cost ?? (def.request && takesUpload(def.request) ? 'engine' : 'light') } as unknown as AnyRoute;
     this.router.add(def.method, def.path, route);
     this.list.push(route);
   }
 
   routes(): readonly AnyRoute[] {
     return this.list;
+  }
+}
+
+/** True when the schema documents a file upload anywhere (photo parameters declare `format: binary`). */
+export function takesUpload(schema: z.ZodType): boolean {
+  try {
+    return JSON.stringify(toJSONSchema(schema, { io: 'input', unrepresentable: 'any' })).includes('"format":"binary"');
+  } catch {
+    return false;
   }
 }
 

@@ -7,6 +7,19 @@
  * and query are copied, `onAborted` is registered, and body streaming starts
  * (chunks are copied as they arrive, with limits checked on the way). Writes
  * made after an await are corked and skipped once the client has gone.
+ *
+ * What the pinned uWS build does by itself, before any handler runs, and we
+ * cannot change (no hook reaches it): it answers 505 with an HTML body to
+ * HTTP/1.0 and to a request line that arrives split over two TCP reads; 400
+ * (HTML) to a bad Content-Length, or Content-Length together with
+ * Transfer-Encoding; it holds a request with a malformed header line (no
+ * colon, NUL, obs-fold, more than about 50 headers) unanswered until its idle
+ * timeout closes the connection (8-12 s); and it closes the connection when a
+ * pipelined request arrives before the previous answer was sent, which is
+ * what happens to any route that awaits I/O: uWS does not support async
+ * pipelining, so such pipelined requests get no answer. Everything that does
+ * reach the handler is checked here, and every error this module sends is
+ * JSON.
  */
 import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -15,9 +28,10 @@ import type { Logger } from '../log.js';
 import { authenticate, type TokenVerifier } from '../auth.js';
 import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
 import { HttpError, INTERNAL_REASON, toHttpError, unavailable } from './errors.js';
-import { ActivityTracker, ConcurrencyLimiter } from './limiter.js';
-import { parseParams, queryToParams, type RawParams } from './params.js';
+import { ActivityTracker, ConcurrencyLimiter, MemoryBudget } from './limiter.js';
+import { assertText, parseParams, queryToParams, type RawParams } from './params.js';
 import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
+import { Router } from './router.js';
 
 /** How long a streamed response may wait for a client that has stopped reading. */
 const STALLED_STREAM_MS = 30_000;
@@ -30,7 +44,16 @@ export interface HttpServerOptions {
   verifier: TokenVerifier;
   /** Accepts the operator's token only, for `auth: 'operator'` routes. */
   operatorVerifier: TokenVerifier;
-  limits: BodyLimits & { maxInflight: number };
+  limits: BodyLimits & {
+    /** Requests in progress on limited light routes. */
+    maxInflight: number;
+    /** Requests in progress on engine routes (photo in, models run); default: maxInflight. */
+    maxEngineInflight?: number;
+    /** Request body bytes held at once, all requests together; default 512 MiB. */
+    maxBodyMemory?: number;
+    /** A request not answered within this many ms gets 503 and its signal aborts; default 30 s. */
+    requestTimeoutMs?: number;
+  };
   shutdownTimeoutMs: number;
   log: Logger;
 }
@@ -44,6 +67,35 @@ export interface HttpServer {
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+const DEFAULT_BODY_MEMORY = 512 * 1024 * 1024;
+const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+/** Seconds a client shed for load should wait before retrying. */
+const RETRY_AFTER_S = 1;
+
+const malformed = (reason: string) => new HttpError(400, 'MALFORMED_REQUEST', reason);
+
+/**
+ * Refuses message framing that two parsers could read differently (request
+ * smuggling behind a proxy): uWS frames the body by the first Content-Length
+ * it sees and treats any Transfer-Encoding as chunked, while a proxy in front
+ * may pick the last value or honour a coding we ignore. So: at most one
+ * Content-Length, at most one Transfer-Encoding whose value is exactly
+ * `chunked`, never both.
+ */
+export function checkFraming(all: Array<[string, string]>): HttpError | undefined {
+  const lengths = all.filter(([k]) => k === 'content-length').map(([, v]) => v);
+  const codings = all.filter(([k]) => k === 'transfer-encoding').map(([, v]) => v);
+  if (lengths.length > 1) return malformed('Repeated Content-Length header');
+  if (codings.length > 1) return malformed('Repeated Transfer-Encoding header');
+  if (lengths.length === 1 && codings.length === 1) return malformed('Both Content-Length and Transfer-Encoding');
+  if (lengths.length === 1 && !/^[0-9]{1,15}$/.test(lengths[0].trim())) return malformed('Content-Length must be decimal digits');
+  if (codings.length === 1 && codings[0].trim().toLowerCase() !== 'chunked') {
+    return malformed('Transfer-Encoding must be exactly "chunked"');
+  }
+  return undefined;
+}
+
 function statusLine(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
 }
@@ -56,8 +108,11 @@ class Exchange {
   bodyPending = false;
   status = 0;
   readonly controller = new AbortController();
+  /** True when a streamed body failed after its status was sent and the connection was cut. */
+  truncated = false;
   /** The matched route's own headers, sent with every answer; the answer's headers win. */
   routeHeaders?: () => Record<string, string>;
+  private deadline?: NodeJS.Timeout;
 
   constructor(
     private readonly res: uWS.HttpResponse,
@@ -65,8 +120,31 @@ class Exchange {
   ) {
     res.onAborted(() => {
       this.aborted = true;
+      this.clearDeadline();
       this.controller.abort(new HttpError(499, 'CLIENT_CLOSED', 'Client closed the request'));
     });
+  }
+
+  /**
+   * Answers 503 DEADLINE_EXCEEDED if nothing was sent within `ms`, and aborts
+   * the request's signal so work queued for it (engine, database) is dropped.
+   * 503 rather than 504: there is no upstream, the service is behind, and
+   * Retry-After tells the client when to come back.
+   */
+  startDeadline(ms: number): void {
+    this.deadline = setTimeout(() => {
+      if (!this.open) return;
+      const err = new HttpError(503, 'DEADLINE_EXCEEDED', `No answer within ${ms} ms`, {
+        headers: { 'Retry-After': String(RETRY_AFTER_S) },
+      });
+      this.sendError(err);
+      this.controller.abort(err);
+    }, ms);
+    this.deadline.unref();
+  }
+
+  clearDeadline(): void {
+    clearTimeout(this.deadline);
   }
 
   get open(): boolean {
@@ -77,6 +155,7 @@ class Exchange {
   send(status: number, body: string | Buffer | undefined, contentType: string | undefined, headers: Record<string, string>, closeConnection = false): void {
     if (!this.open) return;
     this.responded = true;
+    this.clearDeadline();
     closeConnection ||= this.bodyPending;
     this.status = status;
     this.res.cork(() => {
@@ -89,12 +168,40 @@ class Exchange {
     });
   }
 
-  /** Writes a chunked response from `chunks`, waiting for the socket to drain between them. */
-  async sendStream(status: number, contentType: string | undefined, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+  /**
+   * Writes a chunked response from `chunks`, waiting for the socket to drain
+   * between them. The status goes out with the first chunk, so a producer
+   * that fails before yielding anything still gets a proper error answer
+   * (the error is thrown to the caller). One that fails later cannot: the
+   * failure is logged with its cause and the connection is cut, so the body
+   * ends without chunked encoding's terminating chunk and no client can take
+   * the partial answer for a complete one.
+   */
+  async sendStream(
+    status: number,
+    contentType: string | undefined,
+    headers: Record<string, string>,
+    chunks: AsyncIterable<string | Buffer>,
+    log: Logger,
+  ): Promise<void> {
     if (!this.open) return;
-    this.responded = true;
-    this.status = status;
     const res = this.res;
+    const it = chunks[Symbol.asyncIterator]();
+    let finished = false;
+    let first: IteratorResult<string | Buffer>;
+    try {
+      first = await it.next();
+    } catch (err) {
+      finished = true; // the iterator threw, so it is already closed
+      throw err;
+    }
+    if (!this.open) {
+      if (!first.done) await it.return?.();
+      return;
+    }
+    this.responded = true;
+    this.clearDeadline();
+    this.status = status;
     let wake: (() => void) | undefined;
     const woken = () => {
       const w = wake;
@@ -112,11 +219,8 @@ class Exchange {
       if (contentType) res.writeHeader('Content-Type', contentType);
       for (const [k, v] of Object.entries({ ...this.routeHeaders?.(), ...headers })) res.writeHeader(k, v);
     });
-    const it = chunks[Symbol.asyncIterator]();
-    let finished = false;
     try {
-      for (;;) {
-        const next = await it.next();
+      for (let next = first; ; next = await it.next()) {
         if (next.done) {
           finished = true;
           break;
@@ -146,8 +250,12 @@ class Exchange {
       if (!this.aborted) res.cork(() => res.end());
     } catch (err) {
       finished = true; // the iterator threw, so it is already closed
-      if (!this.aborted) res.close();
-      throw err;
+      this.truncated = true;
+      log.error({ err, status }, 'streamed response failed after its status was sent; connection cut to mark the body incomplete');
+      if (!this.aborted) {
+        this.aborted = true;
+        res.close();
+      }
     } finally {
       if (!finished) await it.return?.();
     }
@@ -162,15 +270,16 @@ class Exchange {
    * the handler returns). A limit breach answers at once and closes the
    * connection, as the rest of the body would only be thrown away.
    */
-  readBody(res: uWS.HttpResponse, parser: BodyParser): Promise<RawParams> {
+  readBody(res: uWS.HttpResponse, parser: BodyParser, admit: (bytes: number) => void): Promise<RawParams> {
     this.bodyPending = true;
     return new Promise<RawParams>((resolve, reject) => {
       let failed = false;
       this.controller.signal.addEventListener('abort', () => reject(this.controller.signal.reason), { once: true });
       res.onData((chunk, isLast) => {
         if (isLast) this.bodyPending = false;
-        if (failed || this.aborted) return;
+        if (failed || !this.open) return;
         try {
+          admit(chunk.byteLength);
           // uWS reuses the chunk's memory after this callback returns.
           if (chunk.byteLength > 0) parser.write(Buffer.from(chunk.slice(0)));
         } catch (err) {
@@ -189,14 +298,28 @@ class Exchange {
 export function listen(opts: HttpServerOptions): Promise<HttpServer> {
   const { registry, verifier, operatorVerifier, log } = opts;
   const limiter = new ConcurrencyLimiter(opts.limits.maxInflight);
+  const engineLimiter = new ConcurrencyLimiter(opts.limits.maxEngineInflight ?? opts.limits.maxInflight);
+  const budget = new MemoryBudget(opts.limits.maxBodyMemory ?? DEFAULT_BODY_MEMORY);
+  const requestTimeoutMs = opts.limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const activity = new ActivityTracker();
   const state: ServerState = {
     get inflight() {
       return limiter.inflight;
     },
     maxInflight: limiter.max,
+    get engineInflight() {
+      return engineLimiter.inflight;
+    },
+    maxEngineInflight: engineLimiter.max,
+    get bodyBytes() {
+      return budget.reserved;
+    },
+    maxBodyBytes: budget.max,
     draining: false,
   };
+  // Paths some route serves without a token: only there may a 404 or 405 be told to anyone.
+  const publicPaths = new Router<true>();
+  for (const r of registry.routes()) if (!r.auth) publicPaths.add(r.method, r.path, true);
   const app = uWS.App();
 
   app.any('/*', (res, req) => {
@@ -204,71 +327,114 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     const method = req.getMethod().toUpperCase();
     const url = req.getUrl();
     const query = req.getQuery() ?? '';
+    // The first of a repeated header wins, as in uWS's own getHeader (which frames the body).
     const headers: Record<string, string> = {};
+    const all: Array<[string, string]> = [];
     req.forEach((k, v) => {
-      headers[k] = v;
+      all.push([k, v]);
+      if (!Object.hasOwn(headers, k)) headers[k] = v;
     });
     const requestId = /^[\w.:-]{1,64}$/.test(headers['x-request-id'] ?? '') ? headers['x-request-id'] : randomUUID();
     const ex = new Exchange(res, requestId);
+    ex.startDeadline(requestTimeoutMs);
     activity.enter();
 
     const match = registry.router.match(method, url);
     let route: AnyRoute | undefined;
-    let acquired = false;
+    let slot: ConcurrencyLimiter | undefined;
+    let reserved = 0;
     let bodyPromise: Promise<RawParams> = Promise.resolve({});
+    const withBody = BODY_METHODS.has(method) && hasBody(headers);
     const finish = (pattern: string) => {
-      if (acquired) limiter.release();
+      ex.clearDeadline();
+      slot?.release();
+      budget.release(reserved);
+      reserved = 0;
       activity.leave();
       const ms = Math.round((performance.now() - started) * 10) / 10;
-      const line = { reqId: requestId, method, route: pattern, status: ex.aborted ? 499 : ex.status, ms };
-      if (ex.status >= 500) log.warn(line, 'request failed');
+      const line = { reqId: requestId, method, route: pattern, status: ex.aborted && !ex.truncated ? 499 : ex.status, ms, ...(ex.truncated ? { truncated: true } : {}) };
+      if (ex.status >= 500 || ex.truncated) log.warn(line, 'request failed');
       else log.debug(line, 'request');
+    };
+    const ctxLog = log.child({ reqId: requestId });
+    const fail = (err: unknown, pattern: string) => {
+      const { error, internal } = toHttpError(err);
+      if (internal && !ex.aborted) ctxLog.error({ err: error.cause ?? err, route: pattern }, INTERNAL_REASON);
+      ex.sendError(error);
     };
 
     try {
-      if (match.kind === 'not-found') throw new HttpError(404, 'NOT_FOUND', `No route for ${method} ${url}`);
-      if (match.kind === 'method-not-allowed') {
-        throw new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url}`, {
-          headers: { Allow: match.allow.join(', ') },
-        });
+      const framing = checkFraming(all);
+      // The body's extent is in doubt, so nothing after it on this connection can be trusted.
+      if (framing) {
+        ex.sendError(framing, true);
+        finish('-');
+        return;
+      }
+      if (match.kind !== 'found') {
+        const refusal =
+          match.kind === 'not-found'
+            ? new HttpError(404, 'NOT_FOUND', `No route for ${method} ${url}`)
+            : new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url}`, { headers: { Allow: match.allow.join(', ') } });
+        // The body is never read: the connection closes after the answer.
+        ex.bodyPending = withBody;
+        if (publicPaths.match(method, url).kind !== 'not-found') throw refusal;
+        // Elsewhere a client without a valid token learns nothing about which routes exist.
+        authenticate(headers.authorization, verifier)
+          .then(() => {
+            throw refusal;
+          })
+          .catch((err) => fail(err, '-'))
+          .finally(() => finish('-'));
+        return;
       }
       route = match.value;
       ex.routeHeaders = route.headers;
       // After the route is known, so a route's own headers (X-Live-Servers) ride on this 503 too.
       if (state.draining) throw unavailable('Server is shutting down');
       if (route.limited !== false) {
-        if (!limiter.tryAcquire()) throw unavailable(`Too many requests in progress (limit ${limiter.max})`);
-        acquired = true;
+        const pool = route.cost === 'engine' ? engineLimiter : limiter;
+        if (!pool.tryAcquire()) {
+          throw unavailable(`Too many ${route.cost === 'engine' ? 'photo ' : ''}requests in progress (limit ${pool.max})`, RETRY_AFTER_S);
+        }
+        slot = pool;
       }
-      if (BODY_METHODS.has(method) && hasBody(headers)) {
-        const declared = Number(headers['content-length']);
-        if (declared > opts.limits.maxBodyBytes) {
+      if (withBody) {
+        const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
+        if (declared !== undefined && declared > opts.limits.maxBodyBytes) {
           throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${opts.limits.maxBodyBytes} bytes`);
         }
-        bodyPromise = ex.readBody(res, createBodyParser(headers['content-type'], opts.limits));
+        const overBudget = () => unavailable('Too much request data in progress; retry shortly', RETRY_AFTER_S);
+        // A declared length is reserved whole at admission; a chunked body is counted as it arrives.
+        if (declared !== undefined) {
+          if (!budget.tryReserve(declared)) throw overBudget();
+          reserved = declared;
+        }
+        const admit = (bytes: number) => {
+          if (declared !== undefined) return;
+          if (!budget.tryReserve(bytes)) throw overBudget();
+          reserved += bytes;
+        };
+        bodyPromise = ex.readBody(res, createBodyParser(headers['content-type'], opts.limits), admit);
         // Failures are answered where they happen; this keeps an early one from being "unhandled".
         bodyPromise.catch(() => {});
       }
     } catch (err) {
       // Nothing of the body was read: closing tells the client not to send the rest.
-      ex.sendError(toHttpError(err).error, BODY_METHODS.has(method) && hasBody(headers));
+      ex.sendError(toHttpError(err).error, withBody);
       finish(route?.path ?? '-');
       return;
     }
 
     const chosen = route;
-    const ctxLog = log.child({ reqId: requestId });
-    run(chosen, match.params, headers, query, bodyPromise, ex, ctxLog)
-      .catch((err) => {
-        const { error, internal } = toHttpError(err);
-        if (internal && !ex.aborted) ctxLog.error({ err: err instanceof HttpError ? (err.cause ?? err) : err, route: chosen.path }, INTERNAL_REASON);
-        ex.sendError(error);
-      })
+    run(chosen, method, match.params, headers, query, bodyPromise, ex, ctxLog)
+      .catch((err) => fail(err, chosen.path))
       .finally(() => finish(chosen.path));
   });
 
   async function run(
     route: AnyRoute,
+    method: string,
     rawParams: Record<string, string>,
     headers: Record<string, string>,
     query: string,
@@ -277,12 +443,17 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     ctxLog: Logger,
   ): Promise<void> {
     if (route.auth) await authenticate(headers.authorization, route.auth === 'operator' ? operatorVerifier : verifier);
+    assertText(rawParams);
     const params = route.params ? parseParams(route.params, rawParams) : rawParams;
     let input: unknown = {};
     if (route.request) {
-      const fromBody = await bodyPromise;
       // Body parameters win over query parameters of the same name.
-      input = parseParams(route.request, { ...queryToParams(query), ...fromBody });
+      const raw = { ...queryToParams(query), ...(await bodyPromise) };
+      assertText(raw);
+      input = parseParams(route.request, raw);
+      if (method === 'PUT' && isEmptyUpdate(input)) {
+        throw new HttpError(400, 'BAD_PARAM', 'An update needs at least one field to change');
+      }
     } else {
       await bodyPromise;
     }
@@ -296,7 +467,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       server: state,
     });
     if (result instanceof StreamReply) {
-      await ex.sendStream(result.status, result.contentType, result.headers, result.chunks);
+      await ex.sendStream(result.status, result.contentType, result.headers, result.chunks, ctxLog);
     } else if (result instanceof Reply) {
       ex.send(result.status, result.body, result.contentType, result.headers);
     } else if (route.response.status === 204 || result === undefined) {
@@ -330,6 +501,11 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       });
     });
   });
+}
+
+/** An update whose every known field was left out (an empty body, or only unknown fields): nothing to change. */
+function isEmptyUpdate(input: unknown): boolean {
+  return input !== null && typeof input === 'object' && Object.values(input).every((v) => v === undefined);
 }
 
 function hasBody(headers: Record<string, string>): boolean {
