@@ -8,20 +8,22 @@ import path from 'node:path';
 import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
 import { findProjectRoot, type Config } from './config.js';
 import type { Database } from './db/client.js';
-import { FaceStore } from './db/face-store.js';
+import { FaceStore } from './db/faces.js';
+import { GalleryStore } from './db/galleries.js';
 import { HistoryStore } from './db/history-store.js';
+import { PhotoBlobs, PhotoStore } from './db/photos.js';
 import { ReembedStore } from './db/reembed-store.js';
 import { DbTokenVerifier } from './db/tokens.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import type { Engine } from './native/engine.js';
 import { openFaceIndex } from './native/face-index.js';
-import { discardForeignSnapshots, IndexSync } from './services/index-sync.js';
+import { buildRegistry, type DatabaseRoutes } from './routes/index.js';
 import { useCalibration } from './services/calibration.js';
-import { duringMigration, EmbeddingMigration } from './services/reembed.js';
-import { buildRegistry } from './routes/index.js';
-import { PhotoBlobs } from './services/photo-blobs.js';
+import { discardForeignSnapshots, IndexSync } from './services/index-sync.js';
+import { INDEX_WAIT_MS, IndexWrites } from './services/index-writes.js';
 import { PhotoSource } from './services/photo-source.js';
+import { duringMigration, EmbeddingMigration } from './services/reembed.js';
 
 export interface StartOptions {
   config: Config;
@@ -34,6 +36,8 @@ export interface StartOptions {
   db?: Database;
   /** Extra token verifiers, asked after FACE_TOKEN and the database. */
   verifiers?: TokenVerifier[];
+  /** How long a write waits for the search index before it is answered with X-Index-Lag. */
+  indexWaitMs?: number;
   log?: Logger;
 }
 
@@ -42,6 +46,8 @@ export interface RunningServer {
   port: number;
   /** The face database as served (absent without `db`). */
   store?: FaceStore;
+  /** The stored photos (absent without `db`). */
+  photos?: PhotoStore;
   /** The follower keeping the search shards in step with the database (absent without `db`). */
   sync?: IndexSync;
   /** Re-embedding of faces stored by another recogniser; absent when there are none. */
@@ -74,26 +80,26 @@ function expireThumbnails(history: HistoryStore, days: number, log: Logger): Nod
   return timer;
 }
 
-export async function startServer({ config, engine, db, verifiers = [], log = rootLog }: StartOptions): Promise<RunningServer> {
+export async function startServer({ config, engine, db, verifiers = [], indexWaitMs = INDEX_WAIT_MS, log = rootLog }: StartOptions): Promise<RunningServer> {
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
   useCalibration(engine.info().recognizer);
-  const photos = new PhotoSource({
+  const photoSource = new PhotoSource({
     timeoutMs: config.fetch.timeoutMs,
     maxRedirects: config.fetch.maxRedirects,
     maxBytes: config.maxUploadBytes,
     allowPrivate: config.fetch.allowPrivate,
   });
   const { recognizer, dim } = engine.info();
-  const store = db ? new FaceStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log, { model: recognizer }) : undefined;
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
   let sync: IndexSync | undefined;
   let migration: EmbeddingMigration | undefined;
-  const indexDir = path.join(config.dataDir, 'index');
-  if (db) await discardForeignSnapshots(indexDir, recognizer, log);
-  const index = db
-    ? await openFaceIndex({ dir: indexDir, shards: config.index.shards, dims: dim, scalar: config.index.scalar })
-    : undefined;
-  if (db && store && index) {
+  let database: DatabaseRoutes | undefined;
+  if (db) {
+    const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
+    const store = new FaceStore(db.sql, photos, { model: recognizer, stream: db.stream });
+    const indexDir = path.join(config.dataDir, 'index');
+    await discardForeignSnapshots(indexDir, recognizer, log);
+    const index = await openFaceIndex({ dir: indexDir, shards: config.index.shards, dims: dim, scalar: config.index.scalar });
     try {
       sync = await IndexSync.start({
         sql: db.sql,
@@ -109,14 +115,11 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
       throw err;
     }
     const follower = sync;
-    store.onChange(async (position) => {
-      if (!(await follower.caughtUp(position))) log.warn({ position }, 'search index is behind the database');
-    });
     try {
       // Decided before serving, so no answer counts the shards as live while faces are pending.
       migration = await EmbeddingMigration.prepare({
         store: new ReembedStore(db.sql),
-        readPhoto: (hash) => store.readPhoto(hash),
+        readPhoto: (hash) => photos.read(hash),
         engine,
         caughtUp: (position) => follower.caughtUp(position),
         log,
@@ -125,21 +128,27 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
       await follower.stop();
       throw err;
     }
+    database = {
+      store,
+      photos,
+      galleries: new GalleryStore(db.sql, photos),
+      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, db.stream),
+      // Identify sees the shards through the migration (none live while faces are pending) ...
+      index: migration ? duringMigration(index, migration) : index,
+      // ... writes see them as they are: a face stored during a migration is searchable at once.
+      writes: new IndexWrites(follower, index, log, indexWaitMs),
+    };
   }
-  const history = db
-    ? new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS })
-    : undefined;
+  const history = database?.history;
   const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
   const registry = buildRegistry({
     engine,
-    photos,
+    photos: photoSource,
     serviceVersion: serviceVersion(),
-    store,
+    database,
     publicUrl: config.publicUrl,
-    index: index && migration ? duringMigration(index, migration) : index,
     migration,
     identify: config.identify,
-    history,
     thumbnailSize: config.history.thumbnailSize,
     minQuality: config.minQuality,
   });
@@ -163,7 +172,8 @@ export async function startServer({ config, engine, db, verifiers = [], log = ro
   let closing: Promise<void> | undefined;
   return {
     port: server.port,
-    store,
+    store: database?.store,
+    photos: database?.photos,
     sync,
     migration,
     close() {

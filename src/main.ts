@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   const running = server;
 
   // Blobs left by a crash between blob write and commit; harmless meanwhile, so not awaited.
-  running.store?.sweepOrphans().then(
+  running.photos?.sweepOrphans().then(
     (n) => (n.blobs || n.temporary) && log.info(n, 'removed orphan photo files'),
     (err) => log.warn({ err }, 'photo sweep failed'),
   );

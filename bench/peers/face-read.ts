@@ -7,10 +7,10 @@
 import { StaticTokenVerifier, tokenFromHeader } from '../../src/auth.js';
 import { loadConfig } from '../../src/config.js';
 import { connect } from '../../src/db/client.js';
-import { FaceStore } from '../../src/db/face-store.js';
+import { FaceStore } from '../../src/db/faces.js';
+import { PhotoBlobs, PhotoStore } from '../../src/db/photos.js';
 import { createLogger } from '../../src/log.js';
 import { baseUrl, renderFace } from '../../src/routes/face-view.js';
-import { PhotoBlobs } from '../../src/services/photo-blobs.js';
 
 export interface PeerAnswer {
   status: number;
@@ -28,7 +28,7 @@ export function openFaceReader(): FaceReader {
   if (!url) throw new Error('DATABASE_URL is required');
   const config = loadConfig();
   const db = connect({ url, max: config.dbPool });
-  const store = new FaceStore(db.sql, new PhotoBlobs(config.dataDir), createLogger('silent'));
+  const store = new FaceStore(db.sql, new PhotoStore(db.sql, new PhotoBlobs(config.dataDir), createLogger('silent')));
   const verifier = new StaticTokenVerifier(process.env.FACE_TOKEN);
   const route = /^\/v0\/face\/id\/(\d+)\/?$/;
   const notFound = { status: 404, body: { error: { code: 'NOT_FOUND' } } };

@@ -3,6 +3,12 @@
  *
  * Queries are tagged templates only (parameters never spliced into SQL text);
  * the migration files are the one exception, read from disk and run whole.
+ *
+ * Two pools: `sql` for requests that hold a connection for one query or one
+ * transaction, and a small `stream` pool for listings that stream from a
+ * cursor. A streaming listing holds its connection for as long as its client
+ * takes to read the answer, so slow readers may exhaust `stream`, but they
+ * never take a connection every other database route needs.
  */
 import postgres from 'postgres';
 import type { Logger } from '../log.js';
@@ -14,30 +20,41 @@ export interface DatabaseOptions {
   url: string;
   /** Pool size; each in-flight store request holds at most one connection. */
   max?: number;
+  /** Size of the listing pool; a listing beyond it waits for a reader ahead of it to finish. */
+  streamMax?: number;
   log?: Logger;
 }
 
+/** Connections for streamed listings unless told otherwise. */
+export const STREAM_POOL = 4;
+
 export interface Database {
   readonly sql: Sql;
+  /** The pool for cursors that stream into responses (see the module comment). */
+  readonly stream: Sql;
   /** Lets running queries finish for up to `timeoutS` seconds, then drops the connections. */
   close(timeoutS?: number): Promise<void>;
 }
 
-export function connect({ url, max = 10, log }: DatabaseOptions): Database {
-  const sql = postgres(url, {
-    max,
-    // Idle connections are released so a quiet service holds few backends.
-    idle_timeout: 60,
-    connect_timeout: 10,
-    connection: { application_name: 'face-service' },
-    // Notices (e.g. "relation already exists, skipping") are not problems.
-    onnotice: (notice) => log?.debug({ notice: notice.message }, 'postgres notice'),
-  });
+export function connect({ url, max = 10, streamMax = STREAM_POOL, log }: DatabaseOptions): Database {
+  const pool = (size: number, name: string) =>
+    postgres(url, {
+      max: size,
+      // Idle connections are released so a quiet service holds few backends.
+      idle_timeout: 60,
+      connect_timeout: 10,
+      connection: { application_name: name },
+      // Notices (e.g. "relation already exists, skipping") are not problems.
+      onnotice: (notice) => log?.debug({ notice: notice.message }, 'postgres notice'),
+    });
+  const sql = pool(max, 'face-service');
+  const stream = pool(streamMax, 'face-service-listings');
   let closing: Promise<void> | undefined;
   return {
     sql,
+    stream,
     close(timeoutS = 5) {
-      closing ??= sql.end({ timeout: timeoutS });
+      closing ??= Promise.all([sql.end({ timeout: timeoutS }), stream.end({ timeout: timeoutS })]).then(() => {});
       return closing;
     },
   };

@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
-import { HttpError } from '../http/errors.js';
-import { PhotoBlobs } from '../services/photo-blobs.js';
-import { FaceStore } from './face-store.js';
+import { DomainError } from '../errors.js';
+import { FaceStore } from './faces.js';
+import { PhotoBlobs, PhotoStore } from './photos.js';
 import { HistoryStore, type HistoryEvent, type HistoryFilter, type HistoryListing, type SightingFace } from './history-store.js';
 
 let tdb: TestDatabase;
@@ -18,7 +18,7 @@ let history: HistoryStore;
 beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'history-store-'));
-  faces = new FaceStore(tdb.db.sql, new PhotoBlobs(path.join(dir, 'photos')), undefined, { model: 'test' });
+  faces = new FaceStore(tdb.db.sql, new PhotoStore(tdb.db.sql, new PhotoBlobs(path.join(dir, 'photos'))), { model: 'test' });
   history = new HistoryStore(tdb.db.sql, { sightings: 3, windowS: 3600 });
 });
 
@@ -46,7 +46,9 @@ const stamp = (minute: number) => at(minute).replace('Z', '000');
 
 async function addFace(meta: string): Promise<number> {
   const photo = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), randomBytes(32)]);
-  const [f] = await faces.addFaces({ photo, faces: [{ box, embedding: Float32Array.of(1, 0, 0, 0) }], meta, galleries: [] });
+  const {
+    value: [f],
+  } = await faces.addFaces({ photo, faces: [{ box, embedding: Float32Array.of(1, 0, 0, 0) }], meta, galleries: [] });
   return f.id;
 }
 
@@ -204,8 +206,8 @@ describe('searching history', () => {
 
   it('an unknown cursor is a 400 naming max_id', async () => {
     const err = await history.search({}, { limit: 5, maxId: 999_999 }).catch((e) => e);
-    expect(err).toBeInstanceOf(HttpError);
-    expect(err).toMatchObject({ status: 400, param: 'max_id' });
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err).toMatchObject({ code: 'BAD_PARAM', param: 'max_id' });
   });
 
   it('an unknown person is undefined', async () => {

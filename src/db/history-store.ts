@@ -14,9 +14,12 @@
  * concurrent sightings cannot both miss the friend threshold.
  */
 import type { PendingQuery, Row } from 'postgres';
-import { HttpError } from '../http/errors.js';
-import { placementOf, type StoredFace } from './face-store.js';
+import { invalid } from '../errors.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
+import { placementOf, type Placement } from './faces.js';
+import { newPerson } from './persons.js';
+
+export { ensurePerson, unknownPerson } from './persons.js';
 
 /** Advisory-lock class of per-person locks (two-key form, apart from the face store's). */
 const PERSON_LOCK_CLASS = 0x70727364; // "prsd"
@@ -54,7 +57,7 @@ export interface Sighting {
 }
 
 /** `timestamp` is when the camera saw the face; box and photo fields read as a face's do. */
-export interface HistoryEvent extends Pick<StoredFace, 'meta' | 'photo' | 'photo_hash' | 'timestamp' | 'x1' | 'y1' | 'x2' | 'y2'> {
+export interface HistoryEvent extends Placement {
   id: number;
   person_id: number;
   face_id: number | null;
@@ -121,29 +124,17 @@ function toEvent(r: Row): HistoryEvent {
 
 const personLockKey = (id: number) => id % 0x7fffffff;
 
-export const unknownPerson = (id: number) => new HttpError(404, 'NOT_FOUND', `No person with id ${id}`);
-
-/**
- * Draws a new person id. Ids set explicitly (PUT person_id) may sit ahead of
- * the sequence, so a drawn id that is taken is skipped.
- */
-async function newPerson(tx: TransactionSql): Promise<number> {
-  for (;;) {
-    const [row] = await tx`INSERT INTO persons (id) VALUES (nextval('persons_id_seq')) ON CONFLICT (id) DO NOTHING RETURNING id`;
-    if (row) return Number(row.id);
-  }
-}
-
-/** Makes sure a person with this id exists (PUT person_id may name a new one). */
-export async function ensurePerson(tx: TransactionSql, id: number): Promise<void> {
-  await tx`INSERT INTO persons (id) VALUES (${id}) ON CONFLICT (id) DO NOTHING`;
-}
-
 export class HistoryStore {
+  private readonly stream: Sql;
+
+  /** `stream` is the pool searches stream from (Database.stream); the main pool when absent. */
   constructor(
     private readonly sql: Sql,
     private readonly rule: FriendRule,
-  ) {}
+    stream?: Sql,
+  ) {
+    this.stream = stream ?? sql;
+  }
 
   /** Records a sighting in a transaction of its own (identify). */
   record(sighting: Sighting): Promise<HistoryEvent[]> {
@@ -228,12 +219,13 @@ export class HistoryStore {
    * `limit` rows per camera however long the history.
    */
   async search(filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
-    const sql = this.sql;
+    // The listing streams on the listing pool; the cursor lookup is a short query on the main one.
+    const sql = this.stream;
     let after: PendingQuery<Row[]> = sql`true`;
     if (page.maxId !== undefined) {
-      const [cursor] = await sql`
+      const [cursor] = await this.sql`
         SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${page.maxId}`;
-      if (!cursor) throw new HttpError(400, 'BAD_PARAM', `max_id: no history event ${page.maxId}`, { param: 'max_id' });
+      if (!cursor) throw invalid('max_id', `max_id: no history event ${page.maxId}`);
       after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId})`;
     }
     const conditions = sql`

@@ -4,8 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
-import { PhotoBlobs } from '../services/photo-blobs.js';
-import { bytesToFloats, FaceStore } from './face-store.js';
+import { bytesToFloats } from './embedding.js';
+import { FaceStore } from './faces.js';
+import { PhotoBlobs, PhotoStore } from './photos.js';
 import { listMigrations, migrate } from './migrate.js';
 import { ReembedStore } from './reembed-store.js';
 
@@ -19,7 +20,7 @@ beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'reembed-store-'));
   blobs = new PhotoBlobs(path.join(dir, 'photos'));
-  old = new FaceStore(tdb.db.sql, blobs, undefined, { model: 'old' });
+  old = new FaceStore(tdb.db.sql, new PhotoStore(tdb.db.sql, blobs), { model: 'old' });
   reembed = new ReembedStore(tdb.db.sql);
 });
 
@@ -38,7 +39,7 @@ const box = (i: number) => ({ x1: i, y1: i, x2: i + 10, y2: i + 10 });
 /** `n` faces on one photo, embedded by the `old` recogniser (4-d); their ids. */
 async function addOld(n: number): Promise<number[]> {
   const faces = Array.from({ length: n }, (_, i) => ({ box: box(i), embedding: Float32Array.of(1, 0, 0, 0) }));
-  return (await old.addFaces({ photo: photo(), faces, meta: '', galleries: [] })).map((f) => f.id);
+  return (await old.addFaces({ photo: photo(), faces, meta: '', galleries: [] })).value.map((f) => f.id);
 }
 
 describe('the 004 migration', () => {
@@ -69,7 +70,7 @@ describe('ReembedStore', () => {
   it('finds faces of other recognisers in id order, and counts them', async () => {
     expect(await reembed.anyOther('new')).toBe(false);
     const ids = [...(await addOld(3)), ...(await addOld(2))];
-    const fresh = new FaceStore(tdb.db.sql, blobs, undefined, { model: 'new' });
+    const fresh = new FaceStore(tdb.db.sql, new PhotoStore(tdb.db.sql, blobs), { model: 'new' });
     await fresh.addFaces({ photo: photo(), faces: [{ box: box(0), embedding: Float32Array.of(0, 1) }], meta: '', galleries: [] });
     expect(await reembed.anyOther('new')).toBe(true);
     expect(await reembed.anyOther('old')).toBe(true);

@@ -11,7 +11,8 @@
  */
 import type { PendingQuery, Row } from 'postgres';
 import { transaction, type Sql, type TransactionSql } from './client.js';
-import { floatsToBytes, logChanges } from './face-store.js';
+import { logChanges } from './change-log.js';
+import { floatsToBytes } from './embedding.js';
 
 /** The recogniser of every face stored before faces recorded theirs (and of search snapshots from then). */
 export const FIRST_RECOGNIZER = 'faceres';

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
+import { detect } from '../services/detect.js';
 import { boxOf, type FaceService } from '../services/faces.js';
 import { flagParam, photoParam } from './schemas.js';
 
@@ -65,13 +66,9 @@ export function registerDetect(registry: RouteRegistry, faces: FaceService): voi
     response: { status: 200, description: 'Faces found on the photo (possibly none).', schema: detectResponse },
     errors: [400, 401, 413, 415],
     async handler({ input, signal }) {
-      const analysis = await faces.analyze(
-        { photo: input.photo, param: 'photo' },
-        { embed: false, age: input.age, gender: input.gender, emotions: input.emotions },
-        signal,
-      );
+      const found = await detect(faces, input, signal);
       return {
-        faces: analysis.faces.map((f) => ({
+        faces: found.map((f) => ({
           ...boxOf(f),
           ...(input.age && f.age !== undefined ? { age: f.age } : {}),
           ...(input.gender && f.gender !== undefined ? { gender: f.gender } : {}),

@@ -4,8 +4,27 @@
  * holding it in memory.
  */
 import { Reply, type StreamReply } from '../http/registry.js';
-import type { Listing, PageLinks, StoredFace } from '../db/face-store.js';
+import type { Listing, PageLinks, StoredFace } from '../db/faces.js';
 import type { HistoryEvent } from '../db/history-store.js';
+import type { IndexLag } from '../services/index-writes.js';
+
+/**
+ * `X-Index-Lag: <behind>/<total>` on a write's answer: the write is stored,
+ * but that many of the search shards do not serve it yet (the index is
+ * still applying it, or a shard is out of service), so identify may miss a
+ * face just added or moved, or list one just deleted, until they do. Absent
+ * when search reflects the write.
+ */
+export const INDEX_LAG = 'X-Index-Lag';
+
+export const INDEX_LAG_NOTE =
+  'When the search index does not reflect the change within 10 s, or a search shard is out of service, the change ' +
+  'is stored all the same and the answer carries X-Index-Lag: <behind>/<total> (search shards not serving it yet, ' +
+  'out of all): identify may not reflect it until they do.';
+
+export function indexLagHeaders(lag?: IndexLag): Record<string, string> {
+  return lag ? { [INDEX_LAG]: `${lag.behind}/${lag.total}` } : {};
+}
 
 /**
  * Base URL for links to this service: FACE_PUBLIC_URL when configured

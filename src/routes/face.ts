@@ -3,22 +3,19 @@
  * POST /v0/face/ and GET/PUT/DELETE /v0/face/id/<id>/.
  */
 import { z } from 'zod';
-import { notFound } from '../http/errors.js';
 import { jsonParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type GalleryChange } from '../db/face-store.js';
-import { boxOf, pickRows, requireQuality, selectFaces, type FaceService } from '../services/faces.js';
-import type { FaceIndex } from '../native/face-index.js';
-import { resolveThreshold } from '../services/calibration.js';
-import { photoUrlOf } from '../services/photo-source.js';
-import { bestMatches, embedOptions, sightingOf, type SightingDeps } from '../services/sightings.js';
-import { baseUrl, renderEvent, renderFace } from './face-view.js';
+import type { FaceStore, GalleryChange } from '../db/faces.js';
+import { enrol, type EnrolDeps } from '../services/enrol.js';
+import { deleteFace, unknownFace, updateFace, type FaceChangeDeps } from '../services/face-changes.js';
+import { baseUrl, indexLagHeaders, INDEX_LAG_NOTE, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
 import {
   boxesParam,
   checkSightingFields,
   faceOutput,
   galleryList,
+  metaParam,
   mfSelectorParam,
   personIdParam,
   photoParam,
@@ -26,13 +23,7 @@ import {
   thresholdParam,
 } from './schemas.js';
 
-const META_MAX = 500;
-
-export const metaParam = z
-  .string()
-  .max(META_MAX)
-  .refine((s) => !s.includes('\u0000'), { message: 'meta must not contain NUL characters' })
-  .meta({ description: `User-defined identifier (a name, an id); at most ${META_MAX} characters; compared case-sensitively.` });
+export { metaParam };
 
 export const addFaceRequest = z.object({
   photo: photoParam('The photo to take faces from.'),
@@ -84,19 +75,14 @@ export const addFaceResponse = z.object({
     .meta({ description: 'Only with cam_id: the history event recorded for each face added, in the same order.' }),
 });
 
-const unknownFace = (id: number) => notFound(`No face with id ${id}`);
-
-export interface FaceRouteDeps {
-  faces: FaceService;
+export interface FaceRouteDeps extends EnrolDeps, FaceChangeDeps {
   store: FaceStore;
-  index: FaceIndex;
-  sightings: SightingDeps;
   publicUrl?: string;
-  /** Detected faces below this quality are refused (0: all accepted). */
-  minQuality: number;
 }
 
-export function registerFace(registry: RouteRegistry, { faces, store, index, sightings, publicUrl, minQuality }: FaceRouteDeps): void {
+export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void {
+  const { store, publicUrl } = deps;
+
   registry.define({
     method: 'POST',
     path: '/v0/face/',
@@ -107,49 +93,20 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
       'several faces answers 400 TOO_MANY_FACES with the boxes in `faces`. With FACE_MIN_QUALITY set, a detected face ' +
       'below it answers 422 LOW_QUALITY with its box and quality in `faces`. An unknown gallery answers 404 naming it. ' +
       'With cam_id each face added is also a camera sighting, recorded in the same transaction: it joins the person of ' +
-      'its best stored match at or above threshold (else a new person), and the event lists the new face and its meta.',
+      `its best stored match at or above threshold (else a new person), and the event lists the new face and its meta. ${INDEX_LAG_NOTE}`,
     auth: true,
     request: addFaceRequest,
     response: { status: 200, description: 'The faces added.', schema: addFaceResponse },
     errors: [400, 401, 404, 413, 415, 422],
     async handler({ input, signal, headers }) {
       checkSightingFields(input);
-      const extra = input.galleries.filter((g) => g !== DEFAULT_GALLERY);
-      // Cheap check first, so a typo does not cost an inference; the transaction checks again.
-      for (const g of new Set(extra)) {
-        if (!(await store.galleryExists(g))) throw unknownGallery([g]);
-      }
-      const camId = input.cam_id;
-      const req = { photo: input.photo, param: 'photo', boxes: input.bbox, boxesParam: 'bbox' };
-      const bytes = await faces.load(req, signal);
-      const analysis = await faces.analyzeBytes(bytes, req, embedOptions(camId !== undefined, sightings));
-      const chosen = selectFaces(analysis.faces, input.mf_selector, 'photo', input.bbox !== undefined);
-      requireQuality(analysis.faces, chosen, minQuality, 'photo', input.bbox !== undefined);
-      const { dim, embeddings } = analysis;
-      // Searched before the faces are stored, so a face cannot match itself.
-      const matches = camId !== undefined ? await bestMatches(index, pickRows(analysis, chosen), dim, resolveThreshold(input.threshold)) : [];
-      let events: z.input<typeof historyEvent>[] | undefined;
+      const added = await enrol(deps, input, signal);
       const base = baseUrl(headers, publicUrl);
-      const stored = await store.addFaces(
-        {
-          photo: bytes,
-          photoUrl: photoUrlOf(input.photo),
-          faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
-          meta: input.meta,
-          galleries: extra,
-          camId,
-        },
-        camId === undefined
-          ? undefined
-          : async (tx, added) => {
-              const sighting = sightingOf({ ...input, cam_id: camId }, bytes, analysis, chosen, true, (k) => ({
-                matchFaceId: matches[k],
-                addedFaceId: added[k].id,
-              }));
-              events = (await sightings.history.recordIn(tx, sighting)).map((e) => renderEvent(e, base));
-            },
-      );
-      return { results: stored.map((f) => renderFace(f, base)), ...(events ? { sightings: events } : {}) };
+      const body = {
+        results: added.faces.map((f) => renderFace(f, base)),
+        ...(added.sightings ? { sightings: added.sightings.map((e) => renderEvent(e, base)) } : {}),
+      };
+      return Reply.json(body, 200, indexLagHeaders(added.indexLag));
     },
   });
 
@@ -174,20 +131,15 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
     summary: 'Change the meta, person or galleries of a face',
     description:
       'Fields left out stay as they are. An unknown gallery answers 404 naming it and changes nothing. ' +
-      'person_id is stored with the face but, like cam_id, is not part of the Face representation.',
+      `person_id is stored with the face but, like cam_id, is not part of the Face representation. ${INDEX_LAG_NOTE}`,
     auth: true,
     params: faceIdParams,
     request: updateFaceRequest,
     response: { status: 200, description: 'The face as updated.', schema: faceOutput },
     errors: [400, 401, 404],
     async handler({ params, input, headers }) {
-      const face = await store.updateFace(params.id, {
-        meta: input.meta,
-        personId: input.person_id,
-        galleries: input.galleries,
-      });
-      if (!face) throw unknownFace(params.id);
-      return renderFace(face, baseUrl(headers, publicUrl));
+      const { face, indexLag } = await updateFace(deps, params.id, { meta: input.meta, personId: input.person_id, galleries: input.galleries });
+      return Reply.json(renderFace(face, baseUrl(headers, publicUrl)), 200, indexLagHeaders(indexLag));
     },
   });
 
@@ -195,14 +147,14 @@ export function registerFace(registry: RouteRegistry, { faces, store, index, sig
     method: 'DELETE',
     path: '/v0/face/id/:id/',
     summary: 'Delete a face',
-    description: 'When it was the last face of its photo, the stored photo is deleted too.',
+    description: `When it was the last face of its photo, the stored photo is deleted too. ${INDEX_LAG_NOTE}`,
     auth: true,
     params: faceIdParams,
     response: { status: 204, description: 'Deleted.' },
     errors: [400, 401, 404],
     async handler({ params }) {
-      if (!(await store.deleteFace(params.id))) throw unknownFace(params.id);
-      return Reply.empty(204);
+      const { indexLag } = await deleteFace(deps, params.id);
+      return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));
     },
   });
 }

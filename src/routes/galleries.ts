@@ -3,9 +3,10 @@
  * always exists and cannot be deleted.
  */
 import { z } from 'zod';
-import { badParam, HttpError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import { DEFAULT_GALLERY, unknownGallery, type FaceStore } from '../db/face-store.js';
+import { deleteGallery, type FaceChangeDeps } from '../services/face-changes.js';
+import { indexLagHeaders, INDEX_LAG_NOTE } from './face-view.js';
 import { galleryName } from './schemas.js';
 
 const galleryPath = z.object({ gallery: galleryName });
@@ -14,7 +15,8 @@ const galleriesResponse = z.object({
   results: z.array(z.string()).meta({ description: 'Gallery names: default first, then the others sorted.' }),
 });
 
-export function registerGalleries(registry: RouteRegistry, store: FaceStore): void {
+export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps): void {
+  const { galleries } = deps;
   registry.define({
     method: 'GET',
     path: '/v0/galleries/',
@@ -23,7 +25,7 @@ export function registerGalleries(registry: RouteRegistry, store: FaceStore): vo
     response: { status: 200, description: 'All gallery names.', schema: galleriesResponse },
     errors: [401],
     async handler() {
-      return { results: await store.listGalleries() };
+      return { results: await galleries.list() };
     },
   });
 
@@ -37,8 +39,8 @@ export function registerGalleries(registry: RouteRegistry, store: FaceStore): vo
     response: { status: 201, description: 'Created; no body.' },
     errors: [400, 401, 409],
     async handler({ params }) {
-      if (!(await store.createGallery(params.gallery))) {
-        throw new HttpError(409, 'CONFLICT', `Gallery ${params.gallery} already exists`, { param: 'gallery' });
+      if (!(await galleries.create(params.gallery))) {
+        throw new DomainError('CONFLICT', `Gallery ${params.gallery} already exists`, { param: 'gallery' });
       }
       return Reply.empty(201);
     },
@@ -50,15 +52,14 @@ export function registerGalleries(registry: RouteRegistry, store: FaceStore): vo
     summary: 'Delete a gallery and every face in it',
     description:
       'Faces in the gallery are deleted (not just removed from it), with photos no face uses any more, in one transaction. ' +
-      'The default gallery holds every face and cannot be deleted: 400 BAD_PARAM.',
+      `The default gallery holds every face and cannot be deleted: 400 BAD_PARAM. ${INDEX_LAG_NOTE}`,
     auth: true,
     params: galleryPath,
     response: { status: 204, description: 'Deleted.' },
     errors: [400, 401, 404],
     async handler({ params }) {
-      if (params.gallery === DEFAULT_GALLERY) throw badParam('gallery', 'The default gallery cannot be deleted');
-      if (!(await store.deleteGallery(params.gallery))) throw unknownGallery([params.gallery], 'gallery');
-      return Reply.empty(204);
+      const { indexLag } = await deleteGallery(deps, params.gallery);
+      return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));
     },
   });
 }

@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
 import type { Engine } from '../native/engine.js';
-import { liveServers } from './identify.js';
+import { liveServers } from '../services/identify.js';
 import type { FaceIndex } from '../native/face-index.js';
 import type { EmbeddingMigration } from '../services/reembed.js';
 
@@ -81,5 +81,5 @@ export function registerHealth(registry: RouteRegistry, engine: Engine, index?: 
 
 function searchSummary(index: FaceIndex) {
   const shards = index.shards();
-  return { ...liveServers(index, shards), faces: shards.reduce((n, s) => n + s.size, 0) };
+  return { ...liveServers(shards), faces: shards.reduce((n, s) => n + s.size, 0) };
 }

@@ -14,7 +14,7 @@
  * - `cam_ids` and its spelling `cam_id` may both be given; they are joined.
  */
 import { z } from 'zod';
-import { badParam, notFound } from '../http/errors.js';
+import { invalid, notFound } from '../errors.js';
 import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry, type StreamReply } from '../http/registry.js';
 import type { HistoryEvent, HistoryFilter, HistoryStore } from '../db/history-store.js';
@@ -78,7 +78,7 @@ function epochMicros(iso: string): number {
 
 export function filterOf(input: { person_id?: number; cam_ids?: string[]; cam_id?: string[]; start?: string; end?: string; friend?: boolean }): HistoryFilter {
   if (input.start !== undefined && input.end !== undefined && epochMicros(input.start) >= epochMicros(input.end)) {
-    throw badParam('end', 'end must be after start');
+    throw invalid('end', 'end must be after start');
   }
   const cams = [...new Set([...(input.cam_ids ?? []), ...(input.cam_id ?? [])])];
   return {

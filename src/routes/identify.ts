@@ -14,26 +14,19 @@
  * - `n` is at most FACE_IDENTIFY_MAX_N; more is 400.
  */
 import { z } from 'zod';
-import { badParam, HttpError, notFound } from '../http/errors.js';
+import { invalid, notFound } from '../errors.js';
 import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import { DEFAULT_GALLERY, unknownGallery, type FaceStore, type StoredFace } from '../db/face-store.js';
-import type { FaceIndex, IndexSearchResult } from '../native/face-index.js';
-import { isVerified, resolveThreshold, toConfidence } from '../services/calibration.js';
-import { pickRows, selectFaces, type Box, type FaceService } from '../services/faces.js';
-import { embedOptions, sightingOf, type SightingDeps } from '../services/sightings.js';
+import type { Box } from '../services/faces.js';
+import { identify, liveServers, LIVE_SERVERS, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
 import { baseUrl, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
 import { checkSightingFields, faceOutput, galleryName, mfSelectorParam, photoParam, sightingFields, thresholdParam } from './schemas.js';
 
-export interface IdentifyDeps {
-  faces: FaceService;
-  store: FaceStore;
-  index: FaceIndex;
-  sightings: SightingDeps;
+export { LIVE_SERVERS };
+
+export interface IdentifyDeps extends IdentifyServiceDeps {
   publicUrl?: string;
-  /** Default of `strict`. */
-  strict: boolean;
   maxN: number;
 }
 
@@ -100,99 +93,46 @@ const shardParams = z.object({
   k: numberParam(z.number().int().min(0).max(4095)).meta({ description: 'Shard number, from 0.' }),
 });
 
-/** `X-Live-Servers: <live>/<total>`. */
-export const LIVE_SERVERS = 'X-Live-Servers';
-
-export function liveServers(index: FaceIndex, shards = index.shards()): { live: number; total: number } {
-  return { live: shards.filter((s) => s.state === 'live').length, total: shards.length };
-}
-
 /** The result key of a face: its box as JSON text with ", " between the numbers. */
 export function resultKey(b: { x1: number; y1: number; x2: number; y2: number }): string {
   return `[${b.x1}, ${b.y1}, ${b.x2}, ${b.y2}]`;
 }
 
-function shardsUnavailable(missing: number[], header: Record<string, string>): HttpError {
-  return new HttpError(503, 'SHARDS_UNAVAILABLE', `Search shards unavailable: ${missing.join(', ')}`, {
-    headers: { ...header, 'Retry-After': '1' },
-  });
+/** The face to search for when the caller gives x1..y2: all four or none, and a box with area. */
+function callerBox(input: { x1?: number; y1?: number; x2?: number; y2?: number }): Box | undefined {
+  const coords = [input.x1, input.y1, input.x2, input.y2];
+  const given = coords.filter((c) => c !== undefined).length;
+  if (given === 0) return undefined;
+  if (given !== 4) throw invalid('x1', 'give all four of x1, y1, x2, y2, or none');
+  const box = coords as Box;
+  if (!(box[2] > box[0] && box[3] > box[1])) throw invalid('x2', 'the box needs x2 > x1 and y2 > y1');
+  return box;
 }
 
 export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): void {
-  const { faces, store, index } = deps;
+  const { index } = deps;
   const headers = () => {
-    const { live, total } = liveServers(index);
+    const { live, total } = liveServers(index.shards());
     return { [LIVE_SERVERS]: `${live}/${total}` };
   };
   const request = identifyRequestFor(deps.maxN);
 
-  async function identify(
+  async function answer(
     input: z.output<typeof request>,
     gallery: string | undefined,
     signal: AbortSignal,
     reqHeaders: Readonly<Record<string, string>>,
   ): Promise<Reply> {
-    if (gallery !== undefined && gallery !== DEFAULT_GALLERY && !(await store.galleryExists(gallery))) {
-      throw unknownGallery([gallery], 'gallery');
-    }
-    const strict = input.strict ?? deps.strict;
-    // Checked before the photo is analysed so a strict caller does not pay for an inference it cannot use.
-    if (strict) {
-      const down = index.shards().filter((s) => s.state !== 'live');
-      if (down.length) throw shardsUnavailable(down.map((s) => s.shard), headers());
-    }
-    const coords = [input.x1, input.y1, input.x2, input.y2];
-    const given = coords.filter((c) => c !== undefined).length;
-    if (given !== 0 && given !== 4) throw badParam('x1', 'give all four of x1, y1, x2, y2, or none');
-    let box: Box | undefined;
-    if (given === 4) {
-      box = coords as Box;
-      if (!(box[2] > box[0] && box[3] > box[1])) throw badParam('x2', 'the box needs x2 > x1 and y2 > y1');
-    }
-    const threshold = resolveThreshold(input.threshold);
+    const box = callerBox(input);
     checkSightingFields(input);
-    const camId = input.cam_id;
-
-    const req = { photo: input.photo, param: 'photo', boxes: box ? [box] : undefined, boxesParam: 'x1' };
-    const bytes = await faces.load(req, signal);
-    const analysis = await faces.analyzeBytes(bytes, req, embedOptions(camId !== undefined, deps.sightings));
-    const chosen = selectFaces(analysis.faces, input.mf_selector, 'photo', box !== undefined);
-    const rows = pickRows(analysis, chosen);
-    const { dim } = analysis;
-    // Every face lives in default, so that restriction is no restriction and skips the filtered walk.
-    const scope = gallery === DEFAULT_GALLERY ? undefined : gallery;
-    const searches: IndexSearchResult[] = await Promise.all(
-      chosen.map((_, k) => index.search(rows.subarray(k * dim, (k + 1) * dim), input.n, scope)),
-    );
-    const live = searches.length ? Math.min(...searches.map((s) => s.live)) : liveServers(index).live;
-    const total = searches[0]?.total ?? liveServers(index).total;
-    const header = { [LIVE_SERVERS]: `${live}/${total}` };
-    const missing = [...new Set(searches.flatMap((s) => s.missing))].sort((a, b) => a - b);
-    if (strict && missing.length) throw shardsUnavailable(missing, header);
-
-    const kept = searches.map((s) =>
-      s.matches
-        .map((m) => ({ id: m.id, confidence: toConfidence(m.similarity) }))
-        .filter((m) => threshold === null || isVerified(m.confidence, threshold)),
-    );
-    const ids = [...new Set(kept.flatMap((list) => list.map((m) => m.id)))];
-    const byId = new Map<number, StoredFace>((await store.getFaces(ids)).map((f) => [f.id, f]));
+    const found = await identify(deps, { ...input, box, gallery }, signal);
     const base = baseUrl(reqHeaders, deps.publicUrl);
     const results: Record<string, z.input<typeof match>[]> = {};
-    chosen.forEach((i, k) => {
-      // A face deleted between the search and the load is left out rather than shown half.
-      results[resultKey(analysis.faces[i])] = kept[k].flatMap((m) => {
-        const f = byId.get(m.id);
-        return f ? [{ confidence: m.confidence, face: renderFace(f, base) }] : [];
-      });
-    });
-    if (camId === undefined) return Reply.json({ results }, 200, header);
-    // Each face joins the person of the best match still stored: the one the answer shows first.
-    const sighting = sightingOf({ ...input, cam_id: camId }, bytes, analysis, chosen, false, (k) => ({
-      matchFaceId: kept[k].find((m) => byId.has(m.id))?.id,
-    }));
-    const events = await deps.sightings.history.record(sighting);
-    return Reply.json({ results, sightings: events.map((e) => renderEvent(e, base)) }, 200, header);
+    for (const r of found.results) {
+      results[resultKey(r.face)] = r.matches.map((m) => ({ confidence: m.confidence, face: renderFace(m.face, base) }));
+    }
+    const body = found.sightings ? { results, sightings: found.sightings.map((e) => renderEvent(e, base)) } : { results };
+    return Reply.json(body, 200, { [LIVE_SERVERS]: `${found.live}/${found.total}` });
   }
 
   const description =
@@ -214,7 +154,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
     errors: [400, 401, 404, 413, 415, 422],
     headers,
-    handler: ({ input, signal, headers: h }) => identify(input, input.gallery, signal, h),
+    handler: ({ input, signal, headers: h }) => answer(input, input.gallery, signal, h),
   });
 
   registry.define({
@@ -228,13 +168,13 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
     errors: [400, 401, 404, 413, 415, 422],
     headers,
-    handler: ({ input, params, signal, headers: h }) => identify(input, params.gallery, signal, h),
+    handler: ({ input, params, signal, headers: h }) => answer(input, params.gallery, signal, h),
   });
 
   const report = () => {
     const shards = index.shards();
     return {
-      ...liveServers(index, shards),
+      ...liveServers(shards),
       position: index.position(),
       shards: shards.map((s) => ({
         shard: s.shard,

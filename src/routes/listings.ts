@@ -8,12 +8,13 @@
  */
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
-import type { FaceStore, MetaSummary, Page, StoredFace } from '../db/face-store.js';
+import type { FaceStore, MetaSummary, Page, StoredFace } from '../db/faces.js';
 import { baseUrl, renderFace, streamListing } from './face-view.js';
-import { faceOutput, galleryName, listingOf, PAGING_NOTE, pageQuery } from './schemas.js';
+import { faceOutput, galleryName, listingOf, metaParam, PAGING_NOTE, pageQuery } from './schemas.js';
 
+// Validated like a stored meta, so that nothing a query would refuse reaches the streamed answer.
 const metaPath = z.object({
-  meta: z.string().meta({
+  meta: metaParam.meta({
     description: 'The meta, percent-encoded (a space is %20; a + stays a plus). Matched exactly and case-sensitively.',
   }),
 });

@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { numberParam } from '../http/params.js';
 import type { RouteRegistry } from '../http/registry.js';
-import type { FaceStore } from '../db/face-store.js';
+import type { FaceStore } from '../db/faces.js';
 import { PERSON_RECENT_SIGHTINGS, unknownPerson, type HistoryEvent, type HistoryStore } from '../db/history-store.js';
 import { baseUrl, renderFace, renderPersonRecord, streamResults } from './face-view.js';
 import { filterOf } from './history.js';

@@ -3,9 +3,9 @@
  * `photo` URL of faces that came from an upload.
  */
 import { z } from 'zod';
-import { notFound } from '../http/errors.js';
+import { notFound } from '../errors.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import type { FaceStore } from '../db/face-store.js';
+import type { PhotoStore } from '../db/photos.js';
 
 const photoPath = z.object({
   hash: z
@@ -14,7 +14,7 @@ const photoPath = z.object({
     .meta({ description: 'photo_hash of a face: SHA-256 of the photo, lower-case hex.' }),
 });
 
-export function registerPhoto(registry: RouteRegistry, store: FaceStore): void {
+export function registerPhoto(registry: RouteRegistry, photos: PhotoStore): void {
   registry.define({
     method: 'GET',
     path: '/v0/photo/:hash/',
@@ -29,11 +29,11 @@ export function registerPhoto(registry: RouteRegistry, store: FaceStore): void {
     },
     errors: [400, 401, 404],
     async handler({ params }) {
-      const info = await store.photoInfo(params.hash);
+      const info = await photos.info(params.hash);
       if (!info) throw notFound(`No photo ${params.hash}`);
       let bytes: Buffer;
       try {
-        bytes = await store.readPhoto(params.hash);
+        bytes = await photos.read(params.hash);
       } catch (err) {
         // Deleted between the two reads.
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(`No photo ${params.hash}`);

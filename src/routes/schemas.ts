@@ -4,7 +4,7 @@
  * multipart and query strings deliver (see http/params.ts).
  */
 import { z } from 'zod';
-import { badParam } from '../http/errors.js';
+import { invalid } from '../errors.js';
 import { jsonParam, numberParam, textToBoolean, textToJson } from '../http/params.js';
 import { CALIBRATIONS, DEFAULT_RECOGNIZER, DEFAULT_THRESHOLD, thresholdPresets } from '../services/calibration.js';
 
@@ -78,6 +78,19 @@ export const errorBody = z
     faces: z.array(boxOutput).optional().meta({ description: 'TOO_MANY_FACES only: every face found.' }),
   })
   .meta({ id: 'Error' });
+
+const META_MAX = 500;
+
+/**
+ * A face's meta. PostgreSQL text cannot hold NUL, so it is refused here, with
+ * every other known cause, before any query runs (a listing that failed in
+ * its query would already have sent its 200).
+ */
+export const metaParam = z
+  .string()
+  .max(META_MAX)
+  .refine((s) => !s.includes('\u0000'), { message: 'meta must not contain NUL characters' })
+  .meta({ description: `User-defined identifier (a name, an id); at most ${META_MAX} characters; compared case-sensitively.` });
 
 /** A gallery name as the spec limits it. */
 export const galleryName = z
@@ -218,5 +231,5 @@ export const sightingFields = {
 
 /** Refuses a timestamp without a camera, which would describe nothing. */
 export function checkSightingFields(input: { cam_id?: string; timestamp?: string }): void {
-  if (input.timestamp !== undefined && input.cam_id === undefined) throw badParam('timestamp', 'timestamp is only used with cam_id');
+  if (input.timestamp !== undefined && input.cam_id === undefined) throw invalid('timestamp', 'timestamp is only used with cam_id');
 }

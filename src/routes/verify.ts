@@ -8,8 +8,8 @@
  */
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
-import { isVerified, resolveThreshold, toConfidence } from '../services/calibration.js';
-import { boxOf, pickRows, selectFaces, type FaceService } from '../services/faces.js';
+import type { FaceService } from '../services/faces.js';
+import { verify } from '../services/verify.js';
 import { boxesParam, boxOutput, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
 
 export const verifyRequest = z.object({
@@ -48,33 +48,6 @@ export function registerVerify(registry: RouteRegistry, faces: FaceService): voi
     request: verifyRequest,
     response: { status: 200, description: 'Pairwise confidences and verdicts.', schema: verifyResponse },
     errors: [400, 401, 413, 415, 422],
-    async handler({ input, signal }) {
-      const threshold = resolveThreshold(input.threshold);
-      const opts = { embed: true, age: false, gender: false, emotions: false };
-      const [a, b] = await Promise.all([
-        faces.analyze({ photo: input.photo1, param: 'photo1', boxes: input.bbox1, boxesParam: 'bbox1' }, opts, signal),
-        faces.analyze({ photo: input.photo2, param: 'photo2', boxes: input.bbox2, boxesParam: 'bbox2' }, opts, signal),
-      ]);
-      const pick1 = selectFaces(a.faces, input.mf_selector, 'photo1', input.bbox1 !== undefined);
-      const pick2 = selectFaces(b.faces, input.mf_selector, 'photo2', input.bbox2 !== undefined);
-      const sims = await faces.similarity(pickRows(a, pick1), pickRows(b, pick2), a.dim);
-
-      const results: z.input<typeof pair>[] = [];
-      let allMatched = true;
-      pick1.forEach((i, r) => {
-        let matched = false;
-        pick2.forEach((j, c) => {
-          const confidence = toConfidence(sims[r * pick2.length + c]);
-          const entry: z.input<typeof pair> = { bbox1: boxOf(a.faces[i]), bbox2: boxOf(b.faces[j]), confidence };
-          if (threshold !== null) {
-            entry.verified = isVerified(confidence, threshold);
-            matched ||= entry.verified;
-          }
-          results.push(entry);
-        });
-        allMatched &&= matched;
-      });
-      return threshold === null ? { results } : { results, verified: allMatched };
-    },
+    handler: ({ input, signal }) => verify(faces, input, signal),
   });
 }

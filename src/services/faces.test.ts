@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HttpError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
 import { requireQuality } from './faces.js';
 
@@ -24,10 +24,10 @@ describe('requireQuality', () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(HttpError);
-    const h = err as HttpError;
-    expect([h.status, h.error, h.param]).toEqual([422, 'LOW_QUALITY', 'photo']);
-    expect(h.extra?.faces).toEqual([
+    expect(err).toBeInstanceOf(DomainError);
+    const d = err as DomainError;
+    expect([d.code, d.param]).toEqual(['LOW_QUALITY', 'photo']);
+    expect(d.details?.faces).toEqual([
       { x1: 100, y1: 0, x2: 180, y2: 80, quality: 0.2 },
       { x1: 200, y1: 0, x2: 280, y2: 80, quality: 0.5 },
     ]);

@@ -1,9 +1,10 @@
 /**
- * Photo → faces: loading a photo parameter, running the engine on it, and
- * choosing faces the way `mf_selector` asks. Routes stay declarative; errors
- * raised here already name the request parameter they are about.
+ * Photo → faces, the first steps of every photo path: loading a photo
+ * parameter, running the engine on it, and choosing faces the way
+ * `mf_selector` asks. Errors raised here already name the request parameter
+ * they are about.
  */
-import { HttpError } from '../http/errors.js';
+import { DomainError, type ErrorCode } from '../errors.js';
 import type { AnalyzeOptions, Analysis, Engine, FaceResult } from '../native/engine.js';
 import type { PhotoInput, PhotoSource } from './photo-source.js';
 
@@ -22,6 +23,9 @@ export type MultiFaceSelector = 'reject' | 'biggest' | 'all';
 export function boxOf(f: { x1: number; y1: number; x2: number; y2: number }): BoxObject {
   return { x1: f.x1, y1: f.y1, x2: f.x2, y2: f.y2 };
 }
+
+/** Engine failures that are the service's, not the photo's: they name no request parameter. */
+const SERVICE_SIDE = new Set<ErrorCode>(['INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED', 'SHARDS_UNAVAILABLE']);
 
 export interface PhotoRequest {
   photo: PhotoInput;
@@ -54,10 +58,9 @@ export class FaceService {
     try {
       return await this.engine.analyze(bytes, req.boxes ? { ...opts, boxes: req.boxes } : opts);
     } catch (err) {
-      if (!(err instanceof HttpError)) throw err;
+      if (!(err instanceof DomainError) || SERVICE_SIDE.has(err.code)) throw err;
       // A bad box is the box parameter's fault; anything else about the image is the photo's.
-      const param = err.error === 'BAD_PARAM' && req.boxes && req.boxesParam ? req.boxesParam : req.param;
-      throw err.status < 500 ? err.withParam(param) : err;
+      throw err.withParam(err.code === 'BAD_PARAM' && req.boxes && req.boxesParam ? req.boxesParam : req.param);
     }
   }
 
@@ -74,13 +77,10 @@ export class FaceService {
 export function selectFaces(faces: FaceResult[], selector: MultiFaceSelector, param: string, callerBoxes: boolean): number[] {
   if (callerBoxes) return faces.map((_, i) => i);
   if (faces.length === 0) {
-    throw new HttpError(422, 'NO_FACE', `No face found on ${param}`, { param });
+    throw new DomainError('NO_FACE', `No face found on ${param}`, { param });
   }
   if (selector === 'reject' && faces.length > 1) {
-    throw new HttpError(400, 'TOO_MANY_FACES', `Too many faces: ${faces.length}`, {
-      param,
-      faces: faces.map(boxOf),
-    });
+    throw new DomainError('TOO_MANY_FACES', `Too many faces: ${faces.length}`, { param, details: { faces: faces.map(boxOf) } });
   }
   if (selector === 'biggest') return [0];
   return faces.map((_, i) => i);
@@ -95,9 +95,9 @@ export function requireQuality(faces: FaceResult[], indices: number[], minQualit
   if (callerBoxes || minQuality <= 0) return;
   const poor = indices.filter((i) => faces[i].quality < minQuality);
   if (poor.length === 0) return;
-  throw new HttpError(422, 'LOW_QUALITY', `Face quality below ${minQuality} on ${param}`, {
+  throw new DomainError('LOW_QUALITY', `Face quality below ${minQuality} on ${param}`, {
     param,
-    faces: poor.map((i) => ({ ...boxOf(faces[i]), quality: Math.round(faces[i].quality * 1e4) / 1e4 })),
+    details: { faces: poor.map((i) => ({ ...boxOf(faces[i]), quality: Math.round(faces[i].quality * 1e4) / 1e4 })) },
   });
 }
 

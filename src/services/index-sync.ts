@@ -23,12 +23,13 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { changesAfter } from '../db/change-log.js';
 import type { Sql } from '../db/client.js';
-import { bytesToFloats, DEFAULT_GALLERY } from '../db/face-store.js';
+import { DEFAULT_GALLERY } from '../db/galleries.js';
+import { fsyncDir } from '../db/photos.js';
 import { FIRST_RECOGNIZER } from '../db/reembed-store.js';
 import type { Logger } from '../log.js';
 import type { FaceIndex, IndexChange } from '../native/face-index.js';
-import { fsyncDir } from './photo-blobs.js';
 
 /** File in the snapshot folder naming the recogniser whose embeddings the snapshots hold. */
 const RECOGNIZER_FILE = 'recognizer';
@@ -187,34 +188,28 @@ export class IndexSync {
   private async drain(): Promise<void> {
     const { sql, index, model } = this.opts;
     for (;;) {
-      const rows = await sql`
-        SELECT c.position, c.face_id, c.op, f.id IS NOT NULL AS present, f.model = ${model} AS current,
-          CASE WHEN c.op = 'galleries' OR f.model <> ${model} THEN NULL ELSE f.embedding END AS embedding,
-          ARRAY(SELECT m.gallery FROM face_galleries m WHERE m.face_id = c.face_id ORDER BY m.gallery) AS galleries
-        FROM face_changes c LEFT JOIN faces f ON f.id = c.face_id
-        WHERE c.position > ${this.applied}
-        ORDER BY c.position
-        LIMIT ${this.pageSize}`;
+      const rows = await changesAfter(sql, this.applied, this.pageSize, model);
       if (rows.length === 0) return;
       const changes: IndexChange[] = rows.map((r) => {
-        const position = Number(r.position);
-        const id = Number(r.face_id);
-        if (!r.present || r.op === 'delete') return { position, op: 'delete', id };
-        const galleries = [DEFAULT_GALLERY, ...(r.galleries as string[])];
-        if (r.op === 'galleries') return { position, op: 'galleries', id, galleries };
-        if (!r.current) {
-          // Expected after a recogniser switch, for every such face: counted, not logged one by one.
-          this.otherModel++;
-          return { position, op: 'delete', id };
+        const { position, faceId: id } = r;
+        switch (r.kind) {
+          case 'gone':
+            return { position, op: 'delete', id };
+          case 'galleries':
+            return { position, op: 'galleries', id, galleries: [DEFAULT_GALLERY, ...r.galleries] };
+          case 'other-model':
+            // Expected after a recogniser switch, for every such face: counted, not logged one by one.
+            this.otherModel++;
+            return { position, op: 'delete', id };
+          case 'upsert':
+            if (r.embedding.length !== this.opts.dims) {
+              // Its model matches, so this is damage, not a pending migration. Refusing it would stall the
+              // log for every later face; it is left out of search instead.
+              this.opts.log.warn({ faceId: id, dims: r.embedding.length }, 'face embedding has the wrong size for the search index; not searchable');
+              return { position, op: 'delete', id };
+            }
+            return { position, op: 'upsert', id, vector: r.embedding, galleries: [DEFAULT_GALLERY, ...r.galleries] };
         }
-        const vector = bytesToFloats(r.embedding as Buffer);
-        if (vector.length !== this.opts.dims) {
-          // Its model matches, so this is damage, not a pending migration. Refusing it would stall the
-          // log for every later face; it is left out of search instead.
-          this.opts.log.warn({ faceId: id, dims: vector.length }, 'face embedding has the wrong size for the search index; not searchable');
-          return { position, op: 'delete', id };
-        }
-        return { position, op: 'upsert', id, vector, galleries };
       });
       await index.apply(changes);
       this.applied = changes[changes.length - 1].position;

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HttpError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { isPublicAddress } from './address-guard.js';
 import { fetchPhoto, PhotoSource, type PhotoFetchOptions } from './photo-source.js';
 
@@ -66,11 +66,11 @@ afterAll(async () => {
 
 const opts: PhotoFetchOptions = { timeoutMs: 2000, maxRedirects: 3, maxBytes: 50_000, allowPrivate: true };
 
-async function failure(p: Promise<unknown>): Promise<HttpError> {
+async function failure(p: Promise<unknown>): Promise<DomainError> {
   try {
     await p;
   } catch (e) {
-    if (e instanceof HttpError) return e;
+    if (e instanceof DomainError) return e;
     throw e;
   }
   throw new Error('expected a failure');
@@ -83,8 +83,8 @@ describe('fetchPhoto', () => {
 
   it('refuses loopback and private addresses unless allowed', async () => {
     const err = await failure(fetchPhoto(`${base}/ok`, { ...opts, allowPrivate: false }));
-    expect(err.body()).toMatchObject({ code: 400, error: 'PHOTO_FETCH_FAILED' });
-    expect(err.reason).toMatch(/not public/);
+    expect(err).toMatchObject({ code: 'PHOTO_FETCH_FAILED' });
+    expect(err.message).toMatch(/not public/);
   });
 
   it('refuses a host name whose resolution includes a private address', async () => {
@@ -93,7 +93,7 @@ describe('fetchPhoto', () => {
       { address: '192.168.1.10', family: 4 },
     ];
     const err = await failure(fetchPhoto('http://photos.example/a.jpg', { ...opts, allowPrivate: false, resolve }));
-    expect(err.error).toBe('PHOTO_FETCH_FAILED');
+    expect(err.code).toBe('PHOTO_FETCH_FAILED');
   });
 
   it('connects to the address it checked, not to a second resolution', async () => {
@@ -112,23 +112,39 @@ describe('fetchPhoto', () => {
     const resolve = () => new Promise<Array<{ address: string; family: number }>>(() => {});
     const started = Date.now();
     const err = await failure(fetchPhoto('http://slow-dns.example/a.jpg', { ...opts, timeoutMs: 200, resolve }));
-    expect(err.error).toBe('PHOTO_FETCH_FAILED');
-    expect(err.reason).toMatch(/timed out/);
+    expect(err.code).toBe('PHOTO_FETCH_FAILED');
+    expect(err.message).toMatch(/timed out/);
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it('refuses schemes other than http and https with BAD_PARAM', async () => {
     for (const url of ['ftp://example.com/a.jpg', 'file:///etc/passwd', 'data:image/png;base64,AAAA']) {
-      expect((await failure(fetchPhoto(url, opts))).body()).toMatchObject({ code: 400, error: 'BAD_PARAM' });
+      expect((await failure(fetchPhoto(url, opts)))).toMatchObject({ code: 'BAD_PARAM' });
     }
-    expect((await failure(fetchPhoto('not a url', opts))).error).toBe('BAD_PARAM');
+    expect((await failure(fetchPhoto('not a url', opts))).code).toBe('BAD_PARAM');
+  });
+
+  it('refuses a URL whose host is not spelled out as one, before any name lookup', async () => {
+    const looked: string[] = [];
+    const resolve = async (host: string) => {
+      looked.push(host);
+      return [];
+    };
+    for (const url of ['http:///a.jpg', 'http:a.jpg', 'http:\\\\a.jpg', 'https:////a.jpg', 'http://exa mple.com/a.jpg', 'http://-bad-.example/a.jpg']) {
+      const err = await failure(fetchPhoto(url, { ...opts, resolve }));
+      expect(err.code, url).toBe('BAD_PARAM');
+    }
+    expect(looked).toEqual([]);
+    // A host that is spelled out is looked up as usual.
+    expect((await failure(fetchPhoto('http://a.example/a.jpg', { ...opts, resolve }))).code).toBe('PHOTO_FETCH_FAILED');
+    expect(looked).toEqual(['a.example']);
   });
 
   it('follows redirects up to the limit', async () => {
     expect((await fetchPhoto(`${base}/redirect?n=2`, opts)).toString()).toBe('JPEGDATA');
     const err = await failure(fetchPhoto(`${base}/redirect?n=3`, opts));
-    expect(err.error).toBe('PHOTO_FETCH_FAILED');
-    expect(err.reason).toMatch(/redirects/);
+    expect(err.code).toBe('PHOTO_FETCH_FAILED');
+    expect(err.message).toMatch(/redirects/);
   });
 
   it('checks every redirect hop', async () => {
@@ -136,30 +152,30 @@ describe('fetchPhoto', () => {
     const guarded = { ...opts, allowPrivate: false, isAllowedAddress: (a: string) => a === '127.0.0.1' };
     expect((await fetchPhoto(`${base}/redirect?n=1`, guarded)).toString()).toBe('JPEGDATA');
     const toPrivate = await failure(fetchPhoto(`${base}/to-private`, guarded));
-    expect(toPrivate.error).toBe('PHOTO_FETCH_FAILED');
-    expect(toPrivate.reason).toMatch(/10\.1\.2\.3 is not public/);
+    expect(toPrivate.code).toBe('PHOTO_FETCH_FAILED');
+    expect(toPrivate.message).toMatch(/10\.1\.2\.3 is not public/);
     const toFtp = await failure(fetchPhoto(`${base}/to-ftp`, guarded));
-    expect(toFtp.error).toBe('BAD_PARAM');
+    expect(toFtp.code).toBe('BAD_PARAM');
   });
 
   it('enforces the size limit from Content-Length and while streaming', async () => {
-    expect((await failure(fetchPhoto(`${base}/big-declared`, opts))).body()).toMatchObject({ code: 413, error: 'PAYLOAD_TOO_LARGE' });
-    expect((await failure(fetchPhoto(`${base}/big-chunked`, opts))).status).toBe(413);
+    expect((await failure(fetchPhoto(`${base}/big-declared`, opts)))).toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+    expect((await failure(fetchPhoto(`${base}/big-chunked`, opts))).code).toBe('PAYLOAD_TOO_LARGE');
   });
 
   it('answers non-2xx with PHOTO_FETCH_FAILED naming the status', async () => {
     const err = await failure(fetchPhoto(`${base}/missing`, opts));
-    expect(err.error).toBe('PHOTO_FETCH_FAILED');
-    expect(err.reason).toMatch(/404/);
+    expect(err.code).toBe('PHOTO_FETCH_FAILED');
+    expect(err.message).toMatch(/404/);
   });
 
   it('times out a server that never answers or never finishes', async () => {
     const t0 = Date.now();
     const err = await failure(fetchPhoto(`${base}/hang`, { ...opts, timeoutMs: 200 }));
-    expect(err.error).toBe('PHOTO_FETCH_FAILED');
-    expect(err.reason).toMatch(/timed out/);
+    expect(err.code).toBe('PHOTO_FETCH_FAILED');
+    expect(err.message).toMatch(/timed out/);
     expect(Date.now() - t0).toBeLessThan(1500);
-    expect((await failure(fetchPhoto(`${base}/slow`, { ...opts, timeoutMs: 200 }))).reason).toMatch(/timed out/);
+    expect((await failure(fetchPhoto(`${base}/slow`, { ...opts, timeoutMs: 200 }))).message).toMatch(/timed out/);
   });
 
   it('reports a closed port as PHOTO_FETCH_FAILED', async () => {
@@ -168,8 +184,8 @@ describe('fetchPhoto', () => {
     const port = (closed.address() as AddressInfo).port;
     await new Promise((r) => closed.close(r));
     const err = await failure(fetchPhoto(`http://127.0.0.1:${port}/x.jpg`, opts));
-    expect(err.error).toBe('PHOTO_FETCH_FAILED');
-    expect(err.reason).toMatch(/ECONNREFUSED/);
+    expect(err.code).toBe('PHOTO_FETCH_FAILED');
+    expect(err.message).toMatch(/ECONNREFUSED/);
   });
 
   it('stops when the caller aborts', async () => {
@@ -186,7 +202,7 @@ describe('PhotoSource', () => {
     expect((await src.load(Buffer.from('abc'), 'photo')).toString()).toBe('abc');
     const err = await failure(src.load(`${base}/missing`, 'photo2'));
     expect(err.param).toBe('photo2');
-    expect((await failure(src.load(Buffer.alloc(60_000), 'photo1'))).body()).toMatchObject({ code: 413, param: 'photo1' });
+    expect((await failure(src.load(Buffer.alloc(60_000), 'photo1')))).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', param: 'photo1' });
   });
 });
 

@@ -9,7 +9,9 @@
  * the whole fetch including redirects; the size cap is applied while the body
  * streams.
  *
- * Failures: a malformed URL or non-http(s) scheme is 400 BAD_PARAM; a host
+ * Failures: a malformed URL, a host that is not written out as a valid host
+ * name or IP literal (checked before any name lookup), or a non-http(s)
+ * scheme is 400 BAD_PARAM; a host
  * that does not resolve, resolves to a refused address, refuses the
  * connection, times out, answers non-2xx or redirects too often is 400
  * PHOTO_FETCH_FAILED (the client's URL is at fault, not this service); a body
@@ -19,7 +21,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { HttpError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { isPublicAddress } from './address-guard.js';
 
 export interface PhotoFetchOptions {
@@ -42,8 +44,12 @@ export function photoUrlOf(photo: PhotoInput): string | undefined {
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
-const fetchFailed = (reason: string, cause?: unknown) =>
-  new HttpError(400, 'PHOTO_FETCH_FAILED', reason, cause !== undefined ? { cause } : undefined);
+const fetchFailed = (reason: string, cause?: unknown) => new DomainError('PHOTO_FETCH_FAILED', reason, { cause });
+
+const tooLarge = (reason: string) => new DomainError('PAYLOAD_TOO_LARGE', reason);
+
+/** A URL problem; the caller attributes it to the photo parameter. */
+const badUrl = (reason: string) => new DomainError('BAD_PARAM', reason);
 
 async function systemResolve(host: string): Promise<Array<{ address: string; family: number }>> {
   return dnsLookup(host, { all: true, verbatim: true });
@@ -57,16 +63,32 @@ function pinnedLookup(address: string, family: number): LookupFunction {
   }) as unknown as LookupFunction;
 }
 
+/** A DNS name as resolvers accept it: dot-separated labels of letters, digits, - and _, at most 253 characters. */
+const HOST_NAME = /^(?=.{1,253}\.?$)([a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.?$/i;
+
+/**
+ * The text must spell out its authority (`scheme://host...`): WHATWG parsing
+ * forgives `http:///a.jpg`, `http:a.jpg` and `http:\\a.jpg` by reading `a.jpg`
+ * as the host, and a request for one host must not make us look up another.
+ * Text without a scheme is a reference resolved against `base` (a redirect).
+ */
+const HAS_SCHEME = /^[a-z][a-z0-9+.-]*:/i;
+const SPELLED_AUTHORITY = /^[a-z][a-z0-9+.-]*:\/\/[^/?#\\\s]/i;
+
 function parsePhotoUrl(text: string, base?: URL): URL {
+  const trimmed = text.trim();
   let url: URL;
   try {
-    url = new URL(text, base);
+    url = new URL(trimmed, base);
   } catch {
-    throw new HttpError(400, 'BAD_PARAM', 'Not a valid URL');
+    throw badUrl('Not a valid URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new HttpError(400, 'BAD_PARAM', `URL scheme ${url.protocol.replace(/:$/, '')} is not allowed; use http or https`);
+    throw badUrl(`URL scheme ${url.protocol.replace(/:$/, '')} is not allowed; use http or https`);
   }
+  if (HAS_SCHEME.test(trimmed) && !SPELLED_AUTHORITY.test(trimmed)) throw badUrl('URL has no host');
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (!isIP(host) && !HOST_NAME.test(host)) throw badUrl('URL host is not a valid host name');
   return url;
 }
 
@@ -141,10 +163,10 @@ function requestOnce(url: URL, target: { address: string; family: number }, opts
         return;
       }
       const declared = Number(res.headers['content-length']);
-      const tooLarge = new HttpError(413, 'PAYLOAD_TOO_LARGE', `Photo at ${describe(url)} exceeds ${opts.maxBytes} bytes`);
+      const overLimit = tooLarge(`Photo at ${describe(url)} exceeds ${opts.maxBytes} bytes`);
       if (declared > opts.maxBytes) {
         req.destroy();
-        reject(tooLarge);
+        reject(overLimit);
         return;
       }
       const chunks: Buffer[] = [];
@@ -153,7 +175,7 @@ function requestOnce(url: URL, target: { address: string; family: number }, opts
         size += chunk.length;
         if (size > opts.maxBytes) {
           req.destroy();
-          reject(tooLarge);
+          reject(overLimit);
           return;
         }
         chunks.push(chunk);
@@ -185,7 +207,7 @@ export async function fetchPhoto(text: string, opts: PhotoFetchOptions, signal?:
       return res.body;
     }
   } catch (err) {
-    if (err instanceof HttpError) throw err;
+    if (err instanceof DomainError) throw err;
     if (signal?.aborted) throw signal.reason;
     if (deadline.aborted) throw fetchFailed(`Fetching the photo timed out after ${opts.timeoutMs} ms`, err);
     const code = (err as { code?: string }).code;
@@ -199,15 +221,13 @@ export class PhotoSource {
 
   async load(photo: PhotoInput, param: string, signal?: AbortSignal): Promise<Buffer> {
     if (Buffer.isBuffer(photo)) {
-      if (photo.length > this.opts.maxBytes) {
-        throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `Photo exceeds ${this.opts.maxBytes} bytes`, { param });
-      }
+      if (photo.length > this.opts.maxBytes) throw new DomainError('PAYLOAD_TOO_LARGE', `Photo exceeds ${this.opts.maxBytes} bytes`, { param });
       return photo;
     }
     try {
       return await fetchPhoto(photo, this.opts, signal);
     } catch (err) {
-      throw err instanceof HttpError ? err.withParam(param) : err;
+      throw err instanceof DomainError ? err.withParam(param) : err;
     }
   }
 }

@@ -18,7 +18,7 @@
  *   re-embedded but none counts as live (`duringMigration`): X-Live-Servers
  *   reads 0/N and `strict` identify answers 503.
  */
-import { HttpError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Engine } from '../native/engine.js';
 import type { FaceIndex } from '../native/face-index.js';
@@ -42,7 +42,7 @@ export interface MigrationStatus {
 
 export interface MigrationOptions {
   store: ReembedStore;
-  /** Reads a stored photo's bytes by hash (FaceStore.readPhoto). */
+  /** Reads a stored photo's bytes by hash (PhotoStore.read). */
   readPhoto: (hash: string) => Promise<Buffer>;
   engine: Engine;
   /** Resolves once the search index reflects a change-log position (IndexSync.caughtUp). */
@@ -63,9 +63,10 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** Why a photo gave no embedding, as stored with the face: a stable code, then a sentence. */
 function failureReason(err: unknown): string {
   if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'PHOTO_MISSING: the stored photo file is gone';
-  if (err instanceof HttpError) {
+  if (err instanceof DomainError) {
+    // An internal error's message is generic; the stored reason is for the operator, so it gives the cause.
     const cause = err.cause instanceof Error ? err.cause.message : undefined;
-    return err.error === 'INTERNAL' && cause ? `INTERNAL: ${cause}` : `${err.error}: ${err.reason}`;
+    return err.code === 'INTERNAL' && cause ? `INTERNAL: ${cause}` : `${err.code}: ${err.message}`;
   }
   const code = (err as { code?: unknown } | null)?.code;
   const message = err instanceof Error ? err.message : String(err);
@@ -74,7 +75,7 @@ function failureReason(err: unknown): string {
 
 /** A full engine queue (or one shutting down) says nothing about the photo: try it again later. */
 function isBusy(err: unknown): boolean {
-  return err instanceof HttpError && err.status === 503;
+  return err instanceof DomainError && (err.code === 'SERVICE_UNAVAILABLE' || err.code === 'OVERLOADED');
 }
 
 export class EmbeddingMigration {

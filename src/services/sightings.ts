@@ -2,19 +2,13 @@
  * Camera sightings: what turns identify and face add into history, and which
  * stored face a seen face is attributed to.
  */
-import type { HistoryStore, Sighting, SightingFace } from '../db/history-store.js';
+import type { Sighting, SightingFace } from '../db/history-store.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { FaceIndex } from '../native/face-index.js';
 import { isVerified, toConfidence } from './calibration.js';
 import { boxOf } from './faces.js';
-import { sha256Hex } from './photo-blobs.js';
+import { sha256Hex } from '../db/photos.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
-
-export interface SightingDeps {
-  history: HistoryStore;
-  /** Longer side of the thumbnail kept with each sighting, in pixels. */
-  thumbnailSize: number;
-}
 
 /**
  * For each embedding row, the id of the most similar stored face when its
@@ -28,9 +22,9 @@ export async function bestMatches(index: FaceIndex, rows: Float32Array, dim: num
   );
 }
 
-/** What identify and face add ask of the engine: embeddings, plus thumbnails when recording sightings. */
-export function embedOptions(recording: boolean, deps: SightingDeps): Omit<AnalyzeOptions, 'boxes'> {
-  return { embed: true, age: false, gender: false, emotions: false, ...(recording ? { thumbnail: deps.thumbnailSize } : {}) };
+/** What identify and face add ask of the engine: embeddings, plus thumbnails of `thumbnailSize` when recording sightings. */
+export function embedOptions(recording: boolean, thumbnailSize: number): Omit<AnalyzeOptions, 'boxes'> {
+  return { embed: true, age: false, gender: false, emotions: false, ...(recording ? { thumbnail: thumbnailSize } : {}) };
 }
 
 /** The sighting of the chosen faces of a photo; `per` gives each chosen face's match or added face. */

@@ -19,7 +19,7 @@ import { findProjectRoot, loadConfig } from '../../src/config.js';
 import type { Sql } from '../../src/db/client.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
-import { PhotoBlobs } from '../../src/services/photo-blobs.js';
+import { PhotoBlobs } from '../../src/db/photos.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, sample } from '../helpers/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';

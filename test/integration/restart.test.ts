@@ -15,7 +15,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findProjectRoot } from '../../src/config.js';
-import { PhotoBlobs } from '../../src/services/photo-blobs.js';
+import { PhotoBlobs } from '../../src/db/photos.js';
 import { form, sample } from '../helpers/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
 

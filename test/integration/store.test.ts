@@ -14,7 +14,7 @@ import { loadConfig } from '../../src/config.js';
 import { TokenStore } from '../../src/db/tokens.js';
 import { createLogger } from '../../src/log.js';
 import { openEngine } from '../../src/native/engine.js';
-import { PhotoBlobs } from '../../src/services/photo-blobs.js';
+import { PhotoBlobs } from '../../src/db/photos.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../helpers/images.js';
 import { request } from '../helpers/service.js';

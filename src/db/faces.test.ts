@@ -5,21 +5,33 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
-import { HttpError } from '../http/errors.js';
-import { PhotoBlobs, sha256Hex } from '../services/photo-blobs.js';
-import { bytesToFloats, FaceStore, type Listing, type NewFace } from './face-store.js';
+import { DomainError } from '../errors.js';
+import { bytesToFloats } from './embedding.js';
+import { FaceStore, type AddFacesInput, type FaceUpdate, type Listing, type NewFace } from './faces.js';
+import { GalleryStore } from './galleries.js';
+import { PhotoBlobs, PhotoStore, sha256Hex } from './photos.js';
 
 let tdb: TestDatabase;
 let dir: string;
 let blobs: PhotoBlobs;
+let photos: PhotoStore;
 let store: FaceStore;
+let galleries: GalleryStore;
 
 beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-store-'));
   blobs = new PhotoBlobs(path.join(dir, 'photos'));
-  store = new FaceStore(tdb.db.sql, blobs, undefined, { model: 'test' });
+  photos = new PhotoStore(tdb.db.sql, blobs);
+  store = new FaceStore(tdb.db.sql, photos, { model: 'test', stream: tdb.db.stream });
+  galleries = new GalleryStore(tdb.db.sql, photos);
 });
+
+// The writes as their callers mostly read them: what was written, and whether anything was.
+const add = async (input: AddFacesInput) => (await store.addFaces(input)).value;
+const update = async (id: number, u: FaceUpdate) => (await store.updateFace(id, u))?.value;
+const del = async (id: number) => (await store.deleteFace(id)) !== undefined;
+const dropGallery = async (name: string) => (await galleries.delete(name)) !== undefined;
 
 afterAll(async () => {
   await tdb?.drop();
@@ -65,9 +77,9 @@ async function expectConsistent() {
 
 describe('adding faces', () => {
   it('stores faces, memberships and the photo in one go', async () => {
-    await store.createGallery('staff');
+    await galleries.create('staff');
     const bytes = photo();
-    const out = await store.addFaces({ photo: bytes, faces: [face(1), face(50)], meta: 'alice', galleries: ['staff', 'default', 'staff'] });
+    const out = await add({ photo: bytes, faces: [face(1), face(50)], meta: 'alice', galleries: ['staff', 'default', 'staff'] });
     expect(out.map((f) => f.id)).toEqual([1, 2]);
     expect(out[0]).toMatchObject({ meta: 'alice', photo: null, photo_hash: sha256Hex(bytes), x1: 1, y1: 2, x2: 11, y2: 12, galleries: ['default', 'staff'] });
     expect(out[0].timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$/);
@@ -82,7 +94,7 @@ describe('adding faces', () => {
   });
 
   it('keeps the URL a photo came from and the camera', async () => {
-    const [f] = await store.addFaces({
+    const [f] = await add({
       photo: photo(),
       photoUrl: 'https://example.com/a.jpg',
       faces: [face()],
@@ -96,10 +108,10 @@ describe('adding faces', () => {
   });
 
   it('stores nothing when a gallery is unknown', async () => {
-    const err = await store.addFaces({ photo: photo(), faces: [face()], meta: 'x', galleries: ['nope', 'zilch'] }).catch((e) => e);
-    expect(err).toBeInstanceOf(HttpError);
-    expect(err.status).toBe(404);
-    expect(err.reason).toContain('nope');
+    const err = await add({ photo: photo(), faces: [face()], meta: 'x', galleries: ['nope', 'zilch'] }).catch((e) => e);
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err.code).toBe('NOT_FOUND');
+    expect(err.message).toContain('nope');
     const [n] = await tdb.db.sql`SELECT (SELECT count(*) FROM faces)::int AS faces, (SELECT count(*) FROM photos)::int AS photos`;
     expect(n).toEqual({ faces: 0, photos: 0 });
     await expectConsistent();
@@ -107,8 +119,8 @@ describe('adding faces', () => {
 
   it('shares one photo row and blob between adds of the same photo', async () => {
     const bytes = photo();
-    await store.addFaces({ photo: bytes, faces: [face(1)], meta: 'a', galleries: [] });
-    await store.addFaces({ photo: bytes, faces: [face(2)], meta: 'b', galleries: [] });
+    await add({ photo: bytes, faces: [face(1)], meta: 'a', galleries: [] });
+    await add({ photo: bytes, faces: [face(2)], meta: 'b', galleries: [] });
     const [n] = await tdb.db.sql`SELECT count(*)::int AS n FROM photos`;
     expect(n.n).toBe(1);
     await expectConsistent();
@@ -117,31 +129,31 @@ describe('adding faces', () => {
 
 describe('updating a face', () => {
   it('changes meta, person and galleries; default always stays', async () => {
-    for (const g of ['a', 'b', 'c']) await store.createGallery(g);
-    const [f] = await store.addFaces({ photo: photo(), faces: [face()], meta: 'old', galleries: ['a'] });
-    let u = await store.updateFace(f.id, { meta: 'new', personId: 42, galleries: { add: ['b'] } });
+    for (const g of ['a', 'b', 'c']) await galleries.create(g);
+    const [f] = await add({ photo: photo(), faces: [face()], meta: 'old', galleries: ['a'] });
+    let u = await update(f.id, { meta: 'new', personId: 42, galleries: { add: ['b'] } });
     expect(u).toMatchObject({ meta: 'new', galleries: ['default', 'a', 'b'] });
     const [row] = await tdb.db.sql`SELECT person_id FROM faces WHERE id = ${f.id}`;
     expect(Number(row.person_id)).toBe(42);
-    u = await store.updateFace(f.id, { galleries: { del: ['a', 'default'] } });
+    u = await update(f.id, { galleries: { del: ['a', 'default'] } });
     expect(u?.galleries).toEqual(['default', 'b']);
-    u = await store.updateFace(f.id, { galleries: { set: ['c'] } });
+    u = await update(f.id, { galleries: { set: ['c'] } });
     expect(u?.galleries).toEqual(['default', 'c']);
-    u = await store.updateFace(f.id, { galleries: { set: [] } });
+    u = await update(f.id, { galleries: { set: [] } });
     expect(u?.galleries).toEqual(['default']);
-    u = await store.updateFace(f.id, { personId: null });
+    u = await update(f.id, { personId: null });
     const [cleared] = await tdb.db.sql`SELECT person_id FROM faces WHERE id = ${f.id}`;
     expect(cleared.person_id).toBeNull();
   });
 
   it('rejects unknown galleries without changing anything, and reports unknown faces', async () => {
-    await store.createGallery('a');
-    const [f] = await store.addFaces({ photo: photo(), faces: [face()], meta: 'm', galleries: ['a'] });
-    const err = await store.updateFace(f.id, { meta: 'changed', galleries: { set: ['ghost'] } }).catch((e) => e);
-    expect(err.status).toBe(404);
-    expect(err.reason).toContain('ghost');
+    await galleries.create('a');
+    const [f] = await add({ photo: photo(), faces: [face()], meta: 'm', galleries: ['a'] });
+    const err = await update(f.id, { meta: 'changed', galleries: { set: ['ghost'] } }).catch((e) => e);
+    expect(err.code).toBe('NOT_FOUND');
+    expect(err.message).toContain('ghost');
     expect(await store.getFace(f.id)).toMatchObject({ meta: 'm', galleries: ['default', 'a'] });
-    expect(await store.updateFace(9999, { meta: 'x' })).toBeUndefined();
+    expect(await update(9999, { meta: 'x' })).toBeUndefined();
   });
 });
 
@@ -149,51 +161,51 @@ describe('deleting', () => {
   it('removes the photo row and blob with the last face of a photo', async () => {
     const bytes = photo();
     const hash = sha256Hex(bytes);
-    const [a, b] = await store.addFaces({ photo: bytes, faces: [face(1), face(2)], meta: '', galleries: [] });
-    expect(await store.deleteFace(a.id)).toBe(true);
+    const [a, b] = await add({ photo: bytes, faces: [face(1), face(2)], meta: '', galleries: [] });
+    expect(await del(a.id)).toBe(true);
     expect(await blobs.exists(hash)).toBe(true);
-    expect(await store.photoInfo(hash)).toBeDefined();
-    expect(await store.deleteFace(b.id)).toBe(true);
+    expect(await photos.info(hash)).toBeDefined();
+    expect(await del(b.id)).toBe(true);
     expect(await blobs.exists(hash)).toBe(false);
-    expect(await store.photoInfo(hash)).toBeUndefined();
-    expect(await store.deleteFace(b.id)).toBe(false);
+    expect(await photos.info(hash)).toBeUndefined();
+    expect(await del(b.id)).toBe(false);
     await expectConsistent();
   });
 
   it('deletes a gallery with its faces and their unused photos, and nothing else', async () => {
-    await store.createGallery('doomed');
-    await store.createGallery('kept');
+    await galleries.create('doomed');
+    await galleries.create('kept');
     const shared = photo();
-    const [inDoomed] = await store.addFaces({ photo: shared, faces: [face(1)], meta: 'a', galleries: ['doomed'] });
-    const [outside] = await store.addFaces({ photo: shared, faces: [face(2)], meta: 'b', galleries: ['kept'] });
+    const [inDoomed] = await add({ photo: shared, faces: [face(1)], meta: 'a', galleries: ['doomed'] });
+    const [outside] = await add({ photo: shared, faces: [face(2)], meta: 'b', galleries: ['kept'] });
     const only = photo();
-    await store.addFaces({ photo: only, faces: [face(3), face(4)], meta: 'c', galleries: ['doomed', 'kept'] });
-    expect(await store.deleteGallery('doomed')).toBe(true);
+    await add({ photo: only, faces: [face(3), face(4)], meta: 'c', galleries: ['doomed', 'kept'] });
+    expect(await dropGallery('doomed')).toBe(true);
     expect(await store.getFace(inDoomed.id)).toBeUndefined();
     expect(await store.getFace(outside.id)).toMatchObject({ galleries: ['default', 'kept'] });
     expect(await blobs.exists(sha256Hex(shared))).toBe(true);
     expect(await blobs.exists(sha256Hex(only))).toBe(false);
-    expect(await store.listGalleries()).toEqual(['default', 'kept']);
-    expect(await store.deleteGallery('doomed')).toBe(false);
+    expect(await galleries.list()).toEqual(['default', 'kept']);
+    expect(await dropGallery('doomed')).toBe(false);
     await expectConsistent();
   });
 });
 
 describe('galleries', () => {
   it('lists default first and refuses duplicates', async () => {
-    expect(await store.createGallery('zeta')).toBe(true);
-    expect(await store.createGallery('Alpha')).toBe(true);
-    expect(await store.createGallery('zeta')).toBe(false);
-    expect(await store.listGalleries()).toEqual(['default', 'Alpha', 'zeta']);
+    expect(await galleries.create('zeta')).toBe(true);
+    expect(await galleries.create('Alpha')).toBe(true);
+    expect(await galleries.create('zeta')).toBe(false);
+    expect(await galleries.list()).toEqual(['default', 'Alpha', 'zeta']);
   });
 });
 
 describe('listings', () => {
   async function seed() {
-    await store.createGallery('g');
+    await galleries.create('g');
     // ids 1..7; metas: odd ids "odd", even ids "even"; ids 2, 3, 6 in g
     for (let i = 1; i <= 7; i++) {
-      await store.addFaces({ photo: photo(), faces: [face(i)], meta: i % 2 ? 'odd' : 'even', galleries: [2, 3, 6].includes(i) ? ['g'] : [] });
+      await add({ photo: photo(), faces: [face(i)], meta: i % 2 ? 'odd' : 'even', galleries: [2, 3, 6].includes(i) ? ['g'] : [] });
     }
   }
 
@@ -232,7 +244,7 @@ describe('listings', () => {
     const g = await drain(await store.listFaces({ gallery: 'g' }, { limit: 2 }));
     expect(g.items.map((f) => f.id)).toEqual([6, 3]);
     expect(g.links).toEqual({ nextMaxId: 3 });
-    await expect(store.listFaces({ gallery: 'nope' }, {})).rejects.toMatchObject({ status: 404 });
+    await expect(store.listFaces({ gallery: 'nope' }, {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it('summarises metas by their first face, overall and per gallery', async () => {
@@ -269,7 +281,7 @@ describe('listings', () => {
 describe('crash leftovers', () => {
   it('sweeps blobs without a row and stale temporary files, keeping live ones', async () => {
     const live = photo();
-    await store.addFaces({ photo: live, faces: [face()], meta: '', galleries: [] });
+    await add({ photo: live, faces: [face()], meta: '', galleries: [] });
     const orphan = photo();
     await blobs.write(sha256Hex(orphan), orphan);
     const tmp = `${blobs.pathOf(sha256Hex(orphan))}.tmp-abc123`;
@@ -278,7 +290,7 @@ describe('crash leftovers', () => {
     await utimes(tmp, old, old);
     const fresh = `${blobs.pathOf(sha256Hex(live))}.tmp-def456`;
     await writeFile(fresh, 'in progress');
-    const swept = await store.sweepOrphans();
+    const swept = await photos.sweepOrphans();
     expect(swept).toEqual({ blobs: 1, temporary: 1 });
     expect(await blobs.exists(sha256Hex(live))).toBe(true);
     expect(await blobs.exists(sha256Hex(orphan))).toBe(false);
@@ -290,13 +302,13 @@ describe('crash leftovers', () => {
 
   it('finishes queued photo collection, never dropping a photo still in use', async () => {
     const used = photo();
-    const [f] = await store.addFaces({ photo: used, faces: [face()], meta: '', galleries: [] });
+    const [f] = await add({ photo: used, faces: [face()], meta: '', galleries: [] });
     const unused = photo();
-    const [g] = await store.addFaces({ photo: unused, faces: [face()], meta: '', galleries: [] });
+    const [g] = await add({ photo: unused, faces: [face()], meta: '', galleries: [] });
     // As if the process died right after deleting g's face: row deleted and queued, not collected.
     await tdb.db.sql`DELETE FROM faces WHERE id = ${g.id}`;
     await tdb.db.sql`INSERT INTO photo_gc (hash) VALUES (${sha256Hex(used)}), (${sha256Hex(unused)})`;
-    await store.collect();
+    await photos.collect();
     expect(await store.getFace(f.id)).toBeDefined();
     expect(await blobs.exists(sha256Hex(used))).toBe(true);
     expect(await blobs.exists(sha256Hex(unused))).toBe(false);
@@ -306,8 +318,8 @@ describe('crash leftovers', () => {
 
 describe('concurrency', () => {
   it('50 parallel adds and deletes over shared photos and galleries stay consistent', async () => {
-    await store.createGallery('x');
-    await store.createGallery('y');
+    await galleries.create('x');
+    await galleries.create('y');
     const photos = Array.from({ length: 5 }, photo);
     const ops: Promise<unknown>[] = [];
     const added: number[] = [];
@@ -315,16 +327,16 @@ describe('concurrency', () => {
       ops.push(
         store
           .addFaces({ photo: photos[i % 5], faces: [face(i)], meta: `m${i % 3}`, galleries: i % 2 ? ['x'] : ['x', 'y'] })
-          .then(async ([f]) => {
+          .then(async ({ value: [f] }) => {
             added.push(f.id);
             // Some faces outside y (which is being deleted meanwhile) are deleted again at once, racing the adds of the same photos.
-            if (i % 6 === 3) expect(await store.deleteFace(f.id)).toBe(true);
+            if (i % 6 === 3) expect(await del(f.id)).toBe(true);
             // The others in y may already be gone with it; deleting is then a no-op.
-            else if (i % 6 === 0) await store.deleteFace(f.id);
+            else if (i % 6 === 0) await del(f.id);
           }),
       );
     }
-    ops.push(store.deleteGallery('y').then(() => undefined));
+    ops.push(dropGallery('y'));
     await Promise.all(ops);
     await expectConsistent();
     const [counts] = await tdb.db.sql`
@@ -335,7 +347,7 @@ describe('concurrency', () => {
     const listed = await drain(await store.listFaces({}, {}));
     expect(listed.items).toHaveLength(counts.faces);
     // Deleting everything leaves no photo, row or blob behind.
-    await Promise.all(listed.items.map((f) => store.deleteFace(f.id)));
+    await Promise.all(listed.items.map((f) => del(f.id)));
     await expectConsistent();
     const [left] = await tdb.db.sql`SELECT count(*)::int AS n FROM photos`;
     expect(left.n).toBe(0);

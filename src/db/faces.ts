@@ -1,0 +1,284 @@
+/**
+ * Faces: adding the faces of one photo, reading, changing and deleting them,
+ * and listing them (by meta, gallery, or per-meta summaries).
+ *
+ * Invariants:
+ * - A face, its gallery memberships and its photo row are written in one
+ *   transaction, with the photo's blob durable before commit (photos.ts).
+ * - Membership of `default` is implicit (galleries.ts).
+ * - Every write that changes what search sees appends to the change log in
+ *   the same transaction and returns the last position it wrote; waiting for
+ *   the search index is the caller's business (services/index-writes.ts).
+ *
+ * Locks are always taken in the order gallery rows → face rows → photo locks
+ * (sorted) → change-log lock, so concurrent requests do not deadlock; a
+ * deadlock that Postgres still reports is retried by `transaction`.
+ */
+import type { Row } from 'postgres';
+import { logChanges } from './change-log.js';
+import { transaction, type Sql, type TransactionSql } from './client.js';
+import { floatsToBytes } from './embedding.js';
+import { DEFAULT_GALLERY, extraGalleries, galleryExists, shareGalleries, unknownGallery } from './galleries.js';
+import { pagedListing, type Listing, type Page } from './paging.js';
+import { ensurePerson } from './persons.js';
+import { queuePhotos, type PhotoStore } from './photos.js';
+
+export interface StoredFace {
+  id: number;
+  meta: string;
+  /** The caller's URL when the photo came by URL; null for uploads (served by this service). */
+  photo: string | null;
+  photo_hash: string;
+  /** UTC, ISO 8601 with microseconds and no zone. */
+  timestamp: string;
+  x1: number;
+  y1: number;
+  x2: number;
+  y2: number;
+  /** Always starts with `default`; the others sorted. */
+  galleries: string[];
+}
+
+/** Where a face sits on its photo, and its photo: what a face and a history event share. */
+export type Placement = Pick<StoredFace, 'meta' | 'photo' | 'photo_hash' | 'timestamp' | 'x1' | 'y1' | 'x2' | 'y2'>;
+
+export interface MetaSummary {
+  meta: string;
+  count: number;
+  face: StoredFace;
+}
+
+export interface NewFace {
+  box: { x1: number; y1: number; x2: number; y2: number };
+  /** One L2-normalised embedding of `dim` values. */
+  embedding: Float32Array;
+}
+
+export interface AddFacesInput {
+  photo: Buffer;
+  /** Set when the photo was fetched from a URL. */
+  photoUrl?: string;
+  faces: NewFace[];
+  meta: string;
+  galleries: string[];
+  camId?: string;
+}
+
+export type GalleryChange = { add: string[] } | { del: string[] } | { set: string[] };
+
+export interface FaceUpdate {
+  meta?: string;
+  personId?: number | null;
+  galleries?: GalleryChange;
+}
+
+export interface FaceFilter {
+  meta?: string;
+  gallery?: string;
+}
+
+/** A write as committed: what it produced, and the last change-log position it wrote (none when search is unaffected). */
+export interface Written<T> {
+  value: T;
+  position?: number;
+}
+
+export type { Listing, Page, PageLinks } from './paging.js';
+
+/** The fields a face and a history event share, from a row that selects them under these names. */
+export function placementOf(r: Row): Placement {
+  return { meta: r.meta, photo: r.photo, photo_hash: r.photo_hash, timestamp: r.timestamp, x1: r.x1, y1: r.y1, x2: r.x2, y2: r.y2 };
+}
+
+function toFace(r: Row): StoredFace {
+  const extra = (r.galleries as string[]) ?? [];
+  return { id: Number(r.id), ...placementOf(r), galleries: [DEFAULT_GALLERY, ...extra] };
+}
+
+/** The columns of a StoredFace; `f` is the faces row. */
+function faceColumns(sql: Sql | TransactionSql) {
+  return sql`
+    f.id, f.meta, f.photo, f.photo_hash,
+    to_char(f.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS timestamp,
+    f.x1, f.y1, f.x2, f.y2,
+    ARRAY(SELECT m.gallery FROM face_galleries m WHERE m.face_id = f.id ORDER BY m.gallery) AS galleries`;
+}
+
+export interface FaceStoreOptions {
+  /**
+   * Id of the recogniser whose embeddings this process stores (recorded per
+   * face, see 004-embedding-model.sql). Needed to add faces; readers may omit it.
+   */
+  model?: string;
+  /** Pool for streamed listings (Database.stream); the main pool when absent. */
+  stream?: Sql;
+}
+
+export class FaceStore {
+  private readonly stream: Sql;
+
+  constructor(
+    private readonly sql: Sql,
+    readonly photos: PhotoStore,
+    private readonly opts: FaceStoreOptions = {},
+  ) {
+    this.stream = opts.stream ?? sql;
+  }
+
+  /**
+   * Stores the faces of one photo in one transaction; the photo's blob is
+   * durable before commit. `within` runs in the same transaction once the
+   * faces are stored (history records the sighting they came from there);
+   * its failure stores nothing. Returns the faces in id order.
+   */
+  async addFaces(input: AddFacesInput, within?: (tx: TransactionSql, faces: StoredFace[]) => Promise<void>): Promise<Written<StoredFace[]>> {
+    if (input.faces.length === 0) throw new Error('addFaces needs at least one face');
+    const { model } = this.opts;
+    if (model === undefined) throw new Error('addFaces needs a FaceStore constructed with the recogniser model');
+    const galleries = extraGalleries(input.galleries);
+    const dim = input.faces[0].embedding.length;
+    let blob: string | undefined;
+    try {
+      return await transaction(this.sql, async (tx) => {
+        await shareGalleries(tx, galleries);
+        const hash = await this.photos.keepIn(tx, input.photo, (h) => (blob = h));
+        const rows = input.faces.map((f) => ({
+          meta: input.meta,
+          photo: input.photoUrl ?? null,
+          photo_hash: hash,
+          x1: f.box.x1,
+          y1: f.box.y1,
+          x2: f.box.x2,
+          y2: f.box.y2,
+          cam_id: input.camId ?? null,
+          dim,
+          embedding: floatsToBytes(f.embedding),
+          model,
+        }));
+        const ids = await tx`
+          INSERT INTO faces ${tx(rows, 'meta', 'photo', 'photo_hash', 'x1', 'y1', 'x2', 'y2', 'cam_id', 'dim', 'embedding', 'model')}
+          RETURNING id`;
+        const faceIds = ids.map((r) => r.id as string);
+        if (galleries.length > 0) {
+          const pairs = faceIds.flatMap((id) => galleries.map((gallery) => ({ face_id: id, gallery })));
+          await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'gallery')}`;
+        }
+        const faces = (await tx`SELECT ${faceColumns(tx)} FROM faces f WHERE f.id IN ${tx(faceIds)} ORDER BY f.id`).map(toFace);
+        if (within) await within(tx, faces);
+        return { value: faces, position: await logChanges(tx, faceIds, 'upsert') };
+      });
+    } catch (err) {
+      // The blob may now be unused; queue it so it does not linger until the next sweep.
+      if (blob !== undefined) await this.photos.discard([blob]);
+      throw err;
+    }
+  }
+
+  /** Faces by id, in the order asked; ids that do not exist are left out. One query for all. */
+  async getFaces(ids: number[]): Promise<StoredFace[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id IN ${this.sql(ids)}`;
+    const byId = new Map(rows.map((r) => [Number(r.id), toFace(r)]));
+    return ids.flatMap((id) => byId.get(id) ?? []);
+  }
+
+  async getFace(id: number): Promise<StoredFace | undefined> {
+    const [row] = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id = ${id}`;
+    return row ? toFace(row) : undefined;
+  }
+
+  /**
+   * Applies an update; undefined when the face does not exist. Unknown
+   * galleries are a 404 naming them and change nothing. Only a gallery change
+   * concerns search, so only it is logged.
+   */
+  async updateFace(id: number, update: FaceUpdate): Promise<Written<StoredFace> | undefined> {
+    return transaction(this.sql, async (tx) => {
+      const change = update.galleries;
+      const names = change ? extraGalleries('add' in change ? change.add : 'del' in change ? change.del : change.set) : [];
+      await shareGalleries(tx, names);
+      const [locked] = await tx`SELECT id FROM faces WHERE id = ${id} FOR UPDATE`;
+      if (!locked) return undefined;
+      if (update.meta !== undefined) await tx`UPDATE faces SET meta = ${update.meta} WHERE id = ${id}`;
+      if (update.personId !== undefined) {
+        if (update.personId !== null) await ensurePerson(tx, update.personId);
+        await tx`UPDATE faces SET person_id = ${update.personId} WHERE id = ${id}`;
+      }
+      if (change) {
+        if ('set' in change) {
+          await tx`DELETE FROM face_galleries WHERE face_id = ${id} ${names.length ? tx`AND gallery NOT IN ${tx(names)}` : tx``}`;
+        } else if ('del' in change && names.length) {
+          await tx`DELETE FROM face_galleries WHERE face_id = ${id} AND gallery IN ${tx(names)}`;
+        }
+        if (!('del' in change) && names.length) {
+          const pairs = names.map((gallery) => ({ face_id: id, gallery }));
+          await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'gallery')} ON CONFLICT DO NOTHING`;
+        }
+      }
+      const [row] = await tx`SELECT ${faceColumns(tx)} FROM faces f WHERE f.id = ${id}`;
+      const position = change ? await logChanges(tx, [id], 'galleries') : undefined;
+      return { value: toFace(row), position };
+    });
+  }
+
+  /** Undefined when there was no such face. The photo goes too when this was its last face. */
+  async deleteFace(id: number): Promise<{ position: number } | undefined> {
+    const deleted = await transaction(this.sql, async (tx) => {
+      const gone = await tx`DELETE FROM faces WHERE id = ${id} RETURNING photo_hash`;
+      if (gone.length === 0) return undefined;
+      const hash = gone[0].photo_hash as string;
+      await queuePhotos(tx, [hash]);
+      return { hash, position: (await logChanges(tx, [id], 'delete')) as number };
+    });
+    if (!deleted) return undefined;
+    await this.photos.collect([deleted.hash]);
+    return { position: deleted.position };
+  }
+
+  /** Faces matching `filter`, ids descending, streamed from a cursor. Unknown gallery → 404. */
+  async listFaces(filter: FaceFilter, page: Page, batchSize = 500): Promise<Listing<StoredFace>> {
+    if (filter.gallery !== undefined) await this.requireGallery(filter.gallery);
+    const g = filter.gallery;
+    const scoped = g !== undefined && g !== DEFAULT_GALLERY;
+    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.gallery = ${g}` : s`faces f`);
+    const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
+    const match = (s: Sql) => (filter.meta !== undefined ? s`f.meta = ${filter.meta}` : s`true`);
+    return pagedListing(this.sql, this.stream, page, batchSize, {
+      ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${idCol(s)} ${order} ${extra}`,
+      rows: (s, where) => s`SELECT ${faceColumns(s)} FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${idCol(s)} DESC`,
+      idCol,
+      map: toFace,
+      idOf: (f) => f.id,
+    });
+  }
+
+  /**
+   * One summary per distinct meta, represented by its first (lowest id) face,
+   * ordered by that face's id descending; paging cursors are those ids.
+   */
+  async listMeta(filter: { gallery?: string }, page: Page, batchSize = 200): Promise<Listing<MetaSummary>> {
+    if (filter.gallery !== undefined) await this.requireGallery(filter.gallery);
+    const g = filter.gallery;
+    const scoped = g !== undefined && g !== DEFAULT_GALLERY;
+    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.gallery = ${g}` : s`faces f`);
+    const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
+    const same = (s: Sql) =>
+      scoped
+        ? s`FROM faces o JOIN face_galleries os ON os.face_id = o.id AND os.gallery = ${g} WHERE o.meta = f.meta`
+        : s`FROM faces o WHERE o.meta = f.meta`;
+    const first = (s: Sql) => s`NOT EXISTS (SELECT 1 ${same(s)} AND o.id < f.id)`;
+    return pagedListing(this.sql, this.stream, page, batchSize, {
+      ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${first(s)} AND ${where} ORDER BY ${idCol(s)} ${order} ${extra}`,
+      rows: (s, where) => s`
+        SELECT ${faceColumns(s)}, (SELECT count(*) ${same(s)}) AS meta_count
+        FROM ${from(s)} WHERE ${first(s)} AND ${where} ORDER BY ${idCol(s)} DESC`,
+      idCol,
+      map: (r) => ({ meta: r.meta as string, count: Number(r.meta_count), face: toFace(r) }),
+      idOf: (m) => m.face.id,
+    });
+  }
+
+  private async requireGallery(name: string): Promise<void> {
+    if (!(await galleryExists(this.sql, name))) throw unknownGallery([name], 'gallery');
+  }
+}

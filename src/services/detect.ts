@@ -1,0 +1,25 @@
+/**
+ * Detection, POST /v1/detect/: the faces on one photo, with the attributes
+ * asked for. A photo without faces is not an error here.
+ *
+ * load the photo → analyse it (no embeddings) → every face, biggest first.
+ */
+import type { FaceResult } from '../native/engine.js';
+import type { FaceService } from './faces.js';
+import type { PhotoInput } from './photo-source.js';
+
+export interface DetectRequest {
+  photo: PhotoInput;
+  age: boolean;
+  gender: boolean;
+  emotions: boolean;
+}
+
+export async function detect(faces: FaceService, req: DetectRequest, signal?: AbortSignal): Promise<FaceResult[]> {
+  const analysis = await faces.analyze(
+    { photo: req.photo, param: 'photo' },
+    { embed: false, age: req.age, gender: req.gender, emotions: req.emotions },
+    signal,
+  );
+  return analysis.faces;
+}

@@ -1,0 +1,40 @@
+/**
+ * The writes to stored faces besides enrolment: changing a face (PUT), deleting
+ * one, deleting a gallery with its faces. Each commits, then waits for the
+ * search index like enrolment does (index-writes.ts), so an answered change is
+ * what search shows, or the answer says it is not yet.
+ */
+import type { FaceStore, FaceUpdate, StoredFace } from '../db/faces.js';
+import { unknownGallery, type GalleryStore } from '../db/galleries.js';
+import { notFound } from '../errors.js';
+import type { IndexLag, IndexWrites } from './index-writes.js';
+
+export interface FaceChangeDeps {
+  store: FaceStore;
+  galleries: GalleryStore;
+  writes: IndexWrites;
+}
+
+export const unknownFace = (id: number) => notFound(`No face with id ${id}`);
+
+export async function updateFace(deps: FaceChangeDeps, id: number, update: FaceUpdate): Promise<{ face: StoredFace; indexLag?: IndexLag }> {
+  const written = await deps.store.updateFace(id, update);
+  if (!written) throw unknownFace(id);
+  // Only a gallery change is logged; it decides where the face can be found.
+  const indexLag = await deps.writes.settle(written.position, true);
+  return { face: written.value, ...(indexLag ? { indexLag } : {}) };
+}
+
+export async function deleteFace(deps: FaceChangeDeps, id: number): Promise<{ indexLag?: IndexLag }> {
+  const deleted = await deps.store.deleteFace(id);
+  if (!deleted) throw unknownFace(id);
+  const indexLag = await deps.writes.settle(deleted.position, false);
+  return indexLag ? { indexLag } : {};
+}
+
+export async function deleteGallery(deps: FaceChangeDeps, name: string): Promise<{ deleted: number; indexLag?: IndexLag }> {
+  const gone = await deps.galleries.delete(name);
+  if (!gone) throw unknownGallery([name], 'gallery');
+  const indexLag = await deps.writes.settle(gone.position, false);
+  return { deleted: gone.deleted, ...(indexLag ? { indexLag } : {}) };
+}

@@ -1,0 +1,134 @@
+/**
+ * Identification, POST /v0/identify/ and its per-gallery form: which stored
+ * faces look like the faces on a photo.
+ *
+ * check the gallery (and, when strict, that every shard is live) → load the
+ * photo → analyse it → choose the faces → search the shards for each →
+ * keep the matches at or above the threshold that are still stored → with a
+ * camera, record the sighting → the matches per face.
+ *
+ * Shards: every answer says how many served the search (`live` of `total`,
+ * X-Live-Servers); with `strict`, any shard out of service is 503
+ * SHARDS_UNAVAILABLE naming the missing ones, checked before the photo is
+ * analysed so a strict caller does not pay for an inference it cannot use,
+ * and again after the search.
+ */
+import type { FaceStore, StoredFace } from '../db/faces.js';
+import { DEFAULT_GALLERY, unknownGallery, type GalleryStore } from '../db/galleries.js';
+import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
+import { DomainError } from '../errors.js';
+import type { FaceIndex, ShardInfo } from '../native/face-index.js';
+import type { FaceResult } from '../native/engine.js';
+import { isVerified, resolveThreshold, toConfidence, type ThresholdPreset } from './calibration.js';
+import { pickRows, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
+import type { PhotoInput } from './photo-source.js';
+import { embedOptions, sightingOf } from './sightings.js';
+
+/** `X-Live-Servers: <live>/<total>`: shards that served the search (or are live) out of all. */
+export const LIVE_SERVERS = 'X-Live-Servers';
+
+export interface IdentifyDeps {
+  faces: FaceService;
+  store: FaceStore;
+  galleries: GalleryStore;
+  index: FaceIndex;
+  history: HistoryStore;
+  /** Longer side of sighting thumbnails, in pixels. */
+  thumbnailSize: number;
+  /** Default of `strict`. */
+  strict: boolean;
+}
+
+export interface IdentifyRequest {
+  photo: PhotoInput;
+  /** The face to search for instead of detecting faces. */
+  box?: Box;
+  threshold?: ThresholdPreset | number;
+  /** Most matches per face. */
+  n: number;
+  strict?: boolean;
+  mf_selector: MultiFaceSelector;
+  /** Only faces of this gallery (undefined or default: all). */
+  gallery?: string;
+  cam_id?: string;
+  timestamp?: string;
+}
+
+export interface Match {
+  confidence: number;
+  face: StoredFace;
+}
+
+export interface Identification {
+  /** One entry per face searched, biggest first. */
+  results: { face: FaceResult; matches: Match[] }[];
+  /** With cam_id: the history event of each face searched, in the order of results. */
+  sightings?: HistoryEvent[];
+  /** Shards that served every search, and all shards. */
+  live: number;
+  total: number;
+}
+
+export function liveServers(shards: ShardInfo[]): { live: number; total: number } {
+  return { live: shards.filter((s) => s.state === 'live').length, total: shards.length };
+}
+
+const shardsUnavailable = (missing: number[], live: number, total: number) =>
+  new DomainError('SHARDS_UNAVAILABLE', `Search shards unavailable: ${missing.join(', ')}`, {
+    retryAfterS: 1,
+    headers: { [LIVE_SERVERS]: `${live}/${total}` },
+  });
+
+export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?: AbortSignal): Promise<Identification> {
+  const { index } = deps;
+  const gallery = req.gallery;
+  if (gallery !== undefined && !(await deps.galleries.exists(gallery))) throw unknownGallery([gallery], 'gallery');
+  const strict = req.strict ?? deps.strict;
+  if (strict) {
+    const shards = index.shards();
+    const down = shards.filter((s) => s.state !== 'live').map((s) => s.shard);
+    if (down.length) {
+      const { live, total } = liveServers(shards);
+      throw shardsUnavailable(down, live, total);
+    }
+  }
+  const threshold = resolveThreshold(req.threshold);
+  const camId = req.cam_id;
+
+  const photo = { photo: req.photo, param: 'photo', boxes: req.box ? [req.box] : undefined, boxesParam: 'x1' };
+  const bytes = await deps.faces.load(photo, signal);
+  const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize));
+  const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', req.box !== undefined);
+
+  const rows = pickRows(analysis, chosen);
+  const { dim } = analysis;
+  // Every face lives in default, so that restriction is no restriction and skips the filtered walk.
+  const scope = gallery === DEFAULT_GALLERY ? undefined : gallery;
+  const searches = await Promise.all(chosen.map((_, k) => index.search(rows.subarray(k * dim, (k + 1) * dim), req.n, scope)));
+  const now = liveServers(index.shards());
+  const live = searches.length ? Math.min(...searches.map((s) => s.live)) : now.live;
+  const total = searches[0]?.total ?? now.total;
+  const missing = [...new Set(searches.flatMap((s) => s.missing))].sort((a, b) => a - b);
+  if (strict && missing.length) throw shardsUnavailable(missing, live, total);
+
+  const kept = searches.map((s) =>
+    s.matches
+      .map((m) => ({ id: m.id, confidence: toConfidence(m.similarity) }))
+      .filter((m) => threshold === null || isVerified(m.confidence, threshold)),
+  );
+  const byId = new Map<number, StoredFace>((await deps.store.getFaces([...new Set(kept.flatMap((list) => list.map((m) => m.id)))])).map((f) => [f.id, f]));
+  // A face deleted between the search and the load is left out rather than shown half.
+  const results = chosen.map((i, k) => ({
+    face: analysis.faces[i],
+    matches: kept[k].flatMap((m) => {
+      const face = byId.get(m.id);
+      return face ? [{ confidence: m.confidence, face }] : [];
+    }),
+  }));
+  if (camId === undefined) return { results, live, total };
+
+  // Each face joins the person of the best match still stored: the one the answer shows first.
+  const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, false, (k) => ({ matchFaceId: results[k].matches[0]?.face.id }));
+  const sightings = await deps.history.record(sighting);
+  return { results, sightings, live, total };
+}

@@ -1,0 +1,65 @@
+/**
+ * Verification, POST /v0/verify/: do the faces on two photos belong to the
+ * same person?
+ *
+ * load and analyse both photos (in parallel) → choose the faces on each →
+ * compare every chosen face of photo1 with every chosen face of photo2 →
+ * confidences, and with a threshold the verdicts.
+ */
+import { isVerified, resolveThreshold, toConfidence, type ThresholdPreset } from './calibration.js';
+import { boxOf, pickRows, selectFaces, type Box, type BoxObject, type FaceService, type MultiFaceSelector } from './faces.js';
+import type { PhotoInput } from './photo-source.js';
+
+export interface VerifyRequest {
+  photo1: PhotoInput;
+  photo2: PhotoInput;
+  bbox1?: Box[];
+  bbox2?: Box[];
+  threshold?: ThresholdPreset | number;
+  mf_selector: MultiFaceSelector;
+}
+
+export interface Pair {
+  bbox1: BoxObject;
+  bbox2: BoxObject;
+  confidence: number;
+  /** confidence ≥ threshold; absent when the threshold is none. */
+  verified?: boolean;
+}
+
+export interface Verification {
+  /** One per (face on photo1, face on photo2), photo1-major. */
+  results: Pair[];
+  /** Every face on photo1 has a verified match on photo2; absent when the threshold is none. */
+  verified?: boolean;
+}
+
+const EMBED_ONLY = { embed: true, age: false, gender: false, emotions: false };
+
+export async function verify(faces: FaceService, req: VerifyRequest, signal?: AbortSignal): Promise<Verification> {
+  const threshold = resolveThreshold(req.threshold);
+  const [a, b] = await Promise.all([
+    faces.analyze({ photo: req.photo1, param: 'photo1', boxes: req.bbox1, boxesParam: 'bbox1' }, EMBED_ONLY, signal),
+    faces.analyze({ photo: req.photo2, param: 'photo2', boxes: req.bbox2, boxesParam: 'bbox2' }, EMBED_ONLY, signal),
+  ]);
+  const pick1 = selectFaces(a.faces, req.mf_selector, 'photo1', req.bbox1 !== undefined);
+  const pick2 = selectFaces(b.faces, req.mf_selector, 'photo2', req.bbox2 !== undefined);
+  const sims = await faces.similarity(pickRows(a, pick1), pickRows(b, pick2), a.dim);
+
+  const results: Pair[] = [];
+  let allMatched = true;
+  pick1.forEach((i, r) => {
+    let matched = false;
+    pick2.forEach((j, c) => {
+      const confidence = toConfidence(sims[r * pick2.length + c]);
+      const pair: Pair = { bbox1: boxOf(a.faces[i]), bbox2: boxOf(b.faces[j]), confidence };
+      if (threshold !== null) {
+        pair.verified = isVerified(confidence, threshold);
+        matched ||= pair.verified;
+      }
+      results.push(pair);
+    });
+    allMatched &&= matched;
+  });
+  return threshold === null ? { results } : { results, verified: allMatched };
+}
