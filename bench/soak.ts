@@ -1,0 +1,365 @@
+/**
+ * A long mixed load at a fixed request rate, watching the service's memory
+ * and latency over time:
+ *
+ *   npm run soak -- [--minutes N | --seconds S] [--rate R | --rate auto] [--interval S]
+ *                   [--probe-seconds S] [--json out.json] [--svg out.svg]
+ *                   [--url http://host:port --token T [--pid P]]
+ *
+ * The mix (by request number modulo 20): 3 detect, 3 add, 4 identify, 5 get a
+ * face, 3 list faces (limit 50), 2 delete a face added during the soak. It is
+ * an open loop (bench/http-load.ts runRate): requests start on schedule
+ * whatever the answers do. `--rate auto` first runs the same mix in a closed
+ * loop for --probe-seconds (default 15) and soaks at 80% of the throughput
+ * measured. Every --interval seconds (default 10) the service's RSS
+ * (/proc/<pid>/status) is sampled; afterwards requests, p50 and p99 are
+ * computed per interval. JSON and SVG go to .bench-out/ unless named.
+ *
+ * Unexpected outcomes, which make the exit code 1: the service dying, a
+ * connection error, a 5xx other than 503 with Retry-After, an error body
+ * that is not JSON {code, reason, error}, an answer slower than 5 s, or a
+ * status the request's kind never gives (e.g. a 404 for a face never deleted).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { findProjectRoot } from '../src/config.js';
+import { byKind, runLoad, runRate, type LoadResult } from './http-load.js';
+import { Client, demoPhotos } from './load.js';
+import { describeMachine, machineLine } from './machine.js';
+import { startBenchService, type BenchService } from './service.js';
+import { latencySvg } from './svg.js';
+import { answerProblems, mib, rssKiB, type Problem } from './fuzz/outcome.js';
+
+export interface SoakOptions {
+  seconds: number;
+  /** Requests per second, or 'auto': 80% of a closed-loop probe's throughput. */
+  rate: number | 'auto';
+  intervalS: number;
+  probeSeconds: number;
+  probeConcurrency: number;
+  url?: string;
+  token: string;
+  pid?: number;
+  quiet?: boolean;
+}
+
+export interface IntervalStats {
+  /** Seconds into the soak at the interval's start. */
+  startS: number;
+  requests: number;
+  errors: number;
+  p50: number;
+  p99: number;
+  max: number;
+  rssKiB?: number;
+}
+
+export interface SoakReport {
+  target: string;
+  rate: number;
+  probe?: { perSecond: number; concurrency: number; seconds: number };
+  seconds: number;
+  result: Omit<LoadResult, 'samples'>;
+  byKind: Omit<LoadResult, 'samples'>[];
+  intervals: IntervalStats[];
+  rss: { startKiB?: number; endKiB?: number; maxKiB?: number };
+  unexpected: { kind: string; count: number; detail: string }[];
+  unexpectedTotal: number;
+  samples: LoadResult['samples'];
+}
+
+/** Statuses each kind of request may answer with under load (503 with Retry-After is always allowed). */
+const ALLOWED: Record<string, number[]> = {
+  detect: [200],
+  add: [200],
+  identify: [200],
+  get: [200],
+  list: [200],
+  delete: [204],
+};
+
+const KIND_OF = ['detect', 'detect', 'detect', 'add', 'add', 'add', 'identify', 'identify', 'identify', 'identify', 'get', 'get', 'get', 'get', 'get', 'list', 'list', 'list', 'delete', 'delete'];
+
+export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
+  const log = (s: string) => {
+    if (!opts.quiet) process.stderr.write(`${s}\n`);
+  };
+  let service: BenchService | undefined;
+  const problems = new Map<string, { kind: string; count: number; detail: string }>();
+  const note = (p: Problem, where: string) => {
+    const key = `${p.kind}\u0000${where}`;
+    const g = problems.get(key);
+    if (g) g.count++;
+    else problems.set(key, { kind: p.kind, count: 1, detail: `${where}: ${p.detail}` });
+  };
+  try {
+    if (!opts.url) {
+      log('soak: starting the service (embedded PostgreSQL, node dist/src/main.js)...');
+      service = await startBenchService(opts.token);
+    }
+    const base = opts.url ?? service!.base;
+    const pid = service?.child.pid ?? opts.pid;
+    let died = false;
+    service?.child.once('exit', (code, signal) => {
+      died = true;
+      note({ kind: 'crash', detail: `exited with code ${code}, signal ${signal}` }, 'service');
+    });
+    const client = new Client(base, opts.token, demoPhotos());
+    const seeded = await client.seed('soak');
+    log(`soak: ${seeded.length} faces seeded`);
+    const added: number[] = [];
+
+    const send = async (kind: string, method: string, p: string, body?: FormData): Promise<{ status: number; json?: any }> => {
+      const t0 = performance.now();
+      let res: Response;
+      let text: string;
+      try {
+        res = await fetch(`${base}${p}`, { method, headers: client.auth, body, signal: AbortSignal.timeout(60_000) });
+        text = await res.text();
+      } catch (err) {
+        note({ kind: died ? 'crash' : 'connection', detail: (err as Error).message }, `${kind} ${method} ${p.replace(/\d+/g, '<n>')}`);
+        return { status: 0 };
+      }
+      const headers = Object.fromEntries(res.headers);
+      for (const pr of answerProblems({ status: res.status, headers, body: text, ms: performance.now() - t0 })) note(pr, kind);
+      const okStatus = ALLOWED[kind].includes(res.status) || (res.status === 503 && headers['retry-after'] !== undefined);
+      if (!okStatus) note({ kind: 'contract', detail: `${res.status} ${text.slice(0, 160)}` }, kind);
+      let json: any;
+      try {
+        json = text ? JSON.parse(text) : undefined;
+      } catch {
+        json = undefined;
+      }
+      return { status: res.status, json };
+    };
+
+    const request = async (i: number): Promise<number> => {
+      let kind = KIND_OF[i % KIND_OF.length];
+      if (kind === 'delete' && added.length === 0) kind = 'get';
+      switch (kind) {
+        case 'detect':
+          return (await send(kind, 'POST', '/v1/detect/', client.form({ photo: i }))).status;
+        case 'add': {
+          const r = await send(kind, 'POST', '/v0/face/', client.form({ photo: i, meta: `soak-${i}` }));
+          for (const f of (r.json?.results ?? []) as { id: number }[]) added.push(f.id);
+          return r.status;
+        }
+        case 'identify':
+          return (await send(kind, 'POST', '/v0/identify/', client.form({ photo: i, n: '3' }))).status;
+        case 'get':
+          return (await send(kind, 'GET', `/v0/face/id/${seeded[i % seeded.length]}/`)).status;
+        case 'list':
+          return (await send(kind, 'GET', '/v0/faces/?limit=50')).status;
+        default: {
+          const id = added.splice(i % added.length, 1)[0];
+          return (await send(kind, 'DELETE', `/v0/face/id/${id}/`)).status;
+        }
+      }
+    };
+    const kindOf = (i: number) => {
+      const k = KIND_OF[i % KIND_OF.length];
+      return k === 'delete' && added.length === 0 ? 'get' : k;
+    };
+
+    let rate: number;
+    let probe: SoakReport['probe'];
+    if (opts.rate === 'auto') {
+      log(`soak: measuring capacity (closed loop, ${opts.probeConcurrency} clients, ${opts.probeSeconds} s)...`);
+      const r = await runLoad({ name: 'probe', concurrency: opts.probeConcurrency, seconds: opts.probeSeconds, send: request, kindOf });
+      probe = { perSecond: r.perSecond, concurrency: opts.probeConcurrency, seconds: r.seconds };
+      rate = Math.max(0.5, Math.round(r.perSecond * 0.8 * 10) / 10);
+      log(`soak: capacity ${r.perSecond.toFixed(1)} req/s, soaking at ${rate} req/s`);
+      // The probe's requests count as any others, but its problems are the same service's: keep them.
+    } else rate = opts.rate;
+
+    const rssSamples: { at: number; kib?: number }[] = [];
+    const started = performance.now();
+    rssSamples.push({ at: 0, kib: rssKiB(pid) });
+    const sampler = setInterval(() => rssSamples.push({ at: (performance.now() - started) / 1000, kib: rssKiB(pid) }), opts.intervalS * 1000);
+    log(`soak: ${rate} req/s for ${opts.seconds} s`);
+    const result = await runRate({ name: `soak mix at ${rate} req/s`, rate, seconds: opts.seconds, send: (i) => (died ? Promise.resolve(0) : request(i)), kindOf, maxInflight: 512 });
+    clearInterval(sampler);
+    rssSamples.push({ at: (performance.now() - started) / 1000, kib: rssKiB(pid) });
+
+    // Per-interval percentiles with the load code's own summary: label each sample with its interval.
+    const samples = result.samples ?? [];
+    const slot = (atMs: number) => Math.floor(atMs / 1000 / opts.intervalS);
+    const slots = byKind({ ...result, samples: samples.map((s) => ({ ...s, kind: String(slot(s.at)) })) });
+    const intervals: IntervalStats[] = slots
+      .map((r) => {
+        const k = Number(r.name.slice(r.name.lastIndexOf(': ') + 2));
+        const startS = k * opts.intervalS;
+        const rss = rssSamples.filter((x) => x.at >= startS && x.at <= startS + opts.intervalS && x.kib !== undefined).map((x) => x.kib!);
+        return { startS, requests: r.requests, errors: r.errors, p50: r.p50, p99: r.p99, max: r.max, rssKiB: rss.length ? Math.max(...rss) : undefined };
+      })
+      .sort((a, b) => a.startS - b.startS);
+    const known = rssSamples.filter((x) => x.kib !== undefined).map((x) => x.kib!);
+    const { samples: _s, ...summary } = result;
+    const unexpected = [...problems.values()].sort((a, b) => b.count - a.count);
+    return {
+      target: `${base}${opts.url ? '' : ' (started by the tool)'}`,
+      rate,
+      probe,
+      seconds: result.seconds,
+      result: summary,
+      byKind: byKind(result).map(({ samples: _x, ...rest }) => rest),
+      intervals,
+      rss: { startKiB: known[0], endKiB: known[known.length - 1], maxKiB: known.length ? Math.max(...known) : undefined },
+      unexpected,
+      unexpectedTotal: unexpected.reduce((s, u) => s + u.count, 0),
+      samples,
+    };
+  } finally {
+    await service?.stop();
+  }
+}
+
+/** RSS and p50/p99 per interval: the soak's own chart, next to the latency chart of bench/svg.ts. */
+export function intervalSvg(r: SoakReport, title: string): string {
+  const W = 900;
+  const H = 300;
+  const m = { left: 70, right: 70, top: 36, bottom: 40 };
+  const x0 = m.left;
+  const x1 = W - m.right;
+  const y0 = H - m.bottom;
+  const y1 = m.top;
+  const n = r.intervals.length;
+  const tmax = Math.max(1, ...r.intervals.map((i) => i.startS)) || 1;
+  const xs = (t: number) => x0 + (t / tmax) * (x1 - x0);
+  const rssMax = Math.max(1, ...r.intervals.map((i) => i.rssKiB ?? 0)) / 1024;
+  const latMax = Math.max(1, ...r.intervals.map((i) => (Number.isFinite(i.p99) ? i.p99 : 0)));
+  const yr = (mb: number) => y0 - (mb / rssMax) * (y0 - y1);
+  const yl = (ms: number) => y0 - (ms / latMax) * (y0 - y1);
+  const line = (pts: [number, number][], color: string, dash = '') =>
+    pts.length ? `<polyline points="${pts.map(([a, b]) => `${a.toFixed(1)},${b.toFixed(1)}`).join(' ')}" fill="none" stroke="${color}" stroke-width="1.5"${dash}/>` : '';
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+    `<text x="${x0}" y="18" font-size="14" font-weight="bold">${title.replace(/&/g, '&amp;').replace(/</g, '&lt;')}</text>`,
+    `<rect x="${x0}" y="${y1}" width="${x1 - x0}" height="${y0 - y1}" fill="none" stroke="#999"/>`,
+  ];
+  for (let k = 0; k <= 4; k++) {
+    const y = y0 - (k / 4) * (y0 - y1);
+    parts.push(`<line x1="${x0}" x2="${x1}" y1="${y}" y2="${y}" stroke="#eee"/>`);
+    parts.push(`<text x="${x0 - 6}" y="${y}" text-anchor="end" dy="3" fill="#1f77b4">${((latMax * k) / 4).toFixed(0)}</text>`);
+    parts.push(`<text x="${x1 + 6}" y="${y}" dy="3" fill="#2ca02c">${((rssMax * k) / 4).toFixed(0)}</text>`);
+  }
+  for (let k = 0; k <= 5; k++) parts.push(`<text x="${xs((tmax * k) / 5).toFixed(1)}" y="${y0 + 14}" text-anchor="middle">${((tmax * k) / 5).toFixed(0)}</text>`);
+  parts.push(`<text x="${(x0 + x1) / 2}" y="${y0 + 30}" text-anchor="middle">seconds into the soak (interval start)</text>`);
+  parts.push(`<text transform="translate(16 ${(y0 + y1) / 2}) rotate(-90)" text-anchor="middle" fill="#1f77b4">latency ms (line p50, dashed p99)</text>`);
+  parts.push(`<text transform="translate(${W - 14} ${(y0 + y1) / 2}) rotate(90)" text-anchor="middle" fill="#2ca02c">service RSS MiB</text>`);
+  if (n) {
+    parts.push(line(r.intervals.filter((i) => Number.isFinite(i.p50)).map((i) => [xs(i.startS), yl(i.p50)]), '#1f77b4'));
+    parts.push(line(r.intervals.filter((i) => Number.isFinite(i.p99)).map((i) => [xs(i.startS), yl(i.p99)]), '#1f77b4', ' stroke-dasharray="5 3"'));
+    parts.push(line(r.intervals.filter((i) => i.rssKiB !== undefined).map((i) => [xs(i.startS), yr(i.rssKiB! / 1024)]), '#2ca02c'));
+  }
+  parts.push('</svg>');
+  return parts.join('\n');
+}
+
+export function printSoakReport(r: SoakReport): void {
+  console.log(`soak ${r.target}: ${r.result.requests} requests in ${r.seconds.toFixed(0)} s at ${r.rate} req/s${r.probe ? ` (80% of ${r.probe.perSecond.toFixed(1)} req/s measured)` : ''}`);
+  console.log(`service RSS: start ${mib(r.rss.startKiB)}, end ${mib(r.rss.endKiB)}, max ${mib(r.rss.maxKiB)}`);
+  console.table(
+    [r.result, ...r.byKind].map((k) => ({
+      requests: k.name,
+      n: k.requests,
+      errors: k.errors,
+      'p50 ms': Number(k.p50.toFixed(1)),
+      'p99 ms': Number(k.p99.toFixed(1)),
+      'max ms': Number(k.max.toFixed(1)),
+      ...(k.lateStarts !== undefined ? { 'late starts': k.lateStarts } : {}),
+    })),
+  );
+  console.table(
+    r.intervals.map((i) => ({
+      's from': i.startS,
+      requests: i.requests,
+      errors: i.errors,
+      'p50 ms': Number(i.p50.toFixed(1)),
+      'p99 ms': Number(i.p99.toFixed(1)),
+      'RSS MiB': i.rssKiB !== undefined ? Math.round(i.rssKiB / 1024) : '-',
+    })),
+  );
+  if (r.unexpectedTotal === 0) console.log('no unexpected outcomes');
+  else {
+    console.log(`unexpected outcomes (${r.unexpectedTotal}):`);
+    for (const u of r.unexpected.slice(0, 40)) console.log(`  ${u.count} × ${u.kind}: ${u.detail}`);
+  }
+}
+
+const USAGE =
+  'usage: npm run soak -- [--minutes N | --seconds S] [--rate R | --rate auto] [--interval S] [--probe-seconds S] ' +
+  '[--json out.json] [--svg out.svg] [--url http://host:port --token T [--pid P]]';
+
+function parseCli(argv: string[]): SoakOptions & { json?: string; svg?: string } {
+  const opts: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-h' || a === '--help') {
+      console.log(USAGE);
+      process.exit(0);
+    }
+    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}\n${USAGE}`);
+    const [k, inline] = a.slice(2).split('=', 2);
+    const v = inline ?? argv[++i];
+    if (v === undefined) throw new Error(`--${k} needs a value\n${USAGE}`);
+    opts[k] = v;
+  }
+  const known = new Set(['minutes', 'seconds', 'rate', 'interval', 'probe-seconds', 'probe-concurrency', 'json', 'svg', 'url', 'token', 'pid']);
+  for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
+  const num = (k: string, fallback: number) => {
+    const n = opts[k] === undefined ? fallback : Number(opts[k]);
+    if (!(Number.isFinite(n) && n > 0)) throw new Error(`--${k} must be a positive number`);
+    return n;
+  };
+  if (opts.minutes !== undefined && opts.seconds !== undefined) throw new Error('give --minutes or --seconds, not both');
+  if (opts.url && !opts.token && !process.env.FACE_TOKEN) throw new Error('--url needs --token (or FACE_TOKEN)');
+  return {
+    seconds: opts.seconds !== undefined ? num('seconds', 60) : num('minutes', 10) * 60,
+    rate: (opts.rate ?? 'auto') === 'auto' ? 'auto' : num('rate', 1),
+    intervalS: num('interval', 10),
+    probeSeconds: num('probe-seconds', 15),
+    probeConcurrency: Math.round(num('probe-concurrency', 4)),
+    url: opts.url?.replace(/\/+$/, ''),
+    token: opts.token ?? process.env.FACE_TOKEN ?? 'soak-token',
+    pid: opts.pid !== undefined ? num('pid', 1) : undefined,
+    json: opts.json,
+    svg: opts.svg,
+  };
+}
+
+async function main() {
+  let cli: ReturnType<typeof parseCli>;
+  try {
+    cli = parseCli(process.argv.slice(2));
+  } catch (err) {
+    console.error((err as Error).message);
+    process.exit(2);
+  }
+  const machine = describeMachine();
+  const report = await runSoak(cli);
+  console.log(machineLine(machine));
+  printSoakReport(report);
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19);
+  const outDir = path.join(findProjectRoot(), '.bench-out');
+  const json = cli.json ?? path.join(outDir, `soak-${stamp}.json`);
+  const svg = cli.svg ?? path.join(outDir, `soak-${stamp}.svg`);
+  mkdirSync(path.dirname(json), { recursive: true });
+  mkdirSync(path.dirname(svg), { recursive: true });
+  const { samples, ...rest } = report;
+  writeFileSync(json, JSON.stringify({ machine, ...rest }, null, 1));
+  const title = `soak: ${report.rate} req/s mixed, ${(report.seconds / 60).toFixed(1)} min`;
+  writeFileSync(svg, latencySvg([{ ...report.result, samples }], title, `${machine.cpu}, ${machine.cores} cores, node ${machine.node}, ${machine.date}`));
+  const svgIntervals = svg.replace(/\.svg$/, '') + '-intervals.svg';
+  writeFileSync(svgIntervals, intervalSvg(report, `${title}: p50/p99 and service RSS per ${cli.intervalS} s`));
+  console.log(`json: ${json}\nsvg: ${svg}\nsvg: ${svgIntervals}`);
+  process.exit(report.unexpectedTotal > 0 ? 1 : 0);
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === new URL(import.meta.url).pathname) {
+  main().catch((err) => {
+    console.error(err instanceof Error ? err.stack ?? err.message : err);
+    process.exit(1);
+  });
+}
