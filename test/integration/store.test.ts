@@ -34,7 +34,15 @@ const auth = () => ({ Authorization: `Token ${token}` });
 beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-store-http-'));
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_FETCH_ALLOW_PRIVATE: 'true', FACE_DB_POOL: '20' });
+  // 50 parallel adds test the database, not admission: the engine queue is sized to take them all.
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    FACE_DATA_DIR: dir,
+    FACE_FETCH_ALLOW_PRIVATE: 'true',
+    FACE_DB_POOL: '20',
+    FACE_MAX_ENGINE_INFLIGHT: '64',
+  });
   const engine = await openEngine({ ...config });
   server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
   base = `http://127.0.0.1:${server.port}`;
