@@ -10,10 +10,11 @@
  * - An unknown person is 404 on both.
  */
 import { z } from 'zod';
-import { numberParam } from '../http/params.js';
+import { idParam, numberParam } from '../http/params.js';
 import type { RouteRegistry } from '../http/registry.js';
 import type { FaceStore } from '../db/faces.js';
-import { PERSON_RECENT_SIGHTINGS, unknownPerson, type HistoryEvent, type HistoryStore } from '../db/history-store.js';
+import { PERSON_RECENT_SIGHTINGS, type HistoryEvent, type HistoryStore } from '../db/history-store.js';
+import { person as findPerson, personHistory } from '../services/persons.js';
 import { baseUrl, renderFace, renderPersonRecord, streamResults } from './face-view.js';
 import { filterOf } from './history.js';
 import { cameraList, faceOutput, isoTimestamp, personIdParam } from './schemas.js';
@@ -53,10 +54,10 @@ const personHistoryResponse = z.object({
   results: z.array(personRecord).meta({ description: 'Sightings of the person, newest first.' }),
 });
 
-const personPath = z.object({ id: personIdParam });
+const personPath = z.object({ id: idParam('Person id (a positive integer).') });
 
 export function registerPersons(registry: RouteRegistry, deps: { store: FaceStore; history: HistoryStore; publicUrl?: string }): void {
-  const { store, history, publicUrl } = deps;
+  const { publicUrl } = deps;
 
   registry.define({
     method: 'GET',
@@ -70,10 +71,8 @@ export function registerPersons(registry: RouteRegistry, deps: { store: FaceStor
     response: { status: 200, description: 'The person.', schema: personResponse },
     errors: [400, 401, 404],
     async handler({ params, headers }) {
-      const person = await history.person(params.id);
-      if (!person) throw unknownPerson(params.id);
+      const { person, faces } = await findPerson(deps, params.id);
       const base = baseUrl(headers, publicUrl);
-      const faces = await store.getFaces(person.face_ids);
       return {
         id: person.id,
         created: person.created,
@@ -98,9 +97,7 @@ export function registerPersons(registry: RouteRegistry, deps: { store: FaceStor
       response: { status: 200, description: 'The sightings.', schema: personHistoryResponse },
       errors: [400, 401, 404],
       async handler({ params, input, headers }) {
-        const filter = { ...filterOf(input), personId: params.id };
-        if (!(await history.personExists(params.id))) throw unknownPerson(params.id);
-        const listing = await history.search(filter);
+        const listing = await personHistory(deps, params.id, filterOf(input));
         const base = baseUrl(headers, publicUrl);
         return streamResults(listing.batches, (e: HistoryEvent) => renderPersonRecord(e, base));
       },

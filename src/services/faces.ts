@@ -24,8 +24,8 @@ export function boxOf(f: { x1: number; y1: number; x2: number; y2: number }): Bo
   return { x1: f.x1, y1: f.y1, x2: f.x2, y2: f.y2 };
 }
 
-/** Engine failures that are the service's, not the photo's: they name no request parameter. */
-const SERVICE_SIDE = new Set<ErrorCode>(['INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED', 'SHARDS_UNAVAILABLE']);
+/** Engine failures that say nothing about the photo (the service's state, the request's fate): they name no parameter. */
+const NOT_THE_PHOTO = new Set<ErrorCode>(['INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED', 'SHARDS_UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CLIENT_CLOSED']);
 
 export interface PhotoRequest {
   photo: PhotoInput;
@@ -58,7 +58,7 @@ export class FaceService {
     try {
       return await this.engine.analyze(bytes, req.boxes ? { ...opts, boxes: req.boxes } : opts);
     } catch (err) {
-      if (!(err instanceof DomainError) || SERVICE_SIDE.has(err.code)) throw err;
+      if (!(err instanceof DomainError) || NOT_THE_PHOTO.has(err.code)) throw err;
       // A bad box is the box parameter's fault; anything else about the image is the photo's.
       throw err.withParam(err.code === 'BAD_PARAM' && req.boxes && req.boxesParam ? req.boxesParam : req.param);
     }

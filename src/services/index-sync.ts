@@ -7,8 +7,9 @@
  * delete, so replaying old entries converges on the current database. Writers
  * commit positions in order (an advisory lock), so "after the last position
  * seen" never skips a change. This process's own writes wake the follower and
- * wait for it (`caughtUp`), so an answered add is searchable at once; a
- * one-second poll picks up writes by other processes sharing the database.
+ * wait for it (`caughtUp`, through index-writes.ts), so an answered add is
+ * searchable at once or its answer says it is not yet; a one-second poll
+ * picks up writes by other processes sharing the database.
  *
  * Shards are snapshotted to disk every `snapshotChanges` changes or
  * `snapshotSeconds`, and at stop; a start loads the snapshots and replays only
