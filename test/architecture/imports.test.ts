@@ -106,7 +106,8 @@ describe('errors below the HTTP layer', () => {
   it('db, native and services raise domain errors, never HTTP ones', () => {
     const offenders: string[] = [];
     for (const dir of ['db', 'native', 'services']) {
-      for (const file of sourceFiles(path.join(src, dir))) {
+      // Their tests may look at how an error ends up over HTTP; the code itself never names the HTTP type.
+      for (const file of sourceFiles(path.join(src, dir)).filter((f) => !f.endsWith('.test.ts'))) {
         readFileSync(file, 'utf8')
           .split('\n')
           .forEach((line, i) => {
