@@ -2,7 +2,7 @@
  * Fuzzing the HTTP service against its contract:
  *
  *   npm run fuzz -- [--requests N] [--seconds S] [--concurrency C] [--seed S]
- *                   [--categories a,b] [--heavy-cap N] [--json out.json]
+ *                   [--categories a,b] [--heavy-cap N] [--heavy-budget N] [--json out.json]
  *                   [--url http://host:port --token T [--pid P]]
  *
  * Every route comes from the OpenAPI document the service serves. Cases are
@@ -10,7 +10,8 @@
  * dates, numbers, images, urls, headers, oversize; see fuzz/cases.ts); the
  * run picks categories by weight and walks each one's cases in a seeded
  * order, so a run with the same --seed sends the same requests. Costly cases
- * (image bombs, big bodies) run at most --heavy-cap times each (default 3).
+ * (image bombs, big bodies) run at most --heavy-cap times each (default 3)
+ * and --heavy-budget times in all (default: no limit).
  *
  * Without --url the service is started here (embedded PostgreSQL in a
  * temporary directory, FACE_TOKEN set, `node dist/src/main.js` as a child).
@@ -37,6 +38,8 @@ export interface FuzzOptions {
   concurrency: number;
   seed: number;
   heavyCap: number;
+  /** Most heavy case runs in all (default: no limit beyond heavyCap). */
+  heavyBudget?: number;
   categories?: string[];
   url?: string;
   token: string;
@@ -72,6 +75,8 @@ export interface FuzzReport {
   rss: { startKiB?: number; endKiB?: number; peakKiB?: number };
   categories: CategoryReport[];
   problems: ProblemGroup[];
+  /** Where the run's time went: the cases with the most exchange time in all. */
+  slowestCases: { case: string; runs: number; totalS: number; maxS: number }[];
   notes: string[];
 }
 
@@ -93,7 +98,7 @@ function parseCli(argv: string[]): FuzzOptions & { json?: string } {
     if (v === undefined) throw new Error(`--${k} needs a value\n${USAGE}`);
     opts[k] = v;
   }
-  const known = new Set(['requests', 'seconds', 'concurrency', 'seed', 'categories', 'heavy-cap', 'json', 'url', 'token', 'pid']);
+  const known = new Set(['requests', 'seconds', 'concurrency', 'seed', 'categories', 'heavy-cap', 'heavy-budget', 'json', 'url', 'token', 'pid']);
   for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
   const num = (k: string, fallback: number) => {
     if (opts[k] === undefined) return fallback;
@@ -108,6 +113,7 @@ function parseCli(argv: string[]): FuzzOptions & { json?: string } {
     concurrency: Math.max(1, Math.round(num('concurrency', 8))),
     seed: num('seed', 1),
     heavyCap: num('heavy-cap', 3),
+    heavyBudget: opts['heavy-budget'] !== undefined ? num('heavy-budget', 0) : undefined,
     categories: opts.categories?.split(',').map((s) => s.trim()).filter(Boolean),
     url: opts.url?.replace(/\/+$/, ''),
     token: opts.token ?? process.env.FACE_TOKEN ?? 'fuzz-token',
@@ -157,13 +163,15 @@ class Schedule {
     cases: Case[],
     private readonly rng: Rng,
     private readonly heavyCap: number,
+    private heavyBudget = Infinity,
   ) {
     for (const c of cases) {
       const list = this.byCategory.get(c.category) ?? [];
       list.push(c);
       this.byCategory.set(c.category, list);
     }
-    for (const list of this.byCategory.values()) {
+    // Categories of heavy cases keep their order (see buildCases); the others are shuffled.
+    for (const list of [...this.byCategory.values()].filter((l) => !l.every((c) => c.heavy))) {
       for (let i = list.length - 1; i > 0; i--) {
         const j = rng.int(i + 1);
         [list[i], list[j]] = [list[j], list[i]];
@@ -177,7 +185,7 @@ class Schedule {
   }
 
   private usable(c: Case): boolean {
-    return !c.heavy || (this.runs.get(c) ?? 0) < this.heavyCap;
+    return !c.heavy || (this.heavyBudget > 0 && (this.runs.get(c) ?? 0) < this.heavyCap);
   }
 
   next(): Case | undefined {
@@ -198,6 +206,7 @@ class Schedule {
       const c = list[at];
       if (this.usable(c)) {
         this.runs.set(c, (this.runs.get(c) ?? 0) + 1);
+        if (c.heavy) this.heavyBudget--;
         return c;
       }
     }
@@ -231,10 +240,11 @@ export async function runFuzz(opts: FuzzOptions): Promise<FuzzReport> {
       cases = cases.filter((c) => opts.categories!.includes(c.category));
     }
     const rng = new Rng(opts.seed);
-    const schedule = new Schedule(cases, rng, opts.heavyCap);
+    const schedule = new Schedule(cases, rng, opts.heavyCap, opts.heavyBudget);
     log(`fuzz: ${ops.length} operations from the OpenAPI documents, ${cases.length} cases in ${schedule.categories().length} categories`);
 
     const reports = new Map<string, CategoryReport>();
+    const timing = new Map<string, { case: string; runs: number; totalS: number; maxS: number }>();
     const groups = new Map<string, ProblemGroup>();
     const record = (category: string, name: string, problems: Problem[], requests: number, statuses: number[]) => {
       let r = reports.get(category);
@@ -273,11 +283,18 @@ export async function runFuzz(opts: FuzzOptions): Promise<FuzzReport> {
         if (!c) return;
         sent++;
         let result;
+        const t0 = performance.now();
         try {
           result = await c.run(ctx);
         } catch (err) {
           result = { requests: 1, statuses: [], problems: [{ kind: 'connection' as const, detail: `${c.name}: the tool failed: ${(err as Error).message}` }] };
         }
+        const spent = (performance.now() - t0) / 1000;
+        const t = timing.get(c.name) ?? { case: c.name, runs: 0, totalS: 0, maxS: 0 };
+        t.runs++;
+        t.totalS += spent;
+        t.maxS = Math.max(t.maxS, spent);
+        timing.set(c.name, t);
         sent += result.requests - 1;
         record(c.category, c.name, result.problems, result.requests, result.statuses);
         if (performance.now() - lastLog > 5000) {
@@ -310,6 +327,7 @@ export async function runFuzz(opts: FuzzOptions): Promise<FuzzReport> {
       rss,
       categories,
       problems,
+      slowestCases: [...timing.values()].sort((a, b) => b.totalS - a.totalS).slice(0, 15),
       notes,
     };
   } finally {
@@ -337,6 +355,7 @@ export function printFuzzReport(r: FuzzReport, show = 80): void {
       ...Object.fromEntries(kinds.map((k) => [k, c.byKind[k] ?? 0])),
     })),
   );
+  console.log(`most time spent in: ${r.slowestCases.slice(0, 5).map((t) => `${t.case} (${t.runs} × ${(t.totalS / t.runs).toFixed(1)} s)`).join('; ')}`);
   if (r.problems.length === 0) {
     console.log('no unexpected outcomes');
     return;
