@@ -3,6 +3,8 @@
 
 use face_engine::EngineError;
 use face_index::IndexError;
+use std::sync::{Arc, Mutex};
+
 use napi::bindgen_prelude::*;
 use napi::{Env, JsDeferred, JsError};
 
@@ -63,4 +65,44 @@ pub fn reject_now<'env, T: ToNapiValue + 'static, E: Coded>(
 pub fn rejected<'env, T: ToNapiValue + 'static, E: Coded>(env: &'env Env, e: E) -> Result<Object<'env>> {
     let (deferred, promise) = env.create_deferred::<T, Settle<T>>()?;
     reject_now(deferred, promise, e)
+}
+
+/// A promise that more than one party may settle: the work when it finishes, or the code that
+/// handed the work over when the hand-over is refused (a full queue) or the caller cancels.
+/// Whoever comes first settles it; later attempts do nothing. Cheap to clone.
+pub struct PendingPromise<T: ToNapiValue + 'static>(Arc<Mutex<Option<JsDeferred<T, Settle<T>>>>>);
+
+impl<T: ToNapiValue + 'static> Clone for PendingPromise<T> {
+    fn clone(&self) -> Self {
+        PendingPromise(Arc::clone(&self.0))
+    }
+}
+
+impl<T: ToNapiValue + 'static> PendingPromise<T> {
+    /// A new promise (returned to JavaScript) and the handle that settles it.
+    pub fn new<'env>(env: &'env Env) -> Result<(PendingPromise<T>, Object<'env>)> {
+        let (deferred, promise) = env.create_deferred::<T, Settle<T>>()?;
+        Ok((PendingPromise(Arc::new(Mutex::new(Some(deferred)))), promise))
+    }
+
+    fn take(&self) -> Option<JsDeferred<T, Settle<T>>> {
+        self.0.lock().ok().and_then(|mut d| d.take())
+    }
+
+    /// Settles with `result` (converted by `to_js` on the JavaScript thread), unless already settled.
+    pub fn settle<R, F, E>(&self, result: std::result::Result<R, E>, to_js: F)
+    where
+        R: Send + 'static,
+        F: FnOnce(Env, R) -> Result<T> + Send + 'static,
+        E: Coded,
+    {
+        if let Some(deferred) = self.take() {
+            settle_later(deferred, result, to_js);
+        }
+    }
+
+    /// Rejects with `e`, unless already settled.
+    pub fn reject<E: Coded>(&self, e: E) {
+        self.settle::<(), _, E>(Err(e), |_, _| unreachable!("only errors reach here"));
+    }
 }

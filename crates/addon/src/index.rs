@@ -13,7 +13,7 @@ use face_index::{IndexError, Scalar, ShardSet, ShardSetOptions};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{js_error, reject_now, rejected, settle_later};
+use crate::error::{js_error, rejected, PendingPromise};
 
 /// Largest integer a JavaScript number holds exactly: positions and ids beyond it would be
 /// silently rounded, so they are refused instead.
@@ -138,20 +138,15 @@ where
     W: FnOnce() -> std::result::Result<R, IndexError> + Send + 'static,
     F: FnOnce(Env, R) -> Result<T> + Send + 'static,
 {
-    let (deferred, promise) = env.create_deferred()?;
-    let slot = Arc::new(Mutex::new(Some(deferred)));
-    let in_thread = Arc::clone(&slot);
+    let (pending, promise) = PendingPromise::new(env)?;
+    let in_thread = pending.clone();
     let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
         let result = catch_unwind(AssertUnwindSafe(work))
             .unwrap_or_else(|_| Err(IndexError::Native("panic in the index".into())));
-        if let Some(deferred) = in_thread.lock().ok().and_then(|mut d| d.take()) {
-            settle_later(deferred, result, to_js);
-        }
+        in_thread.settle(result, to_js);
     });
     if let Err(e) = spawned {
-        if let Some(deferred) = slot.lock().ok().and_then(|mut d| d.take()) {
-            return reject_now(deferred, promise, IndexError::Native(format!("cannot start index thread: {e}")));
-        }
+        pending.reject(IndexError::Native(format!("cannot start index thread: {e}")));
     }
     Ok(promise)
 }

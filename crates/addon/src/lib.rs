@@ -12,11 +12,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use face_engine::{Analysis as CoreAnalysis, AnalyzeOptions as CoreAnalyzeOptions, Engine, EngineError, EngineOptions as CoreEngineOptions};
+use face_engine::{
+    Analysis as CoreAnalysis, AnalyzeOptions as CoreAnalyzeOptions, CancelToken as CoreCancelToken, Engine, EngineError,
+    EngineOptions as CoreEngineOptions,
+};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{reject_now, settle_later};
+use crate::error::{rejected, PendingPromise};
 
 /// Engine configuration.
 #[napi(object)]
@@ -52,6 +55,16 @@ pub struct EngineOptions {
     /// Smallest face side in pixels searched for in large photos (default 40); sets the
     /// detector's working resolution.
     pub min_face: Option<f64>,
+    /// Most bytes decoding one image may hold (default 512 MiB); beyond it IMAGE_TOO_LARGE.
+    pub max_decode_bytes: Option<f64>,
+    /// Longest side over shortest side beyond which an image is refused with
+    /// IMAGE_ASPECT_RATIO (default 20).
+    pub max_aspect_ratio: Option<u32>,
+    /// Estimated milliseconds of work on huge photos that may be queued and running at once
+    /// (default 10000); beyond it such a photo is refused with OVERLOADED.
+    pub heavy_queue_ms: Option<u32>,
+    /// Pipeline threads that may work on huge photos at once (default: half of them, at least 1).
+    pub heavy_threads: Option<u32>,
 }
 
 /// What to compute for each face.
@@ -138,51 +151,46 @@ impl FaceEngine {
     /// Loads the runtime and models and starts the worker threads.
     #[napi(ts_return_type = "Promise<FaceEngine>")]
     pub fn open<'env>(env: &'env Env, opts: EngineOptions) -> Result<Object<'env>> {
-        let (deferred, promise) = env.create_deferred()?;
         let options = match catch_unwind(AssertUnwindSafe(|| core_engine_options(opts))) {
             Ok(Ok(o)) => o,
-            Ok(Err(e)) => return reject_now(deferred, promise, e),
-            Err(_) => return reject_now(deferred, promise, EngineError::Internal("panic while reading options".into())),
+            Ok(Err(e)) => return rejected::<FaceEngine, _>(env, e),
+            Err(_) => return rejected::<FaceEngine, _>(env, EngineError::Internal("panic while reading options".into())),
         };
+        let (pending, promise) = PendingPromise::new(env)?;
+        let in_thread = pending.clone();
         // Loading models takes a while; it gets a thread of its own.
-        std::thread::Builder::new()
-            .name("face-engine-open".into())
-            .spawn(move || {
-                let result = catch_unwind(AssertUnwindSafe(|| Engine::open(options)))
-                    .unwrap_or_else(|_| Err(EngineError::Internal("panic while opening the engine".into())));
-                settle_later(deferred, result, |_env, engine| Ok(FaceEngine { engine: Mutex::new(Some(engine)) }));
-            })
-            .map_err(|e| Error::from_reason(format!("cannot start engine thread: {e}")))?;
+        let spawned = std::thread::Builder::new().name("face-engine-open".into()).spawn(move || {
+            let result = catch_unwind(AssertUnwindSafe(|| Engine::open(options)))
+                .unwrap_or_else(|_| Err(EngineError::Internal("panic while opening the engine".into())));
+            in_thread.settle(result, |_env, engine| Ok(FaceEngine { engine: Mutex::new(Some(engine)) }));
+        });
+        if let Err(e) = spawned {
+            pending.reject(EngineError::Internal(format!("cannot start engine thread: {e}")));
+        }
         Ok(promise)
     }
 
     /// Finds the faces in an image (JPEG, PNG or WebP bytes) and computes what `opts` asks for.
+    /// `cancel.cancel()` withdraws the request: the promise rejects with CANCELLED at once, and
+    /// the work is dropped from the queue, or stops at its next stage when already running.
     #[napi(ts_return_type = "Promise<Analysis>")]
-    pub fn analyze<'env>(&self, env: &'env Env, image: Buffer, opts: AnalyzeOptions) -> Result<Object<'env>> {
-        let (deferred, promise) = env.create_deferred()?;
+    pub fn analyze<'env>(&self, env: &'env Env, image: Buffer, opts: AnalyzeOptions, cancel: &CancelToken) -> Result<Object<'env>> {
         let prepared = catch_unwind(AssertUnwindSafe(|| -> std::result::Result<_, EngineError> {
             let engine = self.engine()?;
             Ok((engine, image.to_vec(), core_analyze_options(opts)?))
         }));
         let (engine, bytes, options) = match prepared {
             Ok(Ok(p)) => p,
-            Ok(Err(e)) => return reject_now(deferred, promise, e),
-            Err(_) => return reject_now(deferred, promise, EngineError::Internal("panic while reading arguments".into())),
+            Ok(Err(e)) => return rejected::<Analysis, _>(env, e),
+            Err(_) => return rejected::<Analysis, _>(env, EngineError::Internal("panic while reading arguments".into())),
         };
-        // The completion callback owns the deferred; if submission is refused (OVERLOADED) the
-        // callback is dropped unrun, so the deferred travels through a shared slot to be
-        // rejected here instead.
-        let slot = std::sync::Arc::new(Mutex::new(Some(deferred)));
-        let in_callback = std::sync::Arc::clone(&slot);
-        let submitted = engine.submit(bytes, options, move |result| {
-            if let Some(deferred) = in_callback.lock().ok().and_then(|mut d| d.take()) {
-                settle_later(deferred, result, |_env, analysis| Ok(js_analysis(analysis)));
-            }
+        let (pending, promise) = PendingPromise::new(env)?;
+        let in_callback = pending.clone();
+        let submitted = engine.submit_cancellable(bytes, options, &cancel.token, move |result| {
+            in_callback.settle(result, |_env, analysis| Ok(js_analysis(analysis)));
         });
         if let Err(e) = submitted {
-            if let Some(deferred) = slot.lock().ok().and_then(|mut d| d.take()) {
-                return reject_now(deferred, promise, e);
-            }
+            pending.reject(e);
         }
         Ok(promise)
     }
@@ -206,25 +214,20 @@ impl FaceEngine {
     /// the result has a.rows x b.rows values, row-major.
     #[napi(ts_return_type = "Promise<Float32Array>")]
     pub fn similarity<'env>(&self, env: &'env Env, a: Float32Array, b: Float32Array, dim: u32) -> Result<Object<'env>> {
-        let (deferred, promise) = env.create_deferred()?;
         let engine = match self.engine() {
             Ok(e) => e,
-            Err(e) => return reject_now(deferred, promise, e),
+            Err(e) => return rejected::<Float32Array, _>(env, e),
         };
         let (a, b) = (a.to_vec(), b.to_vec());
-        let slot = std::sync::Arc::new(Mutex::new(Some(deferred)));
-        let in_job = std::sync::Arc::clone(&slot);
+        let (pending, promise) = PendingPromise::new(env)?;
+        let in_job = pending.clone();
         let spawned = engine.spawn(move || {
             let result = catch_unwind(AssertUnwindSafe(|| Engine::similarity(&a, &b, dim as usize)))
                 .unwrap_or_else(|_| Err(EngineError::Internal("panic in similarity".into())));
-            if let Some(deferred) = in_job.lock().ok().and_then(|mut d| d.take()) {
-                settle_later(deferred, result, |_env, m| Ok(Float32Array::new(m)));
-            }
+            in_job.settle(result, |_env, m| Ok(Float32Array::new(m)));
         });
         if let Err(e) = spawned {
-            if let Some(deferred) = slot.lock().ok().and_then(|mut d| d.take()) {
-                return reject_now(deferred, promise, e);
-            }
+            pending.reject(e);
         }
         Ok(promise)
     }
@@ -236,6 +239,27 @@ impl FaceEngine {
         if let Ok(mut e) = self.engine.lock() {
             e.take();
         }
+    }
+}
+
+/// Withdraws the analyze() call it was given to: the client went away or its deadline passed.
+#[napi]
+pub struct CancelToken {
+    token: CoreCancelToken,
+}
+
+#[napi]
+impl CancelToken {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        CancelToken { token: CoreCancelToken::new() }
+    }
+
+    /// Cancels the call: its promise rejects with CANCELLED at once. Later calls do nothing.
+    #[napi]
+    pub fn cancel(&self) {
+        self.token.cancel();
     }
 }
 
@@ -276,6 +300,17 @@ fn core_engine_options(o: EngineOptions) -> std::result::Result<CoreEngineOption
             Some(m) if m.is_finite() && m >= 8.0 => m as f32,
             Some(_) => return Err(EngineError::BadParam("minFace must be at least 8".into())),
         },
+        max_decode_bytes: match o.max_decode_bytes {
+            None => CoreEngineOptions::default().max_decode_bytes,
+            Some(b) if b.is_finite() && b >= (1 << 20) as f64 => b as u64,
+            Some(_) => return Err(EngineError::BadParam("maxDecodeBytes must be at least 1 MiB".into())),
+        },
+        max_aspect_ratio: match o.max_aspect_ratio {
+            None => CoreEngineOptions::default().max_aspect_ratio,
+            Some(r) => positive("maxAspectRatio", r)? as u32,
+        },
+        heavy_queue_ms: o.heavy_queue_ms.map_or(CoreEngineOptions::default().heavy_queue_ms, u64::from),
+        heavy_threads: o.heavy_threads.map_or(0, |t| t as usize),
         ..CoreEngineOptions::default()
     })
 }

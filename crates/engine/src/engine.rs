@@ -18,11 +18,11 @@ use image::RgbImage;
 
 use crate::align::{self, Affine};
 use crate::attributes::{self, AgeGender, AttributeModel, EmotionModel, Gender};
-use crate::batcher::{Batcher, BatcherConfig, Pool};
+use crate::batcher::{Batcher, BatcherConfig, CancelToken, Lane, Pool, PoolConfig};
 use crate::detector::{self, kp, Detection, DetectorModel, NmsOptions, PlanOptions};
 use crate::yunet::{self, YunetInput, YunetModel};
 use crate::error::{EngineError, Result};
-use crate::image_io;
+use crate::image_io::{self, DecodeLimits, Header};
 use crate::manifest::{Alignment, Decoder, InputSpec, Manifest, ModelEntry};
 use crate::recognizer::{FaceVector, Recognizer};
 use crate::runtime::{self, Provider};
@@ -65,6 +65,16 @@ pub struct EngineOptions {
     pub pipeline_threads: usize,
     /// Smallest face (box side, photo pixels) searched for in large photos.
     pub min_face: f32,
+    /// Most bytes decoding one image may hold; beyond it the image is refused (IMAGE_TOO_LARGE).
+    pub max_decode_bytes: u64,
+    /// Longest side over shortest side beyond which an image is refused (IMAGE_ASPECT_RATIO).
+    pub max_aspect_ratio: u32,
+    /// Estimated milliseconds of heavy work (huge photos) that may be queued and running at
+    /// once; beyond it a heavy request is refused with OVERLOADED.
+    pub heavy_queue_ms: u64,
+    /// Pipeline threads that may work on heavy requests at once (0: half of them, at least 1);
+    /// the others keep serving light ones.
+    pub heavy_threads: usize,
 }
 
 impl Default for EngineOptions {
@@ -86,6 +96,10 @@ impl Default for EngineOptions {
             detect_threshold: None,
             pipeline_threads: 0,
             min_face: 40.0,
+            max_decode_bytes: 512 << 20,
+            max_aspect_ratio: 20,
+            heavy_queue_ms: 10_000,
+            heavy_threads: 0,
         }
     }
 }
@@ -262,7 +276,7 @@ struct FaceOut {
 }
 
 struct Inner {
-    max_pixels: u64,
+    limits: DecodeLimits,
     detector: DetectorStage,
     /// Keypoint order of the detections.
     decoder: Decoder,
@@ -345,7 +359,11 @@ impl Engine {
             }
             Decoder::Yunet => {
                 let (dir, entry, providers) = (dir.clone(), detector_entry.clone(), providers.clone());
-                let batcher = Batcher::start(detector_config("detector"), move |n| {
+                // One input per run: YuNet runs inputs one by one anyway (their sizes differ), and
+                // a worker that took a huge tile and a small photo together would make the small
+                // one wait for the tile.
+                let config = BatcherConfig { max_batch: 1, ..detector_config("detector") };
+                let batcher = Batcher::start(config, move |n| {
                     let (mut model, report) = YunetModel::load(rt, &dir, &entry, &providers, intra, threshold)?;
                     if n == 0 {
                         runtime::log_providers(&entry.id, &providers, &report);
@@ -439,9 +457,18 @@ impl Engine {
         } else {
             opts.pipeline_threads
         };
-        let pool = Pool::new("pipeline", pipeline_threads, opts.queue_capacity)?;
+        // At least two threads, so that one is always free for light requests.
+        let pipeline_threads = pipeline_threads.max(2);
+        let heavy_threads = if opts.heavy_threads == 0 { (pipeline_threads / 2).max(1) } else { opts.heavy_threads };
+        let pool = Pool::with_config(PoolConfig {
+            name: "pipeline",
+            threads: pipeline_threads,
+            capacity: opts.queue_capacity,
+            heavy_limit: heavy_threads,
+            heavy_budget_ms: opts.heavy_queue_ms,
+        })?;
         let inner = Inner {
-            max_pixels: opts.max_pixels,
+            limits: DecodeLimits { max_pixels: opts.max_pixels, max_aspect_ratio: opts.max_aspect_ratio.max(1), max_bytes: opts.max_decode_bytes },
             detector,
             decoder: detector_entry.decoder,
             faces,
@@ -471,19 +498,58 @@ impl Engine {
 
     /// Runs the whole analysis on the calling thread (blocking on the model workers).
     pub fn analyze(&self, bytes: &[u8], opts: &AnalyzeOptions) -> Result<Analysis> {
-        self.inner.analyze(bytes, opts)
+        let estimate = self.inner.estimate(bytes, opts)?;
+        self.inner.analyze(bytes, opts, &estimate, &CancelToken::new())
     }
 
     /// Queues an analysis on the pipeline threads and returns at once; `done` runs on a
-    /// pipeline thread with the result. Fails with OVERLOADED when the queue is full, in
-    /// which case `done` is not called.
+    /// pipeline thread with the result. Fails when the image is refused from its header or the
+    /// queue is full (OVERLOADED), in which case `done` is not called.
     pub fn submit(&self, bytes: Vec<u8>, opts: AnalyzeOptions, done: impl FnOnce(Result<Analysis>) + Send + 'static) -> Result<()> {
+        self.submit_cancellable(bytes, opts, &CancelToken::new(), done)
+    }
+
+    /// [`Engine::submit`], with a token that withdraws the request: once `cancel` is cancelled,
+    /// `done` gets `Err(Cancelled)` at once (on the cancelling thread), a queued request is
+    /// dropped without running and a running one stops at its next stage.
+    ///
+    /// The image header is read here, before queueing, to estimate the request's cost: cheap
+    /// requests (a phone photo) go to the light lane; expensive ones (many detector windows,
+    /// tens of megapixels to decode) to the heavy lane, whose queue is bounded by estimated
+    /// time, so a burst of huge photos is refused with OVERLOADED instead of stalling everyone.
+    pub fn submit_cancellable(
+        &self,
+        bytes: Vec<u8>,
+        opts: AnalyzeOptions,
+        cancel: &CancelToken,
+        done: impl FnOnce(Result<Analysis>) + Send + 'static,
+    ) -> Result<()> {
+        cancel.check()?;
+        let estimate = self.inner.estimate(&bytes, &opts)?;
+        let lane = if estimate.millis > LIGHT_MS { Lane::Heavy { cost_ms: estimate.millis } } else { Lane::Light };
+        // `done` runs once: from the job, or from the cancel hook, whichever comes first.
+        let done = Arc::new(std::sync::Mutex::new(Some(done)));
+        let finish = {
+            let done = Arc::clone(&done);
+            move |result: Result<Analysis>| {
+                if let Some(done) = done.lock().ok().and_then(|mut d| d.take()) {
+                    done(result);
+                }
+            }
+        };
+        let finish_on_cancel = finish.clone();
         let inner = Arc::clone(&self.inner);
-        self.pool.spawn(move || {
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.analyze(&bytes, &opts)))
+        let token = cancel.clone();
+        self.pool.submit(lane, Some(cancel), move |refused| {
+            if let Some(e) = refused {
+                return finish(Err(e));
+            }
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.analyze(&bytes, &opts, &estimate, &token)))
                 .unwrap_or_else(|_| Err(EngineError::Internal("analysis panicked".into())));
-            done(result);
-        })
+            finish(result);
+        })?;
+        cancel.on_cancel(move || finish_on_cancel(Err(EngineError::Cancelled)));
+        Ok(())
     }
 
     /// Runs any CPU-heavy closure on the pipeline threads (same queue and limit as `submit`).
@@ -523,6 +589,26 @@ const WHOLE_PHOTO_MARGIN: f32 = 0.1;
 /// frame-filling.
 const LARGE_FACE_FRACTION: f32 = 0.2;
 
+/// Requests estimated to cost more than this many milliseconds of a core go to the heavy lane:
+/// a 12 MP phone photo (about 700 ms by this estimate) stays light, a 40 MP one does not.
+const LIGHT_MS: u64 = 1000;
+/// Decoding costs about this many nanoseconds per decoded pixel (JPEG or PNG, one core).
+const DECODE_NS_PER_PIXEL: u64 = 12;
+/// YuNet costs about this many nanoseconds per input pixel on one intra-op thread at the sizes
+/// that matter here (2048-pixel windows: 1.5 s for 2048 x 2000; small inputs cost less per
+/// pixel, which only makes small photos look dearer than they are).
+const DETECT_NS_PER_PIXEL: u64 = 350;
+/// Aligning and embedding one face, for caller boxes whose count is known up front.
+const FACE_MS: u64 = 30;
+
+/// What a request will cost, worked out from the image header before anything is decoded.
+struct Estimate {
+    header: Header,
+    /// Decode at 1 / denominator of the stored size.
+    denominator: u32,
+    millis: u64,
+}
+
 /// A face on its way through the pipeline, in photo coordinates.
 struct Candidate {
     det: Detection,
@@ -530,14 +616,44 @@ struct Candidate {
 }
 
 impl Inner {
-    fn analyze(&self, bytes: &[u8], opts: &AnalyzeOptions) -> Result<Analysis> {
-        let decoded = image_io::decode(bytes, self.max_pixels)?;
+    /// Reads the header (refusing an image over a limit) and estimates the request's cost. For
+    /// detection with YuNet the photo is decoded at the coarsest DCT scale that still holds the
+    /// detector's finest window: a 40 MP JPEG decodes at 1/2 or less, without the detail the
+    /// detector would throw away. Caller boxes keep full resolution for their crops.
+    fn estimate(&self, bytes: &[u8], opts: &AnalyzeOptions) -> Result<Estimate> {
+        let header = image_io::inspect(bytes, &self.limits)?;
+        let (w, h) = header.upright();
+        let (denominator, detect_pixels, faces) = match (&opts.boxes, &self.detector) {
+            (Some(boxes), _) => (1, boxes.len() as u64 * (CALLER_BOX_INPUT * CALLER_BOX_INPUT) as u64, boxes.len() as u64),
+            (None, DetectorStage::Yunet { min_face, .. }) => {
+                let windows = yunet::plan(w, h, *min_face);
+                let retry = if yunet::worth_framing(w, h) { yunet::FRAMED_INPUT_PIXELS } else { 0 };
+                (header.denominator_for(yunet::finest_scale(&windows)), yunet::input_pixels(&windows) + retry, 0)
+            }
+            (None, DetectorStage::Blazeface { .. }) => (1, w as u64 * h as u64, 0),
+        };
+        let decoded_pixels = (w as u64).div_ceil(denominator as u64) * (h as u64).div_ceil(denominator as u64);
+        let millis = (decoded_pixels * DECODE_NS_PER_PIXEL + detect_pixels * DETECT_NS_PER_PIXEL) / 1_000_000 + faces * FACE_MS;
+        Ok(Estimate { header, denominator, millis })
+    }
+
+    fn analyze(&self, bytes: &[u8], opts: &AnalyzeOptions, estimate: &Estimate, cancel: &CancelToken) -> Result<Analysis> {
+        cancel.check()?;
+        let heavy = estimate.millis > LIGHT_MS;
+        let decoded = image_io::decode_scaled(bytes, &estimate.header, estimate.denominator, self.limits.max_bytes)?;
+        cancel.check()?;
+        // The pipeline works in decoded pixels; what it reports is mapped to photo pixels.
+        let (sx, sy) = decoded.scale();
+        let (w, h) = (decoded.width, decoded.height);
         let img = decoded.image;
-        let (w, h) = img.dimensions();
         let candidates = match &opts.boxes {
-            Some(boxes) => self.caller_boxes(&img, boxes)?,
+            Some(boxes) => {
+                let scaled: Vec<[f32; 4]> = boxes.iter().map(|b| [b[0] / sx, b[1] / sy, b[2] / sx, b[3] / sy]).collect();
+                self.caller_boxes(&img, &scaled)?
+            }
             None => {
-                let mut dets = self.detect(&img)?;
+                let min_face = (sx + sy) / 2.0;
+                let mut dets = self.detect(&img, min_face, heavy, cancel)?;
                 dets.sort_by(|a, b| b.area().total_cmp(&a.area()));
                 dets.into_iter().map(|det| Candidate { det, has_keypoints: true }).collect()
             }
@@ -559,13 +675,22 @@ impl Inner {
                     emotion: want_emo.then(|| self.crop(&img, c, self.emotion_crop.as_ref().expect("loaded"))),
                 })
                 .collect();
+            cancel.check()?;
             self.faces.run(jobs)?
         };
         let dim = self.info.dim;
         let mut faces = Vec::with_capacity(candidates.len());
         let mut embeddings = Vec::with_capacity(if opts.embed { candidates.len() * dim } else { 0 });
+        let to_photo = |d: &Detection| Detection {
+            score: d.score,
+            x1: d.x1 * sx,
+            y1: d.y1 * sy,
+            x2: d.x2 * sx,
+            y2: d.y2 * sy,
+            keypoints: d.keypoints.iter().map(|&(x, y)| (x * sx, y * sy)).collect(),
+        };
         for (c, out) in candidates.iter().zip(outs) {
-            let d = &c.det;
+            let d = &to_photo(&c.det);
             let clamp_x = |v: f32| (v.round() as i64).clamp(0, w as i64) as i32;
             let clamp_y = |v: f32| (v.round() as i64).clamp(0, h as i64) as i32;
             let attribute = |from: AttributeSource| match from {
@@ -587,7 +712,14 @@ impl Inner {
                 thumbnail: None,
             };
             if let Some(side) = opts.thumbnail {
-                face.thumbnail = Some(thumbnail::face_thumbnail(&img, [face.x1, face.y1, face.x2, face.y2], side)?);
+                let (dw, dh) = img.dimensions();
+                let decoded_box = [
+                    ((c.det.x1.round() as i64).clamp(0, dw as i64)) as i32,
+                    ((c.det.y1.round() as i64).clamp(0, dh as i64)) as i32,
+                    ((c.det.x2.round() as i64).clamp(0, dw as i64)) as i32,
+                    ((c.det.y2.round() as i64).clamp(0, dh as i64)) as i32,
+                ];
+                face.thumbnail = Some(thumbnail::face_thumbnail(&img, decoded_box, side)?);
             }
             if opts.age {
                 face.age = age.map(|a| a.round().max(0.0) as u32);
@@ -609,14 +741,29 @@ impl Inner {
         Ok(Analysis { width: w, height: h, faces, embeddings, dim })
     }
 
-    /// Finds the faces of the photo with whichever detector is loaded.
-    fn detect(&self, img: &RgbImage) -> Result<Vec<Detection>> {
+    /// Finds the faces of the (decoded) photo with whichever detector is loaded; `photo_per_pixel`
+    /// is how many photo pixels one decoded pixel stands for, so the smallest face searched
+    /// stays the same in photo pixels. A heavy request runs its windows one at a time, so it
+    /// holds one detector worker (the others stay free for light requests), keeps one window's
+    /// input in memory, and stops between windows once cancelled.
+    fn detect(&self, img: &RgbImage, photo_per_pixel: f32, heavy: bool, cancel: &CancelToken) -> Result<Vec<Detection>> {
         let (w, h) = img.dimensions();
         let merged = match &self.detector {
             DetectorStage::Blazeface { batcher, input, plan, tile_threshold } => blazeface_passes(batcher, input, plan, *tile_threshold, img)?,
             DetectorStage::Yunet { batcher, input, min_face } => {
-                let found = yunet_passes(batcher, input, img, &yunet::plan(w, h, *min_face))?;
-                if found.is_empty() {
+                let windows = yunet::plan(w, h, *min_face / photo_per_pixel);
+                let found = if heavy {
+                    let mut all = Vec::new();
+                    for window in &windows {
+                        cancel.check()?;
+                        all.extend(yunet_detections(batcher, input, img, std::slice::from_ref(window))?);
+                    }
+                    detector::nms(all, YUNET_NMS)
+                } else {
+                    yunet_passes(batcher, input, img, &windows)?
+                };
+                cancel.check()?;
+                if found.is_empty() && yunet::worth_framing(w, h) {
                     // A tight crop (the face is the photo) can hide the face from the detector.
                     let (square, window) = yunet::framed(img);
                     yunet_passes(batcher, input, &square, &[window])?
@@ -754,15 +901,23 @@ fn blazeface_passes(
     Ok(detector::nms(all, NmsOptions::default()))
 }
 
+/// How YuNet's detections from overlapping windows are merged.
+const YUNET_NMS: NmsOptions = NmsOptions { iou: 0.3, containment: 0.65, weighted: false };
+
 /// YuNet over the given windows of `img`, merged by NMS, in `img` pixels.
 fn yunet_passes(batcher: &Batcher<YunetInput, Vec<Detection>>, spec: &InputSpec, img: &RgbImage, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
+    Ok(detector::nms(yunet_detections(batcher, spec, img, windows)?, YUNET_NMS))
+}
+
+/// YuNet over the given windows of `img`, unmerged, in `img` pixels.
+fn yunet_detections(batcher: &Batcher<YunetInput, Vec<Detection>>, spec: &InputSpec, img: &RgbImage, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
     let inputs = windows.iter().map(|win| yunet::render(img, win, spec)).collect();
     let results = batcher.run(inputs)?;
     let mut all = Vec::new();
     for (win, dets) in windows.iter().zip(results) {
         all.extend(dets.iter().filter(|d| !yunet::leave_to_whole_pass(win, d)).map(|d| win.pass.to_photo(d)));
     }
-    Ok(detector::nms(all, NmsOptions { iou: 0.3, containment: 0.65, weighted: false }))
+    Ok(all)
 }
 
 /// Eyes, nose and mouth of a detection, whatever the detector family.

@@ -13,11 +13,21 @@ pub enum EngineError {
     /// The header announces more pixels than the configured limit; nothing was decoded.
     #[error("image is {width}x{height} = {pixels} pixels, over the limit of {limit}")]
     ImageTooLarge { width: u32, height: u32, pixels: u64, limit: u64 },
+    /// One side is so much longer than the other that the image cannot be a photo of faces,
+    /// while decoding and resampling it would cost as much as a full-size photo.
+    #[error("image is {width}x{height}: its sides are more than {limit}:1 apart")]
+    ImageAspectRatio { width: u32, height: u32, limit: u32 },
+    /// Decoding would hold more memory than one image may use; nothing was decoded.
+    #[error("image would need {bytes} bytes to decode, over the limit of {limit}")]
+    DecodeBudget { bytes: u64, limit: u64 },
+    /// The caller gave up on the request (client gone, deadline passed) before it finished.
+    #[error("analysis was cancelled")]
+    Cancelled,
     /// A caller-supplied value is out of range or inconsistent.
     #[error("bad parameter: {0}")]
     BadParam(String),
     /// A bounded queue is full; the caller should back off and retry.
-    #[error("engine is overloaded: {0} queue is full")]
+    #[error("engine is busy: the {0} queue is full, retry shortly")]
     Overloaded(&'static str),
     /// Loading a model or running inference failed.
     #[error("model error: {0}")]
@@ -33,7 +43,9 @@ impl EngineError {
         match self {
             EngineError::ImageUnsupported => "IMAGE_UNSUPPORTED",
             EngineError::ImageCorrupt(_) => "IMAGE_CORRUPT",
-            EngineError::ImageTooLarge { .. } => "IMAGE_TOO_LARGE",
+            EngineError::ImageTooLarge { .. } | EngineError::DecodeBudget { .. } => "IMAGE_TOO_LARGE",
+            EngineError::ImageAspectRatio { .. } => "IMAGE_ASPECT_RATIO",
+            EngineError::Cancelled => "CANCELLED",
             EngineError::BadParam(_) => "BAD_PARAM",
             EngineError::Overloaded(_) => "OVERLOADED",
             EngineError::Model(_) => "MODEL",
@@ -61,6 +73,9 @@ mod tests {
             (EngineError::ImageUnsupported, "IMAGE_UNSUPPORTED"),
             (EngineError::ImageCorrupt("x".into()), "IMAGE_CORRUPT"),
             (EngineError::ImageTooLarge { width: 1, height: 1, pixels: 1, limit: 0 }, "IMAGE_TOO_LARGE"),
+            (EngineError::ImageAspectRatio { width: 1, height: 99, limit: 20 }, "IMAGE_ASPECT_RATIO"),
+            (EngineError::DecodeBudget { bytes: 2, limit: 1 }, "IMAGE_TOO_LARGE"),
+            (EngineError::Cancelled, "CANCELLED"),
             (EngineError::BadParam("x".into()), "BAD_PARAM"),
             (EngineError::Overloaded("inference"), "OVERLOADED"),
             (EngineError::Model("x".into()), "MODEL"),

@@ -95,46 +95,185 @@ pub fn jpeg_has_end(bytes: &[u8]) -> bool {
     false
 }
 
-/// A decoded, upright image.
-#[derive(Debug)]
-pub struct Decoded {
-    pub format: Format,
-    pub image: RgbImage,
+/// What one image may cost to decode, checked from its header before any pixel is decoded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecodeLimits {
+    /// Most pixels (width x height as stored).
+    pub max_pixels: u64,
+    /// Most the longer side may exceed the shorter one by, as a ratio.
+    pub max_aspect_ratio: u32,
+    /// Most bytes decoding may hold at once (pixel buffers, a progressive JPEG's coefficients).
+    pub max_bytes: u64,
 }
 
-/// Sniffs, checks the pixel limit, decodes and rotates upright.
-pub fn decode(bytes: &[u8], max_pixels: u64) -> Result<Decoded> {
+impl DecodeLimits {
+    /// Only the pixel limit: for callers that have no other budget.
+    pub fn pixels(max_pixels: u64) -> DecodeLimits {
+        DecodeLimits { max_pixels, max_aspect_ratio: u32::MAX, max_bytes: u64::MAX }
+    }
+}
+
+/// What the header says, and what decoding will cost: known before any pixel is decoded.
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    pub format: Format,
+    /// As stored (before EXIF rotation).
+    pub width: u32,
+    pub height: u32,
+    orientation: image::metadata::Orientation,
+    /// A JPEG that `jpeg-decoder` can decode at 1/2, 1/4 or 1/8 scale (8-bit grey or colour);
+    /// CMYK and 12-bit JPEGs are decoded at full size.
+    scalable_jpeg: bool,
+    /// Bytes a full-size decode holds besides the RGB result.
+    working_bytes: u64,
+}
+
+impl Header {
+    /// Width and height as a person sees the photo (EXIF rotation applied).
+    pub fn upright(&self) -> (u32, u32) {
+        if self.transposed() { (self.height, self.width) } else { (self.width, self.height) }
+    }
+
+    fn transposed(&self) -> bool {
+        use image::metadata::Orientation::*;
+        matches!(self.orientation, Rotate90 | Rotate270 | Rotate90FlipH | Rotate270FlipH)
+    }
+
+    /// Largest DCT scale denominator (1, 2, 4 or 8) that keeps at least `keep` of the photo's
+    /// pixels per side; 1 for formats that cannot be decoded scaled.
+    pub fn denominator_for(&self, keep: f32) -> u32 {
+        if !self.scalable_jpeg {
+            return 1;
+        }
+        [8u32, 4, 2].into_iter().find(|&d| 1.0 / d as f32 >= keep).unwrap_or(1)
+    }
+
+    /// Bytes decoding at `1 / denominator` holds at its peak.
+    pub fn decode_bytes(&self, denominator: u32) -> u64 {
+        let d = denominator.max(1) as u64;
+        let scaled = (self.width as u64).div_ceil(d) * (self.height as u64).div_ceil(d);
+        if denominator > 1 {
+            // jpeg-decoder: component planes and the interleaved result at the scaled size, plus a
+            // progressive image's coefficients, which it keeps at full size whatever the scale.
+            scaled * 3 * 3 + self.working_bytes
+        } else {
+            scaled * 3 + self.working_bytes
+        }
+    }
+}
+
+/// Reads the header and refuses an image over any limit, before any pixel buffer exists.
+pub fn inspect(bytes: &[u8], limits: &DecodeLimits) -> Result<Header> {
     let format = sniff(bytes)?;
     let (width, height) = header_dimensions(bytes, format)?;
     let pixels = width as u64 * height as u64;
-    if pixels > max_pixels {
-        return Err(EngineError::ImageTooLarge { width, height, pixels, limit: max_pixels });
+    if pixels > limits.max_pixels {
+        return Err(EngineError::ImageTooLarge { width, height, pixels, limit: limits.max_pixels });
     }
     if pixels == 0 {
         return Err(EngineError::ImageCorrupt("image has no pixels".into()));
     }
+    // Compared as long <= ratio * short, so a limit near u32::MAX cannot overflow.
+    if width.max(height) as u64 > limits.max_aspect_ratio as u64 * width.min(height) as u64 {
+        return Err(EngineError::ImageAspectRatio { width, height, limit: limits.max_aspect_ratio });
+    }
+    let corrupt = |e: image::ImageError| EngineError::ImageCorrupt(e.to_string());
+    // jpeg-decoder reads the JPEG header (it also decodes scaled); a JPEG it cannot read goes to
+    // the image crate's decoder, which then decides whether it is corrupt.
+    let jpeg = (format == Format::Jpeg).then(|| jpeg_header(bytes, pixels)).flatten();
+    let (orientation, scalable_jpeg, working_bytes) = match jpeg {
+        Some(found) => found,
+        None => {
+            let mut decoder = ImageReader::with_format(Cursor::new(bytes), format.image_format()).into_decoder().map_err(corrupt)?;
+            let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
+            // The decoder's own layout (up to 16-bit RGBA) exists beside the RGB copy made from it.
+            let native = if decoder.color_type() == image::ColorType::Rgb8 { 0 } else { decoder.total_bytes() };
+            (orientation, false, native)
+        }
+    };
+    let header = Header { format, width, height, orientation, scalable_jpeg, working_bytes };
+    let needed = header.decode_bytes(1).min(if scalable_jpeg { header.decode_bytes(8) } else { u64::MAX });
+    if needed > limits.max_bytes {
+        return Err(EngineError::DecodeBudget { bytes: needed, limit: limits.max_bytes });
+    }
+    Ok(header)
+}
+
+/// Orientation, whether it decodes scaled, and its full-size coefficient bytes when progressive.
+fn jpeg_header(bytes: &[u8], pixels: u64) -> Option<(image::metadata::Orientation, bool, u64)> {
+    let mut d = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+    d.read_info().ok()?;
+    let info = d.info()?;
+    // A damaged EXIF block should not cost the user their photo: treat it as "no rotation".
+    let orientation = d.exif_data().and_then(image::metadata::Orientation::from_exif_chunk).unwrap_or(image::metadata::Orientation::NoTransforms);
+    let scalable = matches!(info.pixel_format, jpeg_decoder::PixelFormat::L8 | jpeg_decoder::PixelFormat::RGB24);
+    let coefficients = if info.coding_process == jpeg_decoder::CodingProcess::DctProgressive { pixels * info.pixel_format.pixel_bytes() as u64 * 2 } else { 0 };
+    Some((orientation, scalable, coefficients))
+}
+
+/// A decoded, upright image, possibly at a fraction of the photo's size.
+#[derive(Debug)]
+pub struct Decoded {
+    pub format: Format,
+    pub image: RgbImage,
+    /// Upright size of the photo itself: what coordinates are reported in.
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Decoded {
+    /// Photo pixels per decoded pixel, per axis (1 unless decoded scaled).
+    pub fn scale(&self) -> (f32, f32) {
+        (self.width as f32 / self.image.width() as f32, self.height as f32 / self.image.height() as f32)
+    }
+}
+
+/// Sniffs, checks the pixel limit, decodes and rotates upright.
+pub fn decode(bytes: &[u8], max_pixels: u64) -> Result<Decoded> {
+    let header = inspect(bytes, &DecodeLimits::pixels(max_pixels))?;
+    decode_scaled(bytes, &header, 1, u64::MAX)
+}
+
+/// Decodes at `1 / denominator` of the stored size (JPEG DCT scaling: the skipped detail is
+/// never computed) and rotates upright. `max_bytes` caps what the decoder may allocate.
+pub fn decode_scaled(bytes: &[u8], header: &Header, denominator: u32, max_bytes: u64) -> Result<Decoded> {
+    let format = header.format;
     if format == Format::Jpeg && !jpeg_has_end(bytes) {
         // The JPEG decoder fills a cut-off scan with grey and reports success; a face search on
         // half a photo would silently miss people, so a missing end marker is an error.
         return Err(EngineError::ImageCorrupt("JPEG data ends before the end-of-image marker".into()));
     }
     let corrupt = |e: image::ImageError| EngineError::ImageCorrupt(e.to_string());
-    let mut reader = ImageReader::with_format(Cursor::new(bytes), format.image_format());
-    // The header check above is the real limit; the decoder's own allocation cap only has to
-    // stay out of its way for images that passed it (RGBA16 is the widest decoded layout).
-    let mut limits = image::Limits::default();
-    limits.max_alloc = Some(pixels.saturating_mul(8).saturating_add(64 << 20));
-    reader.limits(limits);
-    let mut decoder = reader.into_decoder().map_err(corrupt)?;
-    // A damaged EXIF block should not cost the user their photo: treat it as "no rotation".
-    let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
-    let mut img = DynamicImage::from_decoder(decoder).map_err(corrupt)?;
-    img.apply_orientation(orientation);
+    let budget = header.decode_bytes(denominator).saturating_mul(2).saturating_add(64 << 20).min(max_bytes.max(64 << 20));
+    let mut img = if denominator > 1 && header.scalable_jpeg {
+        let mut d = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+        d.set_max_decoding_buffer_size(usize::try_from(budget).unwrap_or(usize::MAX));
+        let want = |side: u32| u16::try_from(side.div_ceil(denominator)).unwrap_or(u16::MAX);
+        d.scale(want(header.width), want(header.height)).map_err(|e| EngineError::ImageCorrupt(e.to_string()))?;
+        let pixels = d.decode().map_err(|e| EngineError::ImageCorrupt(e.to_string()))?;
+        let info = d.info().ok_or_else(|| EngineError::ImageCorrupt("JPEG has no frame header".into()))?;
+        let (w, h) = (info.width as u32, info.height as u32);
+        let rgb = match info.pixel_format {
+            jpeg_decoder::PixelFormat::RGB24 => RgbImage::from_raw(w, h, pixels),
+            jpeg_decoder::PixelFormat::L8 => image::GrayImage::from_raw(w, h, pixels).map(|g| DynamicImage::ImageLuma8(g).into_rgb8()),
+            _ => None,
+        };
+        DynamicImage::ImageRgb8(rgb.ok_or_else(|| EngineError::ImageCorrupt("JPEG decoded to an unexpected size".into()))?)
+    } else {
+        let mut reader = ImageReader::with_format(Cursor::new(bytes), format.image_format());
+        let mut limits = image::Limits::default();
+        limits.max_alloc = Some(budget);
+        reader.limits(limits);
+        let decoder = reader.into_decoder().map_err(corrupt)?;
+        DynamicImage::from_decoder(decoder).map_err(corrupt)?
+    };
+    img.apply_orientation(header.orientation);
     let image = match img {
         DynamicImage::ImageRgb8(rgb) => rgb,
         other => other.into_rgb8(),
     };
-    Ok(Decoded { format, image })
+    let (width, height) = header.upright();
+    Ok(Decoded { format, image, width, height })
 }
 
 #[cfg(test)]

@@ -36,5 +36,6 @@ pub(crate) mod test_util;
 pub mod testing;
 
 pub use attributes::Gender;
+pub use batcher::CancelToken;
 pub use engine::{Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face};
 pub use error::{EngineError, Result};

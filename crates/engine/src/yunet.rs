@@ -72,9 +72,16 @@ impl Window {
 }
 
 /// At most this many windows per photo: beyond it the working scale is lowered (the smallest
-/// face found grows) rather than the work, so no photo within the pixel limit costs more than
-/// about 64 passes of 2048 x 2048.
+/// face found grows) rather than the work.
 pub const MAX_WINDOWS: usize = 64;
+/// At most this many detector input pixels per photo (all windows together), the detector's
+/// time budget: about 2 s of one core here, 16x a 2 MP photo's pass. A photo that would need
+/// more is searched at a coarser scale (its smallest findable face grows) instead of costing
+/// more: a 40 MP photo runs at 16 MP instead of the 21 MP its minimum face would ask for.
+pub const MAX_INPUT_PIXELS: u64 = 16_000_000;
+/// The framed retry only makes sense for a photo that could be a single face: one at most
+/// this elongated.
+pub const RETRY_MAX_ASPECT: f32 = 3.0;
 
 /// The windows covering a `width` x `height` photo so that faces of `min_face` photo pixels
 /// and larger are found. Empty when no face the detector can find fits in the photo (a sliver
@@ -90,12 +97,33 @@ pub fn plan(width: u32, height: u32, min_face: f32) -> Vec<Window> {
             return Vec::new();
         }
         let windows = windows_at(w, h, scale);
-        if windows.len() <= MAX_WINDOWS {
+        if windows.len() <= MAX_WINDOWS && input_pixels(&windows) <= MAX_INPUT_PIXELS {
             return windows;
         }
-        scale /= 2.0;
+        scale *= 0.8;
     }
 }
+
+/// Detector input pixels of these windows together: what running them costs.
+pub fn input_pixels(windows: &[Window]) -> u64 {
+    windows.iter().map(|w| w.input_size()).map(|(w, h)| w as u64 * h as u64).sum()
+}
+
+/// Input pixels per photo pixel of the finest window: a photo decoded at this scale or finer
+/// loses nothing the detector would see.
+pub fn finest_scale(windows: &[Window]) -> f32 {
+    windows.iter().map(|w| 1.0 / w.pass.scale).fold(0.0, f32::max)
+}
+
+/// Whether a photo with no face found is worth the framed retry: only one shaped like a face
+/// crop, never a strip (whose shrunken copy would be a line in a black square).
+pub fn worth_framing(width: u32, height: u32) -> bool {
+    let (long, short) = (width.max(height) as f32, width.min(height).max(1) as f32);
+    long / short <= RETRY_MAX_ASPECT
+}
+
+/// Input pixels of the framed retry.
+pub const FRAMED_INPUT_PIXELS: u64 = (WORKING_SIDE * WORKING_SIDE) as u64;
 
 fn windows_at(w: f32, h: f32, scale: f32) -> Vec<Window> {
     let long = w.max(h);
@@ -322,6 +350,21 @@ mod tests {
         assert!(!w.is_empty() && w.len() <= MAX_WINDOWS, "{}", w.len());
         // The largest photo the default pixel limit allows, square: a bounded tiling.
         assert!(plan(6325, 6325, 8.0).len() <= MAX_WINDOWS);
+    }
+
+    #[test]
+    fn every_photo_within_the_pixel_limit_stays_within_the_detector_budget() {
+        for (w, h) in [(6400, 6250), (8000, 5000), (20000, 2000), (6325, 6325), (28284, 1414), (1920, 1280)] {
+            for min_face in [8.0, 20.0, 40.0] {
+                let windows = plan(w, h, min_face);
+                assert!(input_pixels(&windows) <= MAX_INPUT_PIXELS, "{w}x{h} at {min_face}: {}", input_pixels(&windows));
+                assert!(finest_scale(&windows) <= 1.0);
+            }
+        }
+        // A photo that fits stays at the scale its smallest face asks for.
+        assert_eq!(plan(8000, 5000, 40.0).len(), 3);
+        assert!((finest_scale(&plan(8000, 5000, 40.0)) - 0.4).abs() < 1e-6);
+        assert!(worth_framing(150, 150) && worth_framing(300, 120) && !worth_framing(1000, 10));
     }
 
     #[test]
