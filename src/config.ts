@@ -70,6 +70,10 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_BATCH_WAIT_US: intVar(2000, 0),
     FACE_QUEUE_CAPACITY: intVar(256, 1),
     FACE_MAX_PIXELS: intVar(40_000_000, 1),
+    FACE_MAX_DECODE_BYTES: intVar(512 * 1024 * 1024, 1024 * 1024),
+    FACE_MAX_ASPECT_RATIO: intVar(20, 1),
+    FACE_HEAVY_QUEUE_MS: intVar(10_000, 0),
+    FACE_HEAVY_THREADS: intVar(0, 0),
     FACE_MAX_UPLOAD_BYTES: intVar(10 * MiB, 1),
     // verify carries two photos plus form overhead, so the body cap sits above two uploads.
     FACE_MAX_BODY_BYTES: intVar(21 * MiB, 1),
@@ -127,6 +131,14 @@ export interface Config {
   batchWaitUs: number;
   queueCapacity: number;
   maxPixels: number;
+  /** Most bytes decoding one image may hold; more is refused with IMAGE_TOO_LARGE. */
+  maxDecodeBytes: number;
+  /** Longest over shortest side beyond which an image is refused with IMAGE_ASPECT_RATIO. */
+  maxAspectRatio: number;
+  /** Estimated ms of work on huge photos that may be queued and running at once; beyond it 503 OVERLOADED. */
+  heavyQueueMs: number;
+  /** Pipeline threads that may work on huge photos at once; 0: half of them. */
+  heavyThreads: number;
   /** Manifest id of the recogniser; unset means the manifest's default. */
   recognizer?: string;
   /** Manifest id of the detector; unset means the manifest's default. */
@@ -203,6 +215,10 @@ export function loadConfig(
     batchWaitUs: e.FACE_BATCH_WAIT_US,
     queueCapacity: e.FACE_QUEUE_CAPACITY,
     maxPixels: e.FACE_MAX_PIXELS,
+    maxDecodeBytes: e.FACE_MAX_DECODE_BYTES,
+    maxAspectRatio: e.FACE_MAX_ASPECT_RATIO,
+    heavyQueueMs: e.FACE_HEAVY_QUEUE_MS,
+    heavyThreads: e.FACE_HEAVY_THREADS,
     recognizer: e.FACE_RECOGNIZER,
     detector: e.FACE_DETECTOR,
     minQuality: e.FACE_MIN_QUALITY,

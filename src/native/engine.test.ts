@@ -1,31 +1,53 @@
 import { describe, expect, it } from 'vitest';
-import { mapEngineError, openEngine } from './engine.js';
+import { DomainError } from '../errors.js';
+import { toHttpError } from '../http/errors.js';
+import { abortError, mapEngineError, openEngine } from './engine.js';
 
 const nativeError = (code: string, message = 'detail') => Object.assign(new Error(message), { code });
 
 describe('mapEngineError', () => {
   it.each([
-    ['IMAGE_UNSUPPORTED', 415, 'IMAGE_UNSUPPORTED'],
-    ['IMAGE_CORRUPT', 400, 'IMAGE_CORRUPT'],
-    ['IMAGE_TOO_LARGE', 413, 'IMAGE_TOO_LARGE'],
-    ['BAD_PARAM', 400, 'BAD_PARAM'],
-    ['OVERLOADED', 503, 'SERVICE_UNAVAILABLE'],
-  ])('maps %s to %i', (code, status, error) => {
+    ['IMAGE_UNSUPPORTED', 415],
+    ['IMAGE_CORRUPT', 400],
+    ['IMAGE_TOO_LARGE', 413],
+    ['IMAGE_ASPECT_RATIO', 400],
+    ['BAD_PARAM', 400],
+    ['OVERLOADED', 503],
+  ])('keeps %s, answered with %i', (code, status) => {
     const e = mapEngineError(nativeError(code));
-    expect(e.status).toBe(status);
-    expect(e.error).toBe(error);
+    expect(e).toBeInstanceOf(DomainError);
+    expect(e.code).toBe(code);
+    expect(toHttpError(e).error.status).toBe(status);
+  });
+
+  it('says the problem once, as a sentence', () => {
+    const e = mapEngineError(nativeError('IMAGE_CORRUPT', 'image could not be decoded: unexpected end of file'));
+    expect(e.message).toBe('Image could not be decoded: unexpected end of file');
   });
 
   it('asks for a retry when overloaded', () => {
-    expect(mapEngineError(nativeError('OVERLOADED')).headers).toEqual({ 'Retry-After': '1' });
+    expect(mapEngineError(nativeError('OVERLOADED')).retryAfterS).toBe(1);
+    expect(toHttpError(mapEngineError(nativeError('OVERLOADED'))).error.headers).toEqual({ 'Retry-After': '1' });
   });
 
   it('hides MODEL, INTERNAL and unknown failures behind a generic 500', () => {
     for (const err of [nativeError('MODEL', 'onnx blew up at /secret/path'), nativeError('INTERNAL'), new Error('x'), 'string']) {
       const e = mapEngineError(err);
-      expect(e.body()).toEqual({ code: 500, reason: 'Internal server error', error: 'INTERNAL' });
+      expect(toHttpError(e).error.body()).toEqual({ code: 500, reason: 'Internal server error', error: 'INTERNAL' });
       expect(e.cause).toBe(err);
     }
+  });
+});
+
+describe('abortError', () => {
+  it('passes our own reason through and names the others', () => {
+    const mine = new DomainError('SERVICE_UNAVAILABLE', 'deadline', { retryAfterS: 1 });
+    const ctl = new AbortController();
+    ctl.abort(mine);
+    expect(abortError(ctl.signal)).toBe(mine);
+    expect(abortError(AbortSignal.abort()).code).toBe('CLIENT_CLOSED');
+    const timeout = new DOMException('late', 'TimeoutError');
+    expect(abortError(AbortSignal.abort(timeout)).code).toBe('SERVICE_UNAVAILABLE');
   });
 });
 

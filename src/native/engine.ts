@@ -2,83 +2,31 @@
  * The only door to the native addon (build/addon/index.cjs, see
  * docs/engine-contract.md).
  *
- * Everything else in the service talks to the `Engine` interface below, which
- * keeps the addon's shapes in one place and turns its error codes into HTTP
- * errors once. Tests hand `startServer` their own `Engine`; production code
- * always loads the real addon.
+ * Everything else in the service talks to the `Engine` interface below. The
+ * shapes are the addon's generated types (build/addon/index.d.cts, written by
+ * `napi build`); its error codes become DomainErrors here, once. Tests hand
+ * `startServer` their own `Engine`; production code always loads the real
+ * addon.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import type * as Addon from '../../build/addon/index.cjs';
 import { findProjectRoot, type Config } from '../config.js';
-import { HttpError, INTERNAL_REASON } from '../http/errors.js';
+import { DomainError, type ErrorCode } from '../errors.js';
 
-export interface EngineOptions {
-  modelDir: string;
-  ortLibrary: string;
-  providers: string[];
-  intraThreads: number;
-  inferenceWorkers: number;
-  maxBatch: number;
-  batchWaitUs: number;
-  queueCapacity: number;
-  maxPixels: number;
-  recognizer?: string;
-  detector?: string;
-  /** Manifest id of the age model; unset: the manifest's `age`, else `ageGender`, else the recogniser's head. */
-  ageModel?: string;
-  /** Manifest id of the gender model; unset: the manifest's `gender`, else `ageGender`, else the recogniser's head. */
-  genderModel?: string;
-  detectThreshold?: number;
-  /** Smallest face side in pixels the detector searches for. */
-  minFace?: number;
-}
+export type { Analysis, EngineInfo, EngineOptions, FaceResult } from '../../build/addon/index.cjs';
+type Analysis = Addon.Analysis;
+type EngineInfo = Addon.EngineInfo;
+type EngineOptions = Addon.EngineOptions;
 
-export interface AnalyzeOptions {
-  embed: boolean;
-  age: boolean;
-  gender: boolean;
-  emotions: boolean;
-  /** Caller-given [x1,y1,x2,y2] boxes: one face per box, in order, instead of detection. */
-  boxes?: number[][];
-  /** Also return a JPEG crop of each face (box plus margin), its longer side at most this many pixels. */
-  thumbnail?: number;
-}
-
-export interface FaceResult {
-  x1: number;
-  y1: number;
-  x2: number;
-  y2: number;
-  score: number;
-  /** 0..1: detector score × size factor × frontality (0 without landmarks). */
-  quality: number;
-  /** Flat [x, y, …] keypoints in the detector's order (YuNet: right eye, left eye, nose tip, right and left mouth corner). */
-  landmarks: number[];
-  age?: number;
-  gender?: 'male' | 'female';
-  emotions?: string[];
-  /** JPEG bytes, when a thumbnail was asked for. */
-  thumbnail?: Buffer;
-}
-
-export interface Analysis {
-  width: number;
-  height: number;
-  /** Biggest first; with caller boxes, in the given order. */
-  faces: FaceResult[];
-  /** faces.length × dim, row-major, L2-normalised; empty unless embed was asked for. */
-  embeddings: Float32Array;
-  dim: number;
-}
-
-export interface EngineInfo {
-  providers: string[];
-  simd: string;
-  recognizer: string;
-  detector: string;
-  dim: number;
-  models: { id: string; onnx: string }[];
+export interface AnalyzeOptions extends Addon.AnalyzeOptions {
+  /**
+   * Withdraws the request (client gone, deadline passed): the promise rejects
+   * at once and the engine drops the work from its queue, or stops it at its
+   * next stage.
+   */
+  signal?: AbortSignal;
 }
 
 export interface Engine {
@@ -89,41 +37,36 @@ export interface Engine {
   close(): void;
 }
 
-interface NativeEngine {
-  analyze(image: Buffer, opts: AnalyzeOptions): Promise<Analysis>;
-  similarity(a: Float32Array, b: Float32Array, dim: number): Promise<Float32Array>;
-  info(): EngineInfo;
-  close(): void;
-}
+/** Codes the addon puts on rejections that the client caused or may retry; the rest are internal. */
+const CLIENT_CODES = new Set<ErrorCode>(['IMAGE_UNSUPPORTED', 'IMAGE_CORRUPT', 'IMAGE_TOO_LARGE', 'IMAGE_ASPECT_RATIO', 'BAD_PARAM', 'OVERLOADED']);
 
-interface NativeBinding {
-  FaceEngine: { open(opts: EngineOptions): Promise<NativeEngine> };
-}
-
-/** Error codes the addon puts on its rejections, with how each reaches the client. */
-const NATIVE_ERRORS: Record<string, { status: number; error: string; reason: string }> = {
-  IMAGE_UNSUPPORTED: { status: 415, error: 'IMAGE_UNSUPPORTED', reason: 'Image format not supported; send JPEG, PNG or WebP' },
-  IMAGE_CORRUPT: { status: 400, error: 'IMAGE_CORRUPT', reason: 'Image could not be decoded' },
-  IMAGE_TOO_LARGE: { status: 413, error: 'IMAGE_TOO_LARGE', reason: 'Image has too many pixels' },
-  BAD_PARAM: { status: 400, error: 'BAD_PARAM', reason: 'Invalid parameter' },
-  OVERLOADED: { status: 503, error: 'SERVICE_UNAVAILABLE', reason: 'Inference queue is full, retry shortly' },
-};
+/** The addon's messages are lower-case clauses ("image could not be decoded: …"); a reason is a sentence. */
+const sentence = (message: string) => message.charAt(0).toUpperCase() + message.slice(1);
 
 /**
- * Maps a rejection from the addon to an HttpError. Client-caused errors keep
- * the addon's message (it names the problem, e.g. which box is bad); MODEL,
- * INTERNAL and anything unexpected become a generic 500 with the original as
- * the cause, which the error handler logs.
+ * Maps a rejection from the addon to a DomainError. Client-caused errors keep
+ * the addon's message, which names the problem once (e.g. which box is bad);
+ * MODEL, INTERNAL and anything unexpected become INTERNAL with the original
+ * as the cause, which the error handler logs.
  */
-export function mapEngineError(err: unknown): HttpError {
-  if (err instanceof HttpError) return err;
+export function mapEngineError(err: unknown): DomainError {
+  if (err instanceof DomainError) return err;
   const code = (err as { code?: unknown } | null)?.code;
-  const known = typeof code === 'string' ? NATIVE_ERRORS[code] : undefined;
-  if (!known) return new HttpError(500, 'INTERNAL', INTERNAL_REASON, { cause: err });
-  const message = (err as Error).message;
-  const reason = message && message !== code ? `${known.reason}: ${message}` : known.reason;
-  const headers = known.status === 503 ? { 'Retry-After': '1' } : undefined;
-  return new HttpError(known.status, known.error, reason, { headers, cause: err });
+  if (typeof code === 'string' && CLIENT_CODES.has(code as ErrorCode)) {
+    const message = err instanceof Error && err.message ? sentence(err.message) : code;
+    return new DomainError(code as ErrorCode, message, { cause: err, ...(code === 'OVERLOADED' ? { retryAfterS: 1 } : {}) });
+  }
+  return new DomainError('INTERNAL', 'Internal server error', { cause: err });
+}
+
+/** Why a request was withdrawn, as the error its caller gets: the abort reason when it is one of ours. */
+export function abortError(signal: AbortSignal): DomainError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof DomainError) return reason;
+  if (reason instanceof Error && reason.name === 'TimeoutError') {
+    return new DomainError('SERVICE_UNAVAILABLE', 'The photo could not be analysed before the request deadline', { retryAfterS: 1, cause: reason });
+  }
+  return new DomainError('CLIENT_CLOSED', 'The request was withdrawn before the photo was analysed', { cause: reason });
 }
 
 /** Resolves build/addon/index.cjs from the project root, so src/ and dist/src/ find the same file. */
@@ -146,21 +89,36 @@ export function loadAddon<T>(file: string = addonPath()): T {
 class NativeEngineWrapper implements Engine {
   private closed = false;
 
-  constructor(private readonly native: NativeEngine) {}
+  constructor(
+    private readonly binding: typeof Addon,
+    private readonly native: Addon.FaceEngine,
+  ) {}
 
   async analyze(image: Buffer, opts: AnalyzeOptions): Promise<Analysis> {
     this.assertOpen();
+    const { signal } = opts;
+    if (signal?.aborted) throw abortError(signal);
+    const cancel = new this.binding.CancelToken();
+    const onAbort = () => cancel.cancel();
+    signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      return await this.native.analyze(image, {
-        embed: opts.embed,
-        age: opts.age,
-        gender: opts.gender,
-        emotions: opts.emotions,
-        ...(opts.boxes ? { boxes: opts.boxes } : {}),
-        ...(opts.thumbnail !== undefined ? { thumbnail: opts.thumbnail } : {}),
-      });
+      return await this.native.analyze(
+        image,
+        {
+          embed: opts.embed,
+          age: opts.age,
+          gender: opts.gender,
+          emotions: opts.emotions,
+          ...(opts.boxes ? { boxes: opts.boxes } : {}),
+          ...(opts.thumbnail !== undefined ? { thumbnail: opts.thumbnail } : {}),
+        },
+        cancel,
+      );
     } catch (err) {
+      if (signal?.aborted) throw abortError(signal);
       throw mapEngineError(err);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -185,7 +143,7 @@ class NativeEngineWrapper implements Engine {
   }
 
   private assertOpen(): void {
-    if (this.closed) throw new HttpError(503, 'SERVICE_UNAVAILABLE', 'Engine is shut down', { headers: { 'Retry-After': '1' } });
+    if (this.closed) throw new DomainError('SERVICE_UNAVAILABLE', 'Engine is shut down', { retryAfterS: 1 });
   }
 }
 
@@ -202,6 +160,10 @@ export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptio
     queueCapacity: config.queueCapacity,
     maxPixels: config.maxPixels,
     minFace: config.minFace,
+    maxDecodeBytes: config.maxDecodeBytes,
+    maxAspectRatio: config.maxAspectRatio,
+    heavyQueueMs: config.heavyQueueMs,
+    ...(config.heavyThreads > 0 ? { heavyThreads: config.heavyThreads } : {}),
     ...(config.recognizer ? { recognizer: config.recognizer } : {}),
     ...(config.detector ? { detector: config.detector } : {}),
     ...(config.detectThreshold !== undefined ? { detectThreshold: config.detectThreshold } : {}),
@@ -211,7 +173,7 @@ export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptio
 
 /** Loads the addon and opens the engine: models are loaded and sessions built before this resolves. */
 export async function openEngine(opts: EngineOptions, file: string = addonPath()): Promise<Engine> {
-  const binding = loadAddon<NativeBinding>(file);
+  const binding = loadAddon<typeof Addon>(file);
   const native = await binding.FaceEngine.open(opts);
-  return new NativeEngineWrapper(native);
+  return new NativeEngineWrapper(binding, native);
 }

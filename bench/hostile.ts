@@ -1,0 +1,202 @@
+/**
+ * Hostile images against the real service: how a small detect fares while
+ * decompression bombs are in flight.
+ *
+ *   npm run bench:hostile -- [--requests N] [--hostile N]
+ *
+ * Starts the service (embedded PostgreSQL in a temporary directory, `node
+ * dist/src/main.js` as a child), measures the latency of `POST /v1/detect/`
+ * on a 150 × 150 face crop alone, then again while N (default 16) hostile
+ * uploads are kept in flight: PNGs of 1 × 40,000,000 and 1 × 250,000 pixels
+ * (78 KB and 300 bytes) and JPEGs of a few kilobytes whose header claims
+ * 6400 × 6250. Prints p50/p99 of both runs, their ratio, every hostile
+ * outcome (status, time) and the service's peak memory.
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { crc32, deflateSync } from 'node:zlib';
+import { findProjectRoot } from '../src/config.js';
+import { numberArg } from './args.js';
+import { describeMachine, machineLine } from './machine.js';
+import { startBenchService } from './service.js';
+
+const TOKEN = 'bench-hostile-token';
+
+function pngChunk(type: string, data: Buffer): Buffer {
+  const len = Buffer.alloc(4);
+  len.writeUInt32BE(data.length);
+  const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(body));
+  return Buffer.concat([len, body, crc]);
+}
+
+/** A grey 8-bit PNG of `width` × `height`: one row of a one-pixel-wide image is two bytes, so 40 M rows deflate to 78 KB. */
+export function greyPng(width: number, height: number): Buffer {
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header[8] = 8; // bit depth
+  header[9] = 0; // greyscale
+  const row = Buffer.alloc(1 + width, 0x80);
+  row[0] = 0; // no filter
+  const raw = Buffer.alloc(row.length * height);
+  for (let y = 0; y < height; y++) row.copy(raw, y * row.length);
+  const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  return Buffer.concat([signature, pngChunk('IHDR', header), pngChunk('IDAT', deflateSync(raw, { level: 9 })), pngChunk('IEND', Buffer.alloc(0))]);
+}
+
+interface JpegJs {
+  encode(img: { data: Buffer; width: number; height: number }, quality?: number): { data: Buffer };
+  decode(data: Buffer, opts?: { useTArray?: boolean; formatAsRGBA?: boolean }): { data: Uint8Array; width: number; height: number };
+}
+
+const jpegJs = (): JpegJs => createRequire(import.meta.url)('jpeg-js') as JpegJs;
+
+/** A baseline JPEG whose frame header claims `width` × `height` while its scan holds 64 × 64 pixels: a few kilobytes announcing tens of megapixels. */
+export function jpegAnnouncing(width: number, height: number): Buffer {
+  const side = 64;
+  const data = Buffer.alloc(side * side * 4);
+  for (let i = 0; i < side * side; i++) data.set([(i % side) * 4, Math.floor(i / side) * 4, 128, 255], i * 4);
+  const jpeg = Buffer.from(jpegJs().encode({ data, width: side, height: side }, 90).data);
+  const sof = jpeg.indexOf(Buffer.from([0xff, 0xc0]));
+  if (sof < 0) throw new Error('the encoder wrote no baseline frame header');
+  jpeg.writeUInt16BE(height, sof + 5);
+  jpeg.writeUInt16BE(width, sof + 7);
+  return jpeg;
+}
+
+/** A `side` × `side` JPEG cut from a demo photo around the box, resampled (nearest pixel). */
+export function cropJpeg(photo: Buffer, box: { x1: number; y1: number; x2: number; y2: number }, side = 150): Buffer {
+  const img = jpegJs().decode(photo, { useTArray: true, formatAsRGBA: true });
+  const extent = Math.max(box.x2 - box.x1, box.y2 - box.y1) * 1.3;
+  const [cx, cy] = [(box.x1 + box.x2) / 2, (box.y1 + box.y2) / 2];
+  const out = Buffer.alloc(side * side * 4);
+  for (let y = 0; y < side; y++) {
+    for (let x = 0; x < side; x++) {
+      const sx = Math.min(img.width - 1, Math.max(0, Math.round(cx - extent / 2 + ((x + 0.5) * extent) / side)));
+      const sy = Math.min(img.height - 1, Math.max(0, Math.round(cy - extent / 2 + ((y + 0.5) * extent) / side)));
+      const from = (sy * img.width + sx) * 4;
+      out.set(img.data.subarray(from, from + 4), (y * side + x) * 4);
+    }
+  }
+  return Buffer.from(jpegJs().encode({ data: out, width: side, height: side }, 90).data);
+}
+
+export function demoPhoto(n: number): Buffer {
+  return readFileSync(path.join(findProjectRoot(), 'node_modules/@vladmandic/face-api/demo', `sample${n}.jpg`));
+}
+
+export interface Outcome {
+  name: string;
+  status: number;
+  error?: string;
+  ms: number;
+}
+
+export async function detect(base: string, photo: Buffer, name = 'photo'): Promise<Outcome & { body: any }> {
+  const body = new FormData();
+  body.append('photo', new Blob([new Uint8Array(photo)]), `${name}.bin`);
+  const t = performance.now();
+  const res = await fetch(`${base}/v1/detect/`, { method: 'POST', headers: { Authorization: `Token ${TOKEN}` }, body });
+  const text = await res.text();
+  const ms = performance.now() - t;
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { name, status: res.status, error: json?.error, ms, body: json };
+}
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+
+async function latencies(base: string, photo: Buffer, n: number): Promise<{ p50: number; p99: number; max: number; failed: number }> {
+  const ms: number[] = [];
+  let failed = 0;
+  for (let i = 0; i < n; i++) {
+    const r = await detect(base, photo, 'small');
+    if (r.status !== 200) failed++;
+    ms.push(r.ms);
+  }
+  ms.sort((a, b) => a - b);
+  return { p50: quantile(ms, 0.5), p99: quantile(ms, 0.99), max: ms[ms.length - 1], failed };
+}
+
+function rssOf(pid: number | undefined): { rss: number; peak: number } {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key: string) => Number(/^(\w+):\s+(\d+)/m.exec(status.split('\n').find((l) => l.startsWith(key)) ?? '')?.[2] ?? 0);
+    return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 };
+  } catch {
+    return { rss: 0, peak: 0 };
+  }
+}
+
+async function main(): Promise<void> {
+  const requests = numberArg('requests', 60);
+  const inFlight = numberArg('hostile', 16);
+  const machine = describeMachine();
+  const service = await startBenchService(TOKEN);
+  try {
+    const found = await detect(service.base, demoPhoto(2));
+    const face = found.body.faces[0];
+    const small = cropJpeg(demoPhoto(2), face);
+    const bombs = [
+      { name: 'jpeg 6400x6250', bytes: jpegAnnouncing(6400, 6250) },
+      { name: 'png 1x40000000', bytes: greyPng(1, 40_000_000) },
+      { name: 'jpeg 6400x6250', bytes: jpegAnnouncing(6400, 6250) },
+      { name: 'png 1x250000', bytes: greyPng(1, 250_000) },
+    ];
+    console.log(`hostile images: ${bombs.map((b) => `${b.name} (${b.bytes.length} B)`).join(', ')}; small photo 150x150 (${small.length} B)`);
+    await latencies(service.base, small, 10); // warm-up
+    const alone = await latencies(service.base, small, requests);
+    const startRss = rssOf(service.child.pid);
+
+    const outcomes: Outcome[] = [];
+    let stop = false;
+    let next = 0;
+    const keepOneInFlight = async () => {
+      while (!stop) {
+        const bomb = bombs[next++ % bombs.length];
+        outcomes.push(await detect(service.base, bomb.bytes, bomb.name));
+      }
+    };
+    const hostile = Array.from({ length: inFlight }, keepOneInFlight);
+    await new Promise((r) => setTimeout(r, 500)); // let the bombs arrive first
+    const loaded = await latencies(service.base, small, requests);
+    stop = true;
+    await Promise.all(hostile);
+    const endRss = rssOf(service.child.pid);
+
+    console.log(machineLine(machine));
+    const line = (label: string, l: typeof alone) =>
+      `${label}: p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, max ${l.max.toFixed(1)} ms${l.failed ? `, ${l.failed} failed` : ''}`;
+    console.log(line(`150x150 detect alone (${requests} sequential)`, alone));
+    console.log(line(`150x150 detect with ${inFlight} hostile uploads in flight`, loaded));
+    console.log(`ratio loaded/alone: p50 ${(loaded.p50 / alone.p50).toFixed(2)}x, p99 ${(loaded.p99 / alone.p99).toFixed(2)}x`);
+    const groups = new Map<string, number[]>();
+    for (const o of outcomes) {
+      const key = `${o.name} -> ${o.status}${o.error ? ` ${o.error}` : ''}`;
+      groups.set(key, [...(groups.get(key) ?? []), o.ms]);
+    }
+    console.log(`hostile outcomes (${outcomes.length} requests):`);
+    for (const [key, ms] of groups) {
+      ms.sort((a, b) => a - b);
+      console.log(`  ${key}: ${ms.length}x, ${quantile(ms, 0.5).toFixed(0)} ms median, ${ms[ms.length - 1].toFixed(0)} ms max`);
+    }
+    console.log(`service memory: RSS ${startRss.rss.toFixed(0)} MiB before the bombs, ${endRss.rss.toFixed(0)} MiB after, peak ${endRss.peak.toFixed(0)} MiB`);
+  } finally {
+    await service.stop();
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
