@@ -273,7 +273,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           return a;
         } catch (err) {
           if (stopping) cutOff.push(onCutOff);
-          else problems.push({ kind: 'connection', detail: `${what}: ${(err as Error).message}` });
+          else {
+            const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+            problems.push({ kind: 'connection', detail: `${what}: ${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ''}` });
+          }
           if (!stopping) onCutOff();
           return undefined;
         } finally {

@@ -117,7 +117,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         res = await fetch(`${base}${p}`, { method, headers: client.auth, body, signal: AbortSignal.timeout(60_000) });
         text = await res.text();
       } catch (err) {
-        note({ kind: died ? 'crash' : 'connection', detail: (err as Error).message }, `${kind} ${method} ${p.replace(/\d+/g, '<n>')}`);
+        const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+        note({ kind: died ? 'crash' : 'connection', detail: `${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ''}` }, `${kind} ${method} ${p.replace(/\d+/g, '<n>')}`);
         return { status: 0 };
       }
       const headers = Object.fromEntries(res.headers);
