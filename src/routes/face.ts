@@ -23,8 +23,6 @@ import {
   thresholdParam,
 } from './schemas.js';
 
-export { metaParam };
-
 export const addFaceRequest = z.object({
   photo: photoParam('The photo to take faces from.'),
   meta: metaParam.default(''),
