@@ -3,7 +3,7 @@
  * POST /v0/face/ and GET/PUT/DELETE /v0/face/id/<id>/.
  */
 import { z } from 'zod';
-import { jsonParam, numberParam } from '../http/params.js';
+import { idParam, jsonParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import type { FaceStore, GalleryChange } from '../db/faces.js';
 import { enrol, type EnrolDeps } from '../services/enrol.js';
@@ -39,7 +39,7 @@ export const addFaceRequest = z.object({
 });
 
 const faceIdParams = z.object({
-  id: numberParam(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).meta({ description: 'Face id (a positive integer).' }),
+  id: idParam('Face id (a positive integer).'),
 });
 
 const galleryChange = jsonParam(

@@ -15,7 +15,7 @@
  */
 import { z } from 'zod';
 import { invalid, notFound } from '../errors.js';
-import { boolParam, numberParam } from '../http/params.js';
+import { boolParam, idParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry, type StreamReply } from '../http/registry.js';
 import type { HistoryEvent, HistoryFilter, HistoryStore } from '../db/history-store.js';
 import { baseUrl, renderEvent, streamResults } from './face-view.js';
@@ -142,7 +142,7 @@ export function registerHistory(registry: RouteRegistry, history: HistoryStore, 
       'A JPEG of the face with some margin, kept when the sighting was recorded; never changed, so clients may cache it. ' +
       'Unknown event, or a thumbnail expired after FACE_THUMBNAIL_RETENTION_DAYS: 404.',
     auth: true,
-    params: z.object({ id: numberParam(int.min(1).max(Number.MAX_SAFE_INTEGER)).meta({ description: 'History event id.' }) }),
+    params: z.object({ id: idParam('History event id.') }),
     response: { status: 200, description: 'The JPEG.', alternatives: ['image/jpeg'] },
     errors: [400, 401, 404],
     async handler({ params }) {

@@ -15,7 +15,7 @@
  */
 import { z } from 'zod';
 import { invalid, notFound } from '../errors.js';
-import { boolParam, numberParam } from '../http/params.js';
+import { boolParam, idParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import type { Box } from '../services/faces.js';
 import { identify, liveServers, LIVE_SERVERS, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
@@ -90,7 +90,7 @@ const shardsResponse = z.object({
 });
 
 const shardParams = z.object({
-  k: numberParam(z.number().int().min(0).max(4095)).meta({ description: 'Shard number, from 0.' }),
+  k: idParam('Shard number, from 0.', { min: 0, max: 4095 }),
 });
 
 /** The result key of a face: its box as JSON text with ", " between the numbers. */
