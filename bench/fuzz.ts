@@ -15,6 +15,9 @@
  *
  * Without --url the service is started here (embedded PostgreSQL in a
  * temporary directory, FACE_TOKEN set, `node dist/src/main.js` as a child).
+ * With --url the run writes to that service's data (a gallery `fuzz`, faces
+ * with meta `fuzz-seed` and empty metas, shards taken offline and back): point
+ * it at a disposable instance. --pid gives the process whose RSS is reported.
  * The table counts, per category, requests, statuses and unexpected
  * outcomes: the service dying, a 5xx other than 503 with Retry-After, an
  * error body that is not JSON {code, reason, error}, an answer slower than
@@ -81,7 +84,7 @@ export interface FuzzReport {
 }
 
 const USAGE =
-  'usage: npm run fuzz -- [--requests N] [--seconds S] [--concurrency C] [--seed S] [--categories a,b] [--heavy-cap N] ' +
+  'usage: npm run fuzz -- [--requests N] [--seconds S] [--concurrency C] [--seed S] [--categories a,b] [--heavy-cap N] [--heavy-budget N] ' +
   '[--json out.json] [--url http://host:port --token T [--pid P]]';
 
 function parseCli(argv: string[]): FuzzOptions & { json?: string } {
