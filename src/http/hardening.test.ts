@@ -419,6 +419,12 @@ describe('strict input', () => {
     const nul = await raw(port, [get('/v0/stream/%00/', [AUTH])], { done: (x) => x.endsWith('}') });
     expect(nul.statuses).toEqual([400]);
     expect(lastJson(nul.text)).toMatchObject({ error: 'BAD_PARAM', param: 'when' });
+    // Escapes that do not decode to UTF-8 name the parameter rather than hiding the route.
+    for (const bad of ['%ff', '%ed%a0%80', '%c0%af', '%', '%zz']) {
+      const escape = await raw(port, [get(`/v0/stream/${bad}/`, [AUTH])], { done: (x) => x.endsWith('}') });
+      expect(escape.statuses, bad).toEqual([400]);
+      expect(lastJson(escape.text), bad).toMatchObject({ error: 'BAD_PARAM', param: 'when' });
+    }
     const query = await raw(port, [['PUT /v0/io/1/?meta=%ff HTTP/1.1', 'Host: x', AUTH, 'Content-Length: 0', '', ''].join('\r\n')], { done: (x) => x.endsWith('}') });
     expect(query.statuses).toEqual([400]);
     expect(lastJson(query.text)).toMatchObject({ error: 'BAD_PARAM' });
@@ -452,9 +458,9 @@ describe('authentication comes first', () => {
 describe('admission', () => {
   const postJson = (port: number, path: string, body: string) =>
     fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers: { authorization: `Token ${TOKEN}`, 'content-type': 'application/json' }, body });
-  const upload = (port: number) => {
+  const upload = (port: number, bytes = 1000) => {
     const form = new FormData();
-    form.set('photo', new Blob([Buffer.alloc(1000, 1)]), 'p.jpg');
+    form.set('photo', new Blob([Buffer.alloc(bytes, 1)]), 'p.jpg');
     return fetch(`http://127.0.0.1:${port}/v0/engine/`, { method: 'POST', headers: { authorization: `Token ${TOKEN}` }, body: form });
   };
 
@@ -469,6 +475,21 @@ describe('admission', () => {
     // Both light slots are still free while the photo route is saturated.
     const light = await Promise.all([postJson(port, '/v0/light/', '{"meta":"a"}'), postJson(port, '/v0/light/', '{"meta":"b"}')]);
     expect(light.map((r) => r.status)).toEqual([200, 200]);
+    t.release();
+    expect((await first).status).toBe(200);
+  });
+
+  it('reads and drops the body of a shed upload, so the client gets the 503 and the connection stays usable', async () => {
+    const t = testRegistry();
+    const port = await start(t.registry, { maxEngineInflight: 1 });
+    const first = upload(port);
+    await until(() => t.held() === 1);
+    // Far bigger than the socket buffers: had the server closed without reading, the client would see a reset.
+    const body = Buffer.alloc(8 << 20, 7);
+    const head = ['POST /v0/engine/ HTTP/1.1', 'Host: x', AUTH, 'Content-Type: application/octet-stream', `Content-Length: ${body.length}`, '', ''].join('\r\n');
+    const shed = await raw(port, [head, body, get('/health')], { done: (x) => (x.match(/HTTP\/1\.1 /g) ?? []).length === 2 && x.endsWith('}') });
+    expect(shed.statuses).toEqual([503, 200]);
+    expect(headerOf(shed.text, 'retry-after')).toBe('1');
     t.release();
     expect((await first).status).toBe(200);
   });

@@ -19,7 +19,7 @@ describe('Router', () => {
 
   it('extracts and decodes parameters, keeping "+" literal', () => {
     const m = r.match('GET', '/v0/face/meta/John%20Smith+Jr/');
-    expect(m).toEqual({ kind: 'found', value: 'by-meta', params: { meta: 'John Smith+Jr' }, pattern: '/v0/face/meta/:meta/' });
+    expect(m).toEqual({ kind: 'found', value: 'by-meta', params: { meta: 'John Smith+Jr' }, pattern: '/v0/face/meta/:meta/', malformed: [] });
     expect(r.match('PUT', '/v0/face/id/42')).toMatchObject({ value: 'put-face', params: { id: '42' } });
   });
 
@@ -32,9 +32,14 @@ describe('Router', () => {
     expect(r.match('DELETE', '/v0/face/id/1/')).toEqual({ kind: 'method-not-allowed', allow: ['GET', 'PUT'] });
   });
 
-  it('reports unknown paths and malformed escapes as not found', () => {
+  it('reports unknown paths as not found, and a malformed escape as a bad value of the route it names', () => {
     expect(r.match('GET', '/v0/nothing/')).toEqual({ kind: 'not-found' });
-    expect(r.match('GET', '/v0/face/meta/%E0%A4%A/')).toEqual({ kind: 'not-found' });
+    expect(r.match('GET', '/v0/face/meta/%E0%A4%A/')).toMatchObject({
+      kind: 'found',
+      value: 'by-meta',
+      params: { meta: '%E0%A4%A' },
+      malformed: ['meta'],
+    });
     expect(r.match('GET', '/v0/face/id/1/extra/')).toEqual({ kind: 'not-found' });
   });
 

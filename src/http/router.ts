@@ -21,7 +21,14 @@ interface Entry<T> {
 }
 
 export type MatchResult<T> =
-  | { kind: 'found'; value: T; params: Record<string, string>; pattern: string }
+  | {
+      kind: 'found';
+      value: T;
+      params: Record<string, string>;
+      pattern: string;
+      /** Parameters whose percent-encoding is not UTF-8 (kept raw): the route exists, the value is bad. */
+      malformed: string[];
+    }
   | { kind: 'method-not-allowed'; allow: Method[] }
   | { kind: 'not-found' };
 
@@ -70,27 +77,28 @@ export class Router<T> {
    */
   match(method: string, rawPath: string): MatchResult<T> {
     const parts = split(rawPath);
-    let best: { entry: Entry<T>; params: Record<string, string>; score: number } | undefined;
+    let best: { entry: Entry<T>; params: Record<string, string>; malformed: string[]; score: number } | undefined;
     const allow = new Set<Method>();
     for (const entry of this.entries) {
-      const params = matchSegments(entry.segments, parts);
-      if (!params) continue;
+      const matched = matchSegments(entry.segments, parts);
+      if (!matched) continue;
       allow.add(entry.method);
       if (entry.method !== method) continue;
       // Score: literal positions as a bit mask, earlier literals weigh more.
       let score = 0;
       for (const s of entry.segments) score = score * 2 + ('literal' in s ? 1 : 0);
-      if (!best || score > best.score) best = { entry, params, score };
+      if (!best || score > best.score) best = { entry, ...matched, score };
     }
-    if (best) return { kind: 'found', value: best.entry.value, params: best.params, pattern: best.entry.pattern };
+    if (best) return { kind: 'found', value: best.entry.value, params: best.params, pattern: best.entry.pattern, malformed: best.malformed };
     if (allow.size > 0) return { kind: 'method-not-allowed', allow: [...allow].sort() };
     return { kind: 'not-found' };
   }
 }
 
-function matchSegments(segments: Segment[], parts: string[]): Record<string, string> | undefined {
+function matchSegments(segments: Segment[], parts: string[]): { params: Record<string, string>; malformed: string[] } | undefined {
   if (segments.length !== parts.length) return undefined;
   const params: Record<string, string> = {};
+  const malformed: string[] = [];
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i];
     const part = parts[i];
@@ -98,13 +106,13 @@ function matchSegments(segments: Segment[], parts: string[]): Record<string, str
       if (seg.literal !== part) return undefined;
       continue;
     }
-    let value: string;
     try {
-      value = decodeURIComponent(part);
+      params[seg.param] = decodeURIComponent(part);
     } catch {
-      return undefined; // malformed escapes cannot name anything
+      // Still this route: the client named it and gets a 400 about the value, not a 404.
+      params[seg.param] = part;
+      malformed.push(seg.param);
     }
-    params[seg.param] = value;
   }
-  return params;
+  return { params, malformed };
 }

@@ -266,6 +266,27 @@ class Exchange {
   }
 
   /**
+   * Reads the body and keeps none of it, then calls `done`: at the body's end (inside uWS's
+   * data callback, so the answer is written before uWS parses a request pipelined behind it),
+   * or when the exchange is aborted (deadline, client gone).
+   */
+  discardBody(res: uWS.HttpResponse, done: () => void): void {
+    this.bodyPending = true;
+    let called = false;
+    const once = () => {
+      if (called) return;
+      called = true;
+      done();
+    };
+    this.controller.signal.addEventListener('abort', once, { once: true });
+    res.onData((_chunk, isLast) => {
+      if (!isLast) return;
+      this.bodyPending = false;
+      once();
+    });
+  }
+
+  /**
    * Starts streaming the body into `parser` now (uWS requires onData before
    * the handler returns). A limit breach answers at once and closes the
    * connection, as the rest of the body would only be thrown away.
@@ -420,14 +441,25 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
         bodyPromise.catch(() => {});
       }
     } catch (err) {
-      // Nothing of the body was read: closing tells the client not to send the rest.
-      ex.sendError(toHttpError(err).error, withBody);
+      const { error } = toHttpError(err);
+      // A client shed for load is still sending its body; one that cannot write it reads a
+      // reset instead of the 503 and cannot honour Retry-After. So the body (within the size
+      // limit, already checked, and the deadline) is read and dropped, and the answer keeps
+      // the connection. Any other refusal closes it, which tells the client not to send the rest.
+      if (withBody && error.status === 503) {
+        ex.discardBody(res, () => {
+          ex.sendError(error);
+          finish(route?.path ?? '-');
+        });
+        return;
+      }
+      ex.sendError(error, withBody);
       finish(route?.path ?? '-');
       return;
     }
 
     const chosen = route;
-    run(chosen, method, match.params, headers, query, bodyPromise, ex, ctxLog)
+    run(chosen, method, match.params, match.malformed, headers, query, bodyPromise, ex, ctxLog)
       .catch((err) => fail(err, chosen.path))
       .finally(() => finish(chosen.path));
   });
@@ -436,6 +468,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     route: AnyRoute,
     method: string,
     rawParams: Record<string, string>,
+    malformed: string[],
     headers: Record<string, string>,
     query: string,
     bodyPromise: Promise<RawParams>,
@@ -443,6 +476,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     ctxLog: Logger,
   ): Promise<void> {
     if (route.auth) await authenticate(headers.authorization, route.auth === 'operator' ? operatorVerifier : verifier);
+    if (malformed.length) throw new HttpError(400, 'BAD_PARAM', `${malformed[0]}: malformed percent-encoding`, { param: malformed[0] });
     assertText(rawParams);
     const params = route.params ? parseParams(route.params, rawParams) : rawParams;
     let input: unknown = {};
