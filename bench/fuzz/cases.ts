@@ -566,8 +566,27 @@ export function buildCases(ctx: FuzzContext): Case[] {
   const putBody = Buffer.from('{"meta":"fuzz-seed"}');
   const hostH = (c: FuzzContext): Header => ['Host', `${c.host}:${c.port}`];
   const authH = (c: FuzzContext): Header => ['Authorization', `Token ${c.token}`];
-  const raw = (name: string, parts: (c: FuzzContext) => (Buffer | number)[], expect: number[][], opts: { methods?: string[]; graceMs?: number; allowNoAnswer?: boolean } = {}) =>
+  // `limit` marks a case that the HTTP parser inside the uWebSockets.js binary answers itself, or leaves
+  // unanswered until its idle timeout, before our code sees it: its outcomes are reported as parser
+  // limits (documented in the README, with a front proxy recommended), not as our failures.
+  const raw = (
+    name: string,
+    parts: (c: FuzzContext) => (Buffer | number)[],
+    expect: number[][],
+    opts: { methods?: string[]; graceMs?: number; allowNoAnswer?: boolean; limit?: string } = {},
+  ) =>
     add('headers', name, async (c) => {
+      const result = await rawCase(c, name, parts, expect, opts);
+      if (!opts.limit) return result;
+      return { ...result, problems: result.problems.map((p) => ({ kind: 'parser-limit' as const, detail: `${opts.limit}: ${p.kind}: ${p.detail}` })) };
+    });
+  const rawCase = async (
+    c: FuzzContext,
+    name: string,
+    parts: (c: FuzzContext) => (Buffer | number)[],
+    expect: number[][],
+    opts: { methods?: string[]; graceMs?: number; allowNoAnswer?: boolean },
+  ) => {
       const r = await rawExchange(c.host, c.port, { parts: parts(c), expectResponses: expect.length, methods: opts.methods, graceMs: opts.graceMs ?? 150, timeoutMs: GIVE_UP_MS });
       const problems: Problem[] = [];
       const label = { method: 'RAW', target: name, label: name } as Call;
@@ -580,48 +599,53 @@ export function buildCases(ctx: FuzzContext): Case[] {
       }
       if (r.responses.length > 0 && r.responses.length < expect.length) problems.push({ kind: 'connection', detail: `${name}: ${r.responses.length} of ${expect.length} answers` });
       return { requests: expect.length, statuses: r.responses.map((x) => x.status), problems };
-    });
+  };
+  const HTML_400 = 'uWS answers a malformed or conflicting Content-Length, a bad chunk or a missing Host itself, in HTML';
+  const HTML_431 = 'uWS answers an oversized header block itself, in HTML';
+  const HTTP_505 = 'uWS answers 505 in HTML to HTTP/1.0, a split request line and request lines it cannot parse';
+  const IDLE = 'uWS leaves a malformed header block unanswered until its idle timeout';
+  const ASYNC_PIPELINING = 'uWS closes a connection that pipelines a request behind one still waiting for I/O';
   const head = (c: FuzzContext, method: string, target: string, extra: string[]) => Buffer.from([`${method} ${target} HTTP/1.1`, `Host: ${c.host}:${c.port}`, `Authorization: Token ${c.token}`, ...extra, '', ''].join('\r\n'));
   raw('duplicate Content-Length, different values', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${putBody.length}`, `Content-Length: ${putBody.length + 1}`]), putBody, Buffer.from('x')])], [[400]]);
   raw('duplicate Content-Length, same value', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${putBody.length}`, `Content-Length: ${putBody.length}`]), putBody])], [[200, 400]]);
-  raw('Content-Length list "n, n"', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${putBody.length}, ${putBody.length}`]), putBody])], [[200, 400]]);
+  raw('Content-Length list "n, n"', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${putBody.length}, ${putBody.length}`]), putBody])], [[200, 400]], { limit: HTML_400 });
   const chunked = (b: Buffer) => Buffer.concat([Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n0\r\n\r\n')]);
   const smuggled = (c: FuzzContext) => `GET /v0/galleries/ HTTP/1.1\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}\r\n\r\n`;
   raw('Transfer-Encoding: chunked, chunked', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: chunked, chunked']), chunked(putBody)])], [[400]]);
   raw('Transfer-Encoding: gzip, chunked', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: gzip, chunked']), chunked(putBody)])], [[400, 415]]);
-  raw('Transfer-Encoding: identity', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: identity', `Content-Length: ${putBody.length}`]), putBody])], [[400]]);
+  raw('Transfer-Encoding: identity', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: identity', `Content-Length: ${putBody.length}`]), putBody])], [[400]], { limit: HTML_400 });
   raw('Content-Length and Transfer-Encoding with a smuggled request', (c) => {
     const body = Buffer.from(`0\r\n\r\n${smuggled(c)}`);
     return [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${body.length}`, 'Transfer-Encoding: chunked']), body])];
-  }, [[400]], { graceMs: 400 });
-  raw('Transfer-Encoding then Content-Length, chunked body', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: chunked', `Content-Length: 3`]), chunked(putBody)])], [[400]], { graceMs: 400 });
-  raw('obs-fold continuation line', (c) => [head(c, 'GET', '/v0/galleries/', ['X-Fuzz: a', ' folded'])], [[200, 400]]);
-  raw('NUL in a header value', (c) => [Buffer.concat([Buffer.from(`GET /v0/galleries/ HTTP/1.1\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}\r\nX-Fuzz: a`), Buffer.from([0]), Buffer.from('b\r\n\r\n')])], [[400]]);
-  raw('NUL in the token', (c) => [Buffer.concat([Buffer.from(`GET /v0/galleries/ HTTP/1.1\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}`), Buffer.from([0]), Buffer.from('\r\n\r\n')])], [[400, 401]]);
-  raw('150 headers', (c) => [head(c, 'GET', '/v0/galleries/', Array.from({ length: 150 }, (_, i) => `X-H${i}: ${i}`))], [[200, 400, 431]]);
-  raw('a 64 KB header', (c) => [head(c, 'GET', '/v0/galleries/', [`X-Big: ${'b'.repeat(65536)}`])], [[200, 400, 431]]);
-  raw('header without a colon', (c) => [head(c, 'GET', '/v0/galleries/', ['NoColonHere'])], [[400]]);
-  raw('space before the colon', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length : ${putBody.length}`]), putBody])], [[400]]);
+  }, [[400]], { graceMs: 400, limit: HTML_400 });
+  raw('Transfer-Encoding then Content-Length, chunked body', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: chunked', `Content-Length: 3`]), chunked(putBody)])], [[400]], { graceMs: 400, limit: HTML_400 });
+  raw('obs-fold continuation line', (c) => [head(c, 'GET', '/v0/galleries/', ['X-Fuzz: a', ' folded'])], [[200, 400]], { limit: IDLE });
+  raw('NUL in a header value', (c) => [Buffer.concat([Buffer.from(`GET /v0/galleries/ HTTP/1.1\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}\r\nX-Fuzz: a`), Buffer.from([0]), Buffer.from('b\r\n\r\n')])], [[400]], { limit: IDLE });
+  raw('NUL in the token', (c) => [Buffer.concat([Buffer.from(`GET /v0/galleries/ HTTP/1.1\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}`), Buffer.from([0]), Buffer.from('\r\n\r\n')])], [[400, 401]], { limit: IDLE });
+  raw('150 headers', (c) => [head(c, 'GET', '/v0/galleries/', Array.from({ length: 150 }, (_, i) => `X-H${i}: ${i}`))], [[200, 400, 431]], { limit: IDLE });
+  raw('a 64 KB header', (c) => [head(c, 'GET', '/v0/galleries/', [`X-Big: ${'b'.repeat(65536)}`])], [[200, 400, 431]], { limit: HTML_431 });
+  raw('header without a colon', (c) => [head(c, 'GET', '/v0/galleries/', ['NoColonHere'])], [[400]], { limit: IDLE });
+  raw('space before the colon', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length : ${putBody.length}`]), putBody])], [[400]], { limit: IDLE });
   for (const v of ['abc', '-1', '+20', ' 20x', '99999999999999999999']) {
-    raw(`Content-Length: ${v}`, (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${v}`]), putBody])], [[400, 413]]);
+    raw(`Content-Length: ${v}`, (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${v}`]), putBody])], [[400, 413]], { limit: HTML_400 });
   }
-  raw('bad chunk size', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: chunked']), Buffer.from('zz\r\nabc\r\n0\r\n\r\n')])], [[400]]);
-  raw('two requests in one write', (c) => [Buffer.concat([head(c, 'GET', '/v0/galleries/', []), head(c, 'GET', '/health', [])])], [[200], [200]]);
-  raw('PUT and GET in one write', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${putBody.length}`]), putBody, head(c, 'GET', '/v0/galleries/', [])])], [[200], [200]]);
+  raw('bad chunk size', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', 'Transfer-Encoding: chunked']), Buffer.from('zz\r\nabc\r\n0\r\n\r\n')])], [[400]], { limit: HTML_400 });
+  raw('two requests in one write', (c) => [Buffer.concat([head(c, 'GET', '/v0/galleries/', []), head(c, 'GET', '/health', [])])], [[200], [200]], { limit: ASYNC_PIPELINING });
+  raw('PUT and GET in one write', (c) => [Buffer.concat([head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${putBody.length}`]), putBody, head(c, 'GET', '/v0/galleries/', [])])], [[200], [200]], { limit: ASYNC_PIPELINING });
   raw('request line split across writes', (c) => {
     const all = head(c, 'GET', '/v0/galleries/', []);
     return [all.subarray(0, 7), 30, all.subarray(7, 20), 30, all.subarray(20)];
-  }, [[200]]);
+  }, [[200]], { limit: HTTP_505 });
   raw('body split across writes', (c) => {
     const h = head(c, 'PUT', put(c), ['Content-Type: application/json', `Content-Length: ${putBody.length}`]);
     return [h, 30, putBody.subarray(0, 5), 30, putBody.subarray(5)];
   }, [[200]]);
-  raw('HTTP/1.0 without Host', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/1.0\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[200]]);
-  raw('HTTP/1.1 without Host', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/1.1\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[200, 400]]);
-  raw('absolute-form target', (c) => [Buffer.from(`GET http://${c.host}:${c.port}/v0/galleries/ HTTP/1.1\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[200, 400]]);
-  raw('bare LF line ends', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/1.1\nHost: ${c.host}:${c.port}\nAuthorization: Token ${c.token}\n\n`)], [[200, 400]]);
-  raw('unknown HTTP version', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/9.9\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[400, 505]]);
-  raw('garbage request line', () => [Buffer.from('\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http\r\n\r\n')], [[400]]);
+  raw('HTTP/1.0 without Host', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/1.0\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[200]], { limit: HTTP_505 });
+  raw('HTTP/1.1 without Host', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/1.1\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[200, 400]], { limit: HTML_400 });
+  raw('absolute-form target', (c) => [Buffer.from(`GET http://${c.host}:${c.port}/v0/galleries/ HTTP/1.1\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[200, 400]], { limit: HTTP_505 });
+  raw('bare LF line ends', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/1.1\nHost: ${c.host}:${c.port}\nAuthorization: Token ${c.token}\n\n`)], [[200, 400]], { limit: HTTP_505 });
+  raw('unknown HTTP version', (c) => [Buffer.from(`GET /v0/galleries/ HTTP/9.9\r\nHost: ${c.host}:${c.port}\r\nAuthorization: Token ${c.token}\r\n\r\n`)], [[400, 505]], { limit: HTTP_505 });
+  raw('garbage request line', () => [Buffer.from('\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not http\r\n\r\n')], [[400]], { limit: HTTP_505 });
   raw('lower-case method', (c) => [head(c, 'get', '/v0/galleries/', [])], [[200, 400, 405]]);
   void hostH;
   void authH;
