@@ -101,6 +101,14 @@ impl Runtime {
 
     /// Builds a session for `model` with the requested providers.
     pub fn session(&self, model: &Path, providers: &[Provider], intra_threads: usize) -> Result<(Session, ProviderReport)> {
+        self.session_with_arena(model, providers, intra_threads, true)
+    }
+
+    /// [`Runtime::session`], choosing whether the CPU provider keeps an arena. The arena keeps
+    /// the largest run's memory for good: right for fixed-size models, wrong for a detector
+    /// whose inputs range from 160 pixels to 2048 x 2048, where one huge photo would otherwise
+    /// pin about 300 MB per worker.
+    pub fn session_with_arena(&self, model: &Path, providers: &[Provider], intra_threads: usize, cpu_arena: bool) -> Result<(Session, ProviderReport)> {
         let mut builder = Session::builder(&self.env)?
             .with_optimization_level(GraphOptimizationLevel::Level3)
             .map_err(ort::Error::from)?
@@ -119,6 +127,9 @@ impl Runtime {
             }
         }
         report.active.push("cpu".into());
+        if !cpu_arena {
+            ort::ep::CPU::default().with_arena_allocator(false).register(&mut builder).map_err(|e| EngineError::Model(format!("cannot configure the CPU provider: {e}")))?;
+        }
         let session = builder
             .commit_from_file(model)
             .map_err(|e| EngineError::Model(format!("cannot load {}: {e}", model.display())))?;

@@ -265,7 +265,7 @@ impl YunetModel {
         };
         let per_stride = |s: u32| -> Result<[String; 4]> { Ok([name(format!("cls{s}"))?, name(format!("obj{s}"))?, name(format!("bbox{s}"))?, name(format!("kps{s}"))?]) };
         let outputs = [per_stride(8)?, per_stride(16)?, per_stride(32)?];
-        let (session, report) = rt.session(&Manifest::onnx_path(dir, entry), providers, intra)?;
+        let (session, report) = rt.session_with_arena(&Manifest::onnx_path(dir, entry), providers, intra, false)?;
         let mut m = YunetModel { session, input: entry.input.clone(), id: entry.id.clone(), outputs, threshold };
         m.run(vec![YunetInput { data: vec![0.0; 3 * 64 * 64], width: 64, height: 64 }])?;
         Ok((m, report))
