@@ -62,7 +62,7 @@ export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSi
   const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
   const bytes = await deps.faces.load(photo, signal);
   const camId = req.cam_id;
-  const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize));
+  const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize), signal);
 
   const callerBoxes = req.bbox !== undefined;
   const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', callerBoxes);

@@ -42,8 +42,8 @@ export class FaceService {
     private readonly photos: PhotoSource,
   ) {}
 
-  async analyze(req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes'>, signal?: AbortSignal): Promise<Analysis> {
-    return this.analyzeBytes(await this.load(req, signal), req, opts);
+  async analyze(req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes' | 'signal'>, signal?: AbortSignal): Promise<Analysis> {
+    return this.analyzeBytes(await this.load(req, signal), req, opts, signal);
   }
 
   /** The photo's bytes (uploaded, or fetched from its URL). */
@@ -53,10 +53,13 @@ export class FaceService {
     return bytes;
   }
 
-  /** Runs the engine on bytes already loaded by `load` (for callers that keep the photo, e.g. to store it). */
-  async analyzeBytes(bytes: Buffer, req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes'>): Promise<Analysis> {
+  /**
+   * Runs the engine on bytes already loaded by `load` (for callers that keep the photo, e.g. to
+   * store it). `signal` (client gone, deadline passed) takes the work out of the engine's queue.
+   */
+  async analyzeBytes(bytes: Buffer, req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes' | 'signal'>, signal?: AbortSignal): Promise<Analysis> {
     try {
-      return await this.engine.analyze(bytes, req.boxes ? { ...opts, boxes: req.boxes } : opts);
+      return await this.engine.analyze(bytes, { ...opts, ...(req.boxes ? { boxes: req.boxes } : {}), ...(signal ? { signal } : {}) });
     } catch (err) {
       if (!(err instanceof DomainError) || NOT_THE_PHOTO.has(err.code)) throw err;
       // A bad box is the box parameter's fault; anything else about the image is the photo's.

@@ -97,7 +97,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
 
   const photo = { photo: req.photo, param: 'photo', boxes: req.box ? [req.box] : undefined, boxesParam: 'x1' };
   const bytes = await deps.faces.load(photo, signal);
-  const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize));
+  const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize), signal);
   const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', req.box !== undefined);
 
   const rows = pickRows(analysis, chosen);
