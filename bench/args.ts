@@ -1,3 +1,5 @@
+import path from 'node:path';
+
 /** `--name value` options of the benchmark commands. */
 export function optionArg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -10,4 +12,52 @@ export function numberArg(name: string, fallback: number): number {
   const n = Number(value);
   if (!Number.isFinite(n)) throw new Error(`--${name} must be a number, got ${value}`);
   return n;
+}
+
+/**
+ * The options of a tool that is also imported by tests: `--name value` or `--name=value`,
+ * each of `flags` alone, anything not in `known` refused. `-h` prints `usage` and exits.
+ */
+export function parseOptions(argv: string[], known: string[], usage: string, flags: string[] = []): Record<string, string> {
+  const opts: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '-h' || a === '--help') {
+      console.log(usage);
+      process.exit(0);
+    }
+    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}\n${usage}`);
+    const [k, inline] = a.slice(2).split('=', 2);
+    if (!known.includes(k) && !flags.includes(k)) throw new Error(`unknown option --${k}\n${usage}`);
+    if (flags.includes(k) && inline === undefined) {
+      opts[k] = 'true';
+      continue;
+    }
+    const v = inline ?? argv[++i];
+    if (v === undefined) throw new Error(`--${k} needs a value\n${usage}`);
+    opts[k] = v;
+  }
+  return opts;
+}
+
+/**
+ * Runs `main` when `moduleUrl` is the script node was started with (not when a test imports
+ * it) and exits with its code: 2 when the options are refused, 1 when it crashes.
+ */
+export function runAsScript(moduleUrl: string, parse: () => unknown, main: (opts: never) => Promise<number>): void {
+  if (!process.argv[1] || path.resolve(process.argv[1]) !== new URL(moduleUrl).pathname) return;
+  let opts: unknown;
+  try {
+    opts = parse();
+  } catch (err) {
+    console.error((err as Error).message);
+    process.exit(2);
+  }
+  main(opts as never).then(
+    (code) => process.exit(code),
+    (err) => {
+      console.error(err instanceof Error ? err.stack ?? err.message : err);
+      process.exit(1);
+    },
+  );
 }

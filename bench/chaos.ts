@@ -33,6 +33,7 @@ import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
 import { answerProblems, Rng, type Problem } from './fuzz/outcome.js';
 import { freePort, waitForHealth } from './service.js';
+import { parseOptions, runAsScript } from './args.js';
 
 export interface ChaosOptions {
   cycles: number;
@@ -537,25 +538,7 @@ const USAGE =
   '[--kill-postgres never|alternate|always] [--data-dir DIR] [--keep] [--json out.json]';
 
 function parseCli(argv: string[]): ChaosOptions & { json?: string } {
-  const opts: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      process.exit(0);
-    }
-    if (a === '--keep') {
-      opts.keep = 'true';
-      continue;
-    }
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}\n${USAGE}`);
-    const [k, inline] = a.slice(2).split('=', 2);
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new Error(`--${k} needs a value\n${USAGE}`);
-    opts[k] = v;
-  }
-  const known = new Set(['cycles', 'concurrency', 'seed', 'kill-after', 'kill-postgres', 'data-dir', 'keep', 'json']);
-  for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
+  const opts = parseOptions(argv, ['cycles', 'concurrency', 'seed', 'kill-after', 'kill-postgres', 'data-dir', 'json'], USAGE, ['keep']);
   const num = (k: string, fallback: number) => {
     const n = opts[k] === undefined ? fallback : Number(opts[k]);
     if (!Number.isFinite(n) || n < 0) throw new Error(`--${k} must be a non-negative number`);
@@ -578,26 +561,14 @@ function parseCli(argv: string[]): ChaosOptions & { json?: string } {
   };
 }
 
-async function main() {
-  let cli: ReturnType<typeof parseCli>;
-  try {
-    cli = parseCli(process.argv.slice(2));
-  } catch (err) {
-    console.error((err as Error).message);
-    process.exit(2);
-  }
+async function main(cli: ReturnType<typeof parseCli>): Promise<number> {
   const report = await runChaos(cli);
   printChaosReport(report);
   if (cli.json) {
     writeFileSync(cli.json, JSON.stringify(report, null, 1));
     console.log(`json: ${cli.json}`);
   }
-  process.exit(report.problems > 0 ? 1 : 0);
+  return report.problems > 0 ? 1 : 0;
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === new URL(import.meta.url).pathname) {
-  main().catch((err) => {
-    console.error(err instanceof Error ? err.stack ?? err.message : err);
-    process.exit(1);
-  });
-}
+runAsScript(import.meta.url, () => parseCli(process.argv.slice(2)), main);

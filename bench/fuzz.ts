@@ -34,6 +34,7 @@ import { buildCases, CATEGORY_WEIGHTS, type Case, type FuzzContext } from './fuz
 import { uniformPng } from './fuzz/images.js';
 import { isUnexpected, mib, PROBLEM_KINDS, Rng, rssKiB, type Problem, type ProblemKind } from './fuzz/outcome.js';
 import { startBenchService, type BenchService } from './service.js';
+import { parseOptions, runAsScript } from './args.js';
 
 export interface FuzzOptions {
   requests: number;
@@ -89,21 +90,7 @@ const USAGE =
   '[--json out.json] [--url http://host:port --token T [--pid P]]';
 
 function parseCli(argv: string[]): FuzzOptions & { json?: string } {
-  const opts: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      process.exit(0);
-    }
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}\n${USAGE}`);
-    const [k, inline] = a.slice(2).split('=', 2);
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new Error(`--${k} needs a value\n${USAGE}`);
-    opts[k] = v;
-  }
-  const known = new Set(['requests', 'seconds', 'concurrency', 'seed', 'categories', 'heavy-cap', 'heavy-budget', 'json', 'url', 'token', 'pid']);
-  for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
+  const opts = parseOptions(argv, ['requests', 'seconds', 'concurrency', 'seed', 'categories', 'heavy-cap', 'heavy-budget', 'json', 'url', 'token', 'pid'], USAGE);
   const num = (k: string, fallback: number) => {
     if (opts[k] === undefined) return fallback;
     const n = Number(opts[k]);
@@ -377,26 +364,14 @@ export function printFuzzReport(r: FuzzReport, show = 80): void {
   if (problems.length > show) console.log(`  … ${problems.length - show} more groups (see --json)`);
 }
 
-async function main() {
-  let cli: ReturnType<typeof parseCli>;
-  try {
-    cli = parseCli(process.argv.slice(2));
-  } catch (err) {
-    console.error((err as Error).message);
-    process.exit(2);
-  }
+async function main(cli: ReturnType<typeof parseCli>): Promise<number> {
   const report = await runFuzz(cli);
   printFuzzReport(report);
   if (cli.json) {
     writeFileSync(cli.json, JSON.stringify(report, null, 1));
     console.log(`json: ${cli.json}`);
   }
-  process.exit(report.unexpected > 0 ? 1 : 0);
+  return report.unexpected > 0 ? 1 : 0;
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === new URL(import.meta.url).pathname) {
-  main().catch((err) => {
-    console.error(err instanceof Error ? err.stack ?? err.message : err);
-    process.exit(1);
-  });
-}
+runAsScript(import.meta.url, () => parseCli(process.argv.slice(2)), main);

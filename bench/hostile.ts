@@ -20,37 +20,13 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { crc32, deflateSync } from 'node:zlib';
 import { findProjectRoot } from '../src/config.js';
 import { numberArg } from './args.js';
 import { describeMachine, machineLine } from './machine.js';
+import { uniformPng } from './fuzz/images.js';
 import { startBenchService } from './service.js';
 
 const TOKEN = 'bench-hostile-token';
-
-function pngChunk(type: string, data: Buffer): Buffer {
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body));
-  return Buffer.concat([len, body, crc]);
-}
-
-/** A grey 8-bit PNG of `width` × `height`: one row of a one-pixel-wide image is two bytes, so 40 M rows deflate to 78 KB. */
-export function greyPng(width: number, height: number): Buffer {
-  const header = Buffer.alloc(13);
-  header.writeUInt32BE(width, 0);
-  header.writeUInt32BE(height, 4);
-  header[8] = 8; // bit depth
-  header[9] = 0; // greyscale
-  const row = Buffer.alloc(1 + width, 0x80);
-  row[0] = 0; // no filter
-  const raw = Buffer.alloc(row.length * height);
-  for (let y = 0; y < height; y++) row.copy(raw, y * row.length);
-  const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  return Buffer.concat([signature, pngChunk('IHDR', header), pngChunk('IDAT', deflateSync(raw, { level: 9 })), pngChunk('IEND', Buffer.alloc(0))]);
-}
 
 interface JpegJs {
   encode(img: { data: Buffer; width: number; height: number }, quality?: number): { data: Buffer };
@@ -164,9 +140,9 @@ async function main(): Promise<void> {
     const small = cropJpeg(demoPhoto(2), face);
     const bombs = [
       { name: 'jpeg 6400x6250', bytes: jpegAnnouncing(6400, 6250) },
-      { name: 'png 1x40000000', bytes: greyPng(1, 40_000_000) },
+      { name: 'png 1x40000000', bytes: uniformPng(1, 40_000_000) },
       { name: 'jpeg 6400x6250', bytes: jpegAnnouncing(6400, 6250) },
-      { name: 'png 1x250000', bytes: greyPng(1, 250_000) },
+      { name: 'png 1x250000', bytes: uniformPng(1, 250_000) },
     ];
     console.log(`hostile images: ${bombs.map((b) => `${b.name} (${b.bytes.length} B)`).join(', ')}; small photo 150x150 (${small.length} B)`);
     await latencies(service.base, small, 10); // warm-up

@@ -29,6 +29,7 @@ import { describeMachine, machineLine } from './machine.js';
 import { startBenchService, type BenchService } from './service.js';
 import { latencySvg } from './svg.js';
 import { answerProblems, mib, rssKiB, type Problem } from './fuzz/outcome.js';
+import { parseOptions, runAsScript } from './args.js';
 
 export interface SoakOptions {
   seconds: number;
@@ -294,21 +295,7 @@ const USAGE =
   '[--json out.json] [--svg out.svg] [--url http://host:port --token T [--pid P]]';
 
 function parseCli(argv: string[]): SoakOptions & { json?: string; svg?: string } {
-  const opts: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      process.exit(0);
-    }
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}\n${USAGE}`);
-    const [k, inline] = a.slice(2).split('=', 2);
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new Error(`--${k} needs a value\n${USAGE}`);
-    opts[k] = v;
-  }
-  const known = new Set(['minutes', 'seconds', 'rate', 'interval', 'probe-seconds', 'probe-concurrency', 'json', 'svg', 'url', 'token', 'pid']);
-  for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
+  const opts = parseOptions(argv, ['minutes', 'seconds', 'rate', 'interval', 'probe-seconds', 'probe-concurrency', 'json', 'svg', 'url', 'token', 'pid'], USAGE);
   const num = (k: string, fallback: number) => {
     const n = opts[k] === undefined ? fallback : Number(opts[k]);
     if (!(Number.isFinite(n) && n > 0)) throw new Error(`--${k} must be a positive number`);
@@ -330,14 +317,7 @@ function parseCli(argv: string[]): SoakOptions & { json?: string; svg?: string }
   };
 }
 
-async function main() {
-  let cli: ReturnType<typeof parseCli>;
-  try {
-    cli = parseCli(process.argv.slice(2));
-  } catch (err) {
-    console.error((err as Error).message);
-    process.exit(2);
-  }
+async function main(cli: ReturnType<typeof parseCli>): Promise<number> {
   const machine = describeMachine();
   const report = await runSoak(cli);
   console.log(machineLine(machine));
@@ -355,12 +335,7 @@ async function main() {
   const svgIntervals = svg.replace(/\.svg$/, '') + '-intervals.svg';
   writeFileSync(svgIntervals, intervalSvg(report, `${title}: p50/p99 and service RSS per ${cli.intervalS} s`));
   console.log(`json: ${json}\nsvg: ${svg}\nsvg: ${svgIntervals}`);
-  process.exit(report.unexpectedTotal > 0 ? 1 : 0);
+  return report.unexpectedTotal > 0 ? 1 : 0;
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === new URL(import.meta.url).pathname) {
-  main().catch((err) => {
-    console.error(err instanceof Error ? err.stack ?? err.message : err);
-    process.exit(1);
-  });
-}
+runAsScript(import.meta.url, () => parseCli(process.argv.slice(2)), main);

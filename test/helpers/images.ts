@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { deflateSync, crc32 } from 'node:zlib';
+import { uniformPng } from '../../bench/fuzz/images.js';
 import { findProjectRoot } from '../../src/config.js';
 
 const root = findProjectRoot();
@@ -27,30 +27,9 @@ export function sharedFace(file: string): Buffer {
   return readFileSync(path.join(sharedFacesDir, file));
 }
 
-function chunk(type: string, data: Buffer): Buffer {
-  const len = Buffer.alloc(4);
-  len.writeUInt32BE(data.length);
-  const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(body));
-  return Buffer.concat([len, body, crc]);
-}
-
 /** A uniformly grey 8-bit greyscale PNG. */
 export function blankPng(width = 96, height = 96): Buffer {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8; // bit depth
-  ihdr[9] = 0; // greyscale
-  const rows = Buffer.alloc((width + 1) * height, 0x80);
-  for (let y = 0; y < height; y++) rows[y * (width + 1)] = 0; // filter: none
-  return Buffer.concat([
-    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk('IHDR', ihdr),
-    chunk('IDAT', deflateSync(rows)),
-    chunk('IEND', Buffer.alloc(0)),
-  ]);
+  return uniformPng(width, height);
 }
 
 export function form(fields: Record<string, string | Buffer>, type = 'image/jpeg'): FormData {
