@@ -47,6 +47,16 @@ describe('OpenAPI documents', () => {
     expect(JSON.stringify(doc)).not.toContain('$defs');
   });
 
+  it('name the error codes each status carries, and Retry-After on 503', () => {
+    const doc = buildOpenApi(registry, 'v0', info, errorBody) as any;
+    const responses = doc.paths['/v0/verify/'].post.responses;
+    expect(responses['503'].description).toMatch(/OVERLOADED.*DEADLINE_EXCEEDED|DEADLINE_EXCEEDED.*OVERLOADED/);
+    expect(responses['503'].description).toContain('SHARDS_UNAVAILABLE');
+    expect(responses['503'].headers['Retry-After']).toBeDefined();
+    expect(responses['400'].description).toContain('IMAGE_ASPECT_RATIO');
+    expect(responses['422'].description).toContain('NO_FACE');
+  });
+
   it('puts GET parameters in the query', () => {
     const r = new RouteRegistry();
     r.define({

@@ -11,6 +11,7 @@ import { STATUS_CODES } from 'node:http';
 import { z } from 'zod';
 import { toOpenApiPath } from './router.js';
 import { COMMON_ERRORS, versionOf, type AnyRoute, type RouteRegistry } from './registry.js';
+import { ERROR_STATUS } from './errors.js';
 
 type Json = Record<string, unknown>;
 
@@ -136,12 +137,22 @@ function operation(route: AnyRoute, components: Json): Json {
   const statuses = new Set<number>([...route.errors, ...COMMON_ERRORS]);
   for (const status of [...statuses].sort()) {
     responses[String(status)] = {
-      description: STATUS_CODES[status] ?? 'Error',
+      description: errorDescription(status),
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } } } } : {}),
     };
   }
   op.responses = responses;
   return op;
+}
+
+/** The status's name and the `error` codes the service sends with it, read from the one code table. */
+function errorDescription(status: number): string {
+  const codes = Object.entries(ERROR_STATUS)
+    .filter(([, s]) => s === status)
+    .map(([code]) => code);
+  const name = STATUS_CODES[status] ?? 'Error';
+  return codes.length ? `${name}; \`error\` is one of ${codes.join(', ')}.` : name;
 }
 
 function tagOf(path: string): string {
