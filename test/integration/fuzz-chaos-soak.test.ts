@@ -14,6 +14,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runChaos } from '../../bench/chaos.js';
 import { runFuzz } from '../../bench/fuzz.js';
+import { isUnexpected } from '../../bench/fuzz/outcome.js';
 import { runSoak } from '../../bench/soak.js';
 import { buildDist } from '../helpers/process.js';
 
@@ -26,7 +27,10 @@ describe('robustness tools, short runs', () => {
     const r = await runFuzz({ requests: 2000, seconds: 90, concurrency: 12, seed: 1, heavyCap: 1, heavyBudget: 18, token: 'fuzz-test-token', quiet: true });
     expect(r.requests).toBeGreaterThan(1500);
     expect(r.categories.length).toBeGreaterThanOrEqual(12);
-    expect(r.problems.map((p) => `[${p.category}] ${p.count} × ${p.kind} | ${p.case} | ${p.detail}`)).toEqual([]);
+    // Parser limits (what the uWS binary answers before our code runs) are documented, not failures.
+    const unexpected = r.problems.filter((p) => isUnexpected(p.kind));
+    expect(unexpected.map((p) => `[${p.category}] ${p.count} × ${p.kind} | ${p.case} | ${p.detail}`)).toEqual([]);
+    expect(r.unexpected).toBe(0);
   });
 
   it('chaos: two SIGKILL cycles lose no acknowledged write and leave the shards equal to the database', { timeout: 150_000 }, async () => {
