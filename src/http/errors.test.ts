@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { DomainError } from '../errors.js';
 import { HttpError, INTERNAL_REASON, toHttpError } from './errors.js';
 
 describe('error bodies', () => {
@@ -37,5 +38,20 @@ describe('error bodies', () => {
     const e = new HttpError(400, 'IMAGE_CORRUPT', 'Image could not be decoded').withParam('photo1');
     expect(e.body()).toEqual({ code: 400, reason: 'photo1: Image could not be decoded', error: 'IMAGE_CORRUPT', param: 'photo1' });
     expect(e.withParam('photo2')).toBe(e);
+  });
+
+  it('map a domain error to its status once, with its param, details and Retry-After', () => {
+    const shed = toHttpError(new DomainError('OVERLOADED', 'Inference queue is full', { retryAfterS: 2 }));
+    expect(shed.internal).toBe(false);
+    expect(shed.error.status).toBe(503);
+    expect(shed.error.headers).toEqual({ 'Retry-After': '2' });
+    const bad = toHttpError(new DomainError('TOO_MANY_FACES', 'Too many faces: 2', { param: 'photo', details: { faces: [1, 2] } }));
+    expect(bad.error.body()).toEqual({ code: 400, reason: 'Too many faces: 2', error: 'TOO_MANY_FACES', param: 'photo', faces: [1, 2] });
+  });
+
+  it('never show an internal domain error its message', () => {
+    const { error, internal } = toHttpError(new DomainError('INTERNAL', 'onnx failed at /srv/models/secret.onnx'));
+    expect(internal).toBe(true);
+    expect(error.body()).toEqual({ code: 500, reason: INTERNAL_REASON, error: 'INTERNAL' });
   });
 });

@@ -117,7 +117,9 @@ export function toHttpError(err: unknown): { error: HttpError; internal: boolean
   if (err instanceof HttpError) return { error: err, internal: err.status >= 500 && err.error === 'INTERNAL' };
   if (err instanceof DomainError) {
     const headers = err.retryAfterS !== undefined ? { ...err.headers, 'Retry-After': String(err.retryAfterS) } : err.headers;
-    const error = new HttpError(ERROR_STATUS[err.code], err.code, err.message, { ...err.details, param: err.param, headers, cause: err });
+    // An internal failure's message is for the log, never for the client.
+    const reason = err.code === 'INTERNAL' ? INTERNAL_REASON : err.message;
+    const error = new HttpError(ERROR_STATUS[err.code], err.code, reason, { ...err.details, param: err.param, headers, cause: err });
     return { error, internal: err.code === 'INTERNAL' };
   }
   return { error: new HttpError(500, 'INTERNAL', INTERNAL_REASON, { cause: err }), internal: true };
