@@ -13,7 +13,7 @@
  * HTTP/1.0 and to a request line that arrives split over two TCP reads; 400
  * (HTML) to a bad Content-Length, or Content-Length together with
  * Transfer-Encoding; it holds a request with a malformed header line (no
- * colon, NUL, obs-fold, more than about 50 headers) unanswered until its idle
+ * colon, NUL, obs-fold, more than 98 header fields) unanswered until its idle
  * timeout closes the connection (8-12 s); and it closes the connection when a
  * pipelined request arrives before the previous answer was sent, which is
  * what happens to any route that awaits I/O: uWS does not support async
