@@ -16,6 +16,7 @@ import { ReembedStore } from './db/reembed-store.js';
 import { DbTokenVerifier } from './db/tokens.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
+import { ServiceMetrics } from './metrics/service-metrics.js';
 import type { Engine } from './native/engine.js';
 import { openFaceIndex } from './native/face-index.js';
 import { buildRegistry, type DatabaseRoutes } from './routes/index.js';
@@ -52,6 +53,8 @@ export interface RunningServer {
   sync?: IndexSync;
   /** Re-embedding of faces stored by another recogniser; absent when there are none. */
   migration?: EmbeddingMigration;
+  /** What GET /metrics serves. */
+  metrics: ServiceMetrics;
   /** Graceful stop: no new connections, requests in progress finish, then the engine is closed. */
   close(): Promise<void>;
 }
@@ -83,12 +86,16 @@ function expireThumbnails(history: HistoryStore, days: number, log: Logger): Nod
 export async function startServer({ config, engine, db, verifiers = [], indexWaitMs = INDEX_WAIT_MS, log = rootLog }: StartOptions): Promise<RunningServer> {
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
   useCalibration(engine.info().recognizer);
-  const photoSource = new PhotoSource({
-    timeoutMs: config.fetch.timeoutMs,
-    maxRedirects: config.fetch.maxRedirects,
-    maxBytes: config.maxUploadBytes,
-    allowPrivate: config.fetch.allowPrivate,
-  });
+  const metrics = new ServiceMetrics({ engine, log });
+  const photoSource = new PhotoSource(
+    {
+      timeoutMs: config.fetch.timeoutMs,
+      maxRedirects: config.fetch.maxRedirects,
+      maxBytes: config.maxUploadBytes,
+      allowPrivate: config.fetch.allowPrivate,
+    },
+    (outcome) => metrics.photoFetched(outcome),
+  );
   const { recognizer, dim } = engine.info();
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
   let sync: IndexSync | undefined;
@@ -100,6 +107,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     const indexDir = path.join(config.dataDir, 'index');
     await discardForeignSnapshots(indexDir, recognizer, log);
     const index = await openFaceIndex({ dir: indexDir, shards: config.index.shards, dims: dim, scalar: config.index.scalar });
+    metrics.watchStore(index, db);
     try {
       sync = await IndexSync.start({
         sql: db.sql,
@@ -151,6 +159,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     identify: config.identify,
     thumbnailSize: config.history.thumbnailSize,
     minQuality: config.minQuality,
+    metrics,
   });
   const operatorVerifier = new StaticTokenVerifier(config.token);
   const verifier = new AnyTokenVerifier([operatorVerifier, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
@@ -170,6 +179,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     },
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     log,
+    observer: (sample) => metrics.requestFinished(sample),
   });
   migration?.start();
   let closing: Promise<void> | undefined;
@@ -179,6 +189,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     photos: database?.photos,
     sync,
     migration,
+    metrics,
     close() {
       closing ??= (async () => {
         if (expiry) clearInterval(expiry);
@@ -187,6 +198,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
         await migration?.stop();
         // After the last request, so the snapshot covers every answered write.
         await sync?.stop();
+        metrics.close();
         engine.close();
         await dbTokens?.close();
       })();

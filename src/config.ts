@@ -74,6 +74,7 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_MAX_ASPECT_RATIO: intVar(20, 1),
     FACE_HEAVY_QUEUE_MS: intVar(10_000, 0),
     FACE_HEAVY_THREADS: intVar(0, 0),
+    FACE_TRT_CACHE_DIR: z.string().optional(),
     FACE_MAX_UPLOAD_BYTES: intVar(10 * MiB, 1),
     // verify carries two photos plus form overhead, so the body cap sits above two uploads.
     FACE_MAX_BODY_BYTES: intVar(21 * MiB, 1),
@@ -139,6 +140,8 @@ export interface Config {
   heavyQueueMs: number;
   /** Pipeline threads that may work on huge photos at once; 0: half of them. */
   heavyThreads: number;
+  /** Where TensorRT keeps the engines it builds, so a restart loads them instead of rebuilding. */
+  tensorrtCache: string;
   /** Manifest id of the recogniser; unset means the manifest's default. */
   recognizer?: string;
   /** Manifest id of the detector; unset means the manifest's default. */
@@ -219,6 +222,7 @@ export function loadConfig(
     maxAspectRatio: e.FACE_MAX_ASPECT_RATIO,
     heavyQueueMs: e.FACE_HEAVY_QUEUE_MS,
     heavyThreads: e.FACE_HEAVY_THREADS,
+    tensorrtCache: e.FACE_TRT_CACHE_DIR ?? path.join(e.FACE_DATA_DIR, 'trt-cache'),
     recognizer: e.FACE_RECOGNIZER,
     detector: e.FACE_DETECTOR,
     minQuality: e.FACE_MIN_QUALITY,

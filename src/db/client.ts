@@ -32,6 +32,8 @@ export interface Database {
   readonly sql: Sql;
   /** The pool for cursors that stream into responses (see the module comment). */
   readonly stream: Sql;
+  /** Each pool's name as the server sees it (application_name) and its size. */
+  readonly pools: ReadonlyArray<{ pool: 'main' | 'listings'; applicationName: string; max: number }>;
   /** Lets running queries finish for up to `timeoutS` seconds, then drops the connections. */
   close(timeoutS?: number): Promise<void>;
 }
@@ -47,17 +49,49 @@ export function connect({ url, max = 10, streamMax = STREAM_POOL, log }: Databas
       // Notices (e.g. "relation already exists, skipping") are not problems.
       onnotice: (notice) => log?.debug({ notice: notice.message }, 'postgres notice'),
     });
-  const sql = pool(max, 'face-service');
-  const stream = pool(streamMax, 'face-service-listings');
+  // The process id tells this process's connections apart from another node's on the same server.
+  const pools = [
+    { pool: 'main' as const, applicationName: `face-service[${process.pid}]`, max },
+    { pool: 'listings' as const, applicationName: `face-service-listings[${process.pid}]`, max: streamMax },
+  ];
+  const sql = pool(max, pools[0].applicationName);
+  const stream = pool(streamMax, pools[1].applicationName);
   let closing: Promise<void> | undefined;
   return {
     sql,
     stream,
+    pools,
     close(timeoutS = 5) {
       closing ??= Promise.all([sql.end({ timeout: timeoutS }), stream.end({ timeout: timeoutS })]).then(() => {});
       return closing;
     },
   };
+}
+
+export interface PoolUsage {
+  pool: string;
+  max: number;
+  /** Open connections by server-side state (active, idle, idle in transaction, ...). */
+  connections: Record<string, number>;
+}
+
+/**
+ * How many connections each pool holds open and what they are doing, as the
+ * server reports them (pg_stat_activity): the client library keeps its own
+ * counts private. Asked on the listings pool, whose own connection shows as
+ * one active listings connection.
+ */
+export async function poolUsage(db: Database): Promise<PoolUsage[]> {
+  const names = db.pools.map((p) => p.applicationName);
+  const rows = await db.stream<Array<{ name: string; state: string | null; n: number }>>`
+    SELECT application_name AS name, state, count(*)::int AS n
+    FROM pg_stat_activity WHERE application_name IN ${db.stream(names)}
+    GROUP BY 1, 2`;
+  return db.pools.map((p) => ({
+    pool: p.pool,
+    max: p.max,
+    connections: Object.fromEntries(rows.filter((r) => r.name === p.applicationName).map((r) => [r.state ?? 'unknown', r.n])),
+  }));
 }
 
 /** Postgres SQLSTATE of a failed query, if it is one. */

@@ -56,6 +56,20 @@ export interface HttpServerOptions {
   };
   shutdownTimeoutMs: number;
   log: Logger;
+  /** Hears every finished request (metrics); must not throw. */
+  observer?: (sample: FinishedRequest) => void;
+}
+
+/** A request as it ended, for metrics. */
+export interface FinishedRequest {
+  method: string;
+  /** The matched route's pattern, or `-`: never the raw URL, so label values stay few. */
+  route: string;
+  /** 499 when the client went away before the answer. */
+  status: number;
+  seconds: number;
+  /** The error id sent with an error answer. */
+  code?: string;
 }
 
 export interface HttpServer {
@@ -107,6 +121,8 @@ class Exchange {
   /** True while body bytes may still arrive: an answer sent then closes the connection, as its framing is lost. */
   bodyPending = false;
   status = 0;
+  /** The error id of the error answer sent, if one was. */
+  errorId?: string;
   readonly controller = new AbortController();
   /** True when a streamed body failed after its status was sent and the connection was cut. */
   truncated = false;
@@ -262,6 +278,7 @@ class Exchange {
   }
 
   sendError(err: HttpError, closeConnection = false): void {
+    if (this.open) this.errorId = err.error;
     this.send(err.status, JSON.stringify(err.body()), 'application/json', err.headers ?? {}, closeConnection);
   }
 
@@ -372,10 +389,12 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       budget.release(reserved);
       reserved = 0;
       activity.leave();
-      const ms = Math.round((performance.now() - started) * 10) / 10;
-      const line = { reqId: requestId, method, route: pattern, status: ex.aborted && !ex.truncated ? 499 : ex.status, ms, ...(ex.truncated ? { truncated: true } : {}) };
+      const elapsed = performance.now() - started;
+      const status = ex.aborted && !ex.truncated ? 499 : ex.status;
+      const line = { reqId: requestId, method, route: pattern, status, ms: Math.round(elapsed * 10) / 10, ...(ex.truncated ? { truncated: true } : {}) };
       if (ex.status >= 500 || ex.truncated) log.warn(line, 'request failed');
       else log.debug(line, 'request');
+      opts.observer?.({ method, route: pattern, status, seconds: elapsed / 1000, code: ex.errorId });
     };
     const ctxLog = log.child({ reqId: requestId });
     const fail = (err: unknown, pattern: string) => {

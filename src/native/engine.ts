@@ -15,10 +15,11 @@ import type * as Addon from '../../build/addon/index.cjs';
 import { findProjectRoot, type Config } from '../config.js';
 import { DomainError, type ErrorCode } from '../errors.js';
 
-export type { Analysis, EngineInfo, EngineOptions, FaceResult } from '../../build/addon/index.cjs';
+export type { Analysis, EngineInfo, EngineOptions, EngineStats, FaceResult } from '../../build/addon/index.cjs';
 type Analysis = Addon.Analysis;
 type EngineInfo = Addon.EngineInfo;
 type EngineOptions = Addon.EngineOptions;
+type EngineStats = Addon.EngineStats;
 
 export interface AnalyzeOptions extends Addon.AnalyzeOptions {
   /**
@@ -34,6 +35,8 @@ export interface Engine {
   /** Cosine similarity of every row of `a` against every row of `b`: a.rows × b.rows, row-major. */
   similarity(a: Float32Array, b: Float32Array, dim: number): Promise<Float32Array>;
   info(): EngineInfo;
+  /** Queue depths now, and the model runs since the last call (each run is reported once). Throws once closed. */
+  stats(): EngineStats;
   close(): void;
 }
 
@@ -136,6 +139,11 @@ class NativeEngineWrapper implements Engine {
     return this.native.info();
   }
 
+  stats(): EngineStats {
+    this.assertOpen();
+    return this.native.stats();
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -163,6 +171,7 @@ export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptio
     maxDecodeBytes: config.maxDecodeBytes,
     maxAspectRatio: config.maxAspectRatio,
     heavyQueueMs: config.heavyQueueMs,
+    tensorrtCache: config.tensorrtCache,
     ...(config.heavyThreads > 0 ? { heavyThreads: config.heavyThreads } : {}),
     ...(config.recognizer ? { recognizer: config.recognizer } : {}),
     ...(config.detector ? { detector: config.detector } : {}),

@@ -17,12 +17,14 @@ import { registerDocs } from './docs.js';
 import { registerFace } from './face.js';
 import { registerGalleries } from './galleries.js';
 import { registerHealth } from './health.js';
+import { registerMetrics } from './metrics.js';
 import { registerHistory } from './history.js';
 import { registerIdentify } from './identify.js';
 import { registerListings } from './listings.js';
 import { registerPersons } from './persons.js';
 import { registerPhoto } from './photo.js';
 import { registerVerify } from './verify.js';
+import type { ServiceMetrics } from '../metrics/service-metrics.js';
 
 /** The face database as the routes use it; all of it or none. */
 export interface DatabaseRoutes {
@@ -51,6 +53,8 @@ export interface RouteDeps {
   thumbnailSize?: number;
   /** Enrolment refuses detected faces below this quality (0 or absent: all accepted). */
   minQuality?: number;
+  /** Served at /metrics when given. */
+  metrics?: ServiceMetrics;
 }
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
@@ -78,6 +82,7 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     registerPersons(registry, { store, history, publicUrl });
   }
   registerHealth(registry, deps.engine, db?.index, deps.migration);
+  if (deps.metrics) registerMetrics(registry, deps.metrics);
   registerDocs(registry, {
     title: 'Face recognition service',
     serviceVersion: deps.serviceVersion,

@@ -44,12 +44,27 @@ export function photoUrlOf(photo: PhotoInput): string | undefined {
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
-const fetchFailed = (reason: string, cause?: unknown) => new DomainError('PHOTO_FETCH_FAILED', reason, { cause });
+/** How a photo URL fetch ended, as counted in the service's metrics. */
+export type FetchOutcome = 'ok' | 'bad_url' | 'dns' | 'refused_address' | 'http_status' | 'redirects' | 'too_large' | 'timeout' | 'network' | 'cancelled';
 
-const tooLarge = (reason: string) => new DomainError('PAYLOAD_TOO_LARGE', reason);
+/** A failed fetch, carrying how it failed (the client sees only the code and reason). */
+class FetchFailure extends DomainError {
+  constructor(
+    readonly outcome: FetchOutcome,
+    code: 'PHOTO_FETCH_FAILED' | 'PAYLOAD_TOO_LARGE' | 'BAD_PARAM',
+    reason: string,
+    cause?: unknown,
+  ) {
+    super(code, reason, { cause });
+  }
+}
+
+const fetchFailed = (outcome: FetchOutcome, reason: string, cause?: unknown) => new FetchFailure(outcome, 'PHOTO_FETCH_FAILED', reason, cause);
+
+const tooLarge = (reason: string) => new FetchFailure('too_large', 'PAYLOAD_TOO_LARGE', reason);
 
 /** A URL problem; the caller attributes it to the photo parameter. */
-const badUrl = (reason: string) => new DomainError('BAD_PARAM', reason);
+const badUrl = (reason: string) => new FetchFailure('bad_url', 'BAD_PARAM', reason);
 
 async function systemResolve(host: string): Promise<Array<{ address: string; family: number }>> {
   return dnsLookup(host, { all: true, verbatim: true });
@@ -118,15 +133,15 @@ async function resolveChecked(url: URL, opts: PhotoFetchOptions, signal: AbortSi
       addresses = await abortable((opts.resolve ?? systemResolve)(host), signal);
     } catch (err) {
       if (signal.aborted) throw err;
-      throw fetchFailed(`Cannot resolve host ${host}`, err);
+      throw fetchFailed('dns', `Cannot resolve host ${host}`, err);
     }
   }
-  if (addresses.length === 0) throw fetchFailed(`Cannot resolve host ${host}`);
+  if (addresses.length === 0) throw fetchFailed('dns', `Cannot resolve host ${host}`);
   // All must pass: a host with one public and one private address is refused,
   // as the choice between them is not ours to trust.
   const allowed = opts.isAllowedAddress ?? isPublicAddress;
   if (!opts.allowPrivate && addresses.some((a) => !allowed(a.address))) {
-    throw fetchFailed(literal ? `Address ${host} is not public; refused` : `Host ${host} resolves to a non-public address; refused`);
+    throw fetchFailed('refused_address', literal ? `Address ${host} is not public; refused` : `Host ${host} resolves to a non-public address; refused`);
   }
   return addresses[0];
 }
@@ -182,7 +197,7 @@ function requestOnce(url: URL, target: { address: string; family: number }, opts
       });
       res.on('end', () => resolve({ status, body: Buffer.concat(chunks, size) }));
       res.on('error', (err) => reject(signal.aborted ? signal.reason : err));
-      res.on('aborted', () => reject(fetchFailed(`Connection to ${describe(url)} closed early`)));
+      res.on('aborted', () => reject(fetchFailed('network', `Connection to ${describe(url)} closed early`)));
     });
     req.end();
   });
@@ -199,25 +214,29 @@ export async function fetchPhoto(text: string, opts: PhotoFetchOptions, signal?:
       const target = await resolveChecked(url, opts, combined);
       const res = await requestOnce(url, target, opts, combined);
       if (res.location !== undefined) {
-        if (hop >= opts.maxRedirects) throw fetchFailed(`Too many redirects (limit ${opts.maxRedirects})`);
+        if (hop >= opts.maxRedirects) throw fetchFailed('redirects', `Too many redirects (limit ${opts.maxRedirects})`);
         url = parsePhotoUrl(res.location, url);
         continue;
       }
-      if (!res.body) throw fetchFailed(`Photo URL ${describe(url)} answered HTTP ${res.status}`);
+      if (!res.body) throw fetchFailed('http_status', `Photo URL ${describe(url)} answered HTTP ${res.status}`);
       return res.body;
     }
   } catch (err) {
     if (err instanceof DomainError) throw err;
     if (signal?.aborted) throw signal.reason;
-    if (deadline.aborted) throw fetchFailed(`Fetching the photo timed out after ${opts.timeoutMs} ms`, err);
+    if (deadline.aborted) throw fetchFailed('timeout', `Fetching the photo timed out after ${opts.timeoutMs} ms`, err);
     const code = (err as { code?: string }).code;
-    throw fetchFailed(`Fetching ${describe(url)} failed${code ? ` (${code})` : ''}`, err);
+    throw fetchFailed('network', `Fetching ${describe(url)} failed${code ? ` (${code})` : ''}`, err);
   }
 }
 
 /** Turns a request's photo parameter into bytes. */
 export class PhotoSource {
-  constructor(private readonly opts: PhotoFetchOptions) {}
+  /** `onFetch` hears how each URL fetch ended (uploads are not fetches). */
+  constructor(
+    private readonly opts: PhotoFetchOptions,
+    private readonly onFetch: (outcome: FetchOutcome) => void = () => {},
+  ) {}
 
   async load(photo: PhotoInput, param: string, signal?: AbortSignal): Promise<Buffer> {
     if (Buffer.isBuffer(photo)) {
@@ -225,8 +244,11 @@ export class PhotoSource {
       return photo;
     }
     try {
-      return await fetchPhoto(photo, this.opts, signal);
+      const bytes = await fetchPhoto(photo, this.opts, signal);
+      this.onFetch('ok');
+      return bytes;
     } catch (err) {
+      this.onFetch(err instanceof FetchFailure ? err.outcome : signal?.aborted ? 'cancelled' : 'network');
       throw err instanceof DomainError ? err.withParam(param) : err;
     }
   }

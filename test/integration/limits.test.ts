@@ -154,7 +154,7 @@ function slowReader(url: string): Promise<http.ClientRequest> {
 
 const listingBackends = async () => {
   const [r] = await tdb.db.sql`
-    SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'face-service-listings'`;
+    SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'face-service-listings[%'`;
   return r.n as number;
 };
 

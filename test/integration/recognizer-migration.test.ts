@@ -253,7 +253,7 @@ describe('a migration killed half-way', () => {
       await until('the second batch to wait on the lock', async () => {
         const [w] = await tdb.db.sql`
           SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE datname = current_database() AND application_name = 'face-service' AND wait_event_type = 'Lock'`;
+          WHERE datname = current_database() AND application_name LIKE 'face-service[%' AND wait_event_type = 'Lock'`;
         return w.n > 0 ? true : undefined;
       });
       expect((await health(service.base)).migration).toMatchObject({ state: 'running', done: 16, total: 40 });

@@ -65,6 +65,8 @@ pub struct EngineOptions {
     pub heavy_queue_ms: Option<u32>,
     /// Pipeline threads that may work on huge photos at once (default: half of them, at least 1).
     pub heavy_threads: Option<u32>,
+    /// Folder where TensorRT keeps the engines it builds, so a restart does not rebuild them.
+    pub tensorrt_cache: Option<String>,
 }
 
 /// What to compute for each face.
@@ -210,6 +212,27 @@ impl FaceEngine {
         })
     }
 
+    /// Work queued at each stage now, and the model runs since the last call. Cheap (a few
+    /// short lock holds and a copy), so it runs on the calling thread.
+    #[napi]
+    pub fn stats(&self) -> Result<EngineStats> {
+        let engine = self.engine().map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+        let depth = engine.queue_depth();
+        let drained = engine.drain_telemetry();
+        let mut runs = Vec::with_capacity(drained.runs.len() * 3);
+        for r in &drained.runs {
+            runs.extend([f64::from(r.model), f64::from(r.batch), f64::from(r.seconds)]);
+        }
+        Ok(EngineStats {
+            queued_light: depth.light as u32,
+            queued_heavy: depth.heavy as u32,
+            queued_detector: depth.detector as u32,
+            queued_faces: depth.faces as u32,
+            runs: Float64Array::new(runs),
+            runs_dropped: drained.dropped_total as f64,
+        })
+    }
+
     /// Cosine similarity of every row of `a` against every row of `b` (rows of `dim` values);
     /// the result has a.rows x b.rows values, row-major.
     #[napi(ts_return_type = "Promise<Float32Array>")]
@@ -240,6 +263,22 @@ impl FaceEngine {
             e.take();
         }
     }
+}
+
+/// Engine load, for metrics.
+#[napi(object)]
+pub struct EngineStats {
+    /// Requests waiting for a pipeline thread (light and heavy lanes).
+    pub queued_light: u32,
+    pub queued_heavy: u32,
+    /// Detector inputs and face crops waiting for a model worker.
+    pub queued_detector: u32,
+    pub queued_faces: u32,
+    /// Model runs since the last call, three numbers each: model (its position in
+    /// `info().models`), batch size, seconds.
+    pub runs: Float64Array,
+    /// Runs not reported because nobody asked for a long time (the buffer keeps the latest).
+    pub runs_dropped: f64,
 }
 
 /// Withdraws the analyze() call it was given to: the client went away or its deadline passed.
@@ -311,6 +350,7 @@ fn core_engine_options(o: EngineOptions) -> std::result::Result<CoreEngineOption
         },
         heavy_queue_ms: o.heavy_queue_ms.map_or(CoreEngineOptions::default().heavy_queue_ms, u64::from),
         heavy_threads: o.heavy_threads.map_or(0, |t| t as usize),
+        tensorrt_cache: o.tensorrt_cache.map(PathBuf::from),
         ..CoreEngineOptions::default()
     })
 }

@@ -27,6 +27,7 @@ use crate::manifest::{Alignment, Decoder, InputSpec, Manifest, ModelEntry};
 use crate::recognizer::{FaceVector, Recognizer};
 use crate::runtime::{self, Provider};
 use crate::simd;
+use crate::telemetry::{Drained, Telemetry};
 use crate::thumbnail;
 
 /// Engine configuration (mirrors the JavaScript `EngineOptions`).
@@ -75,6 +76,8 @@ pub struct EngineOptions {
     /// Pipeline threads that may work on heavy requests at once (0: half of them, at least 1);
     /// the others keep serving light ones.
     pub heavy_threads: usize,
+    /// Folder where TensorRT keeps the engines it builds (None: rebuilt at every start).
+    pub tensorrt_cache: Option<PathBuf>,
 }
 
 impl Default for EngineOptions {
@@ -100,6 +103,7 @@ impl Default for EngineOptions {
             max_aspect_ratio: 20,
             heavy_queue_ms: 10_000,
             heavy_threads: 0,
+            tensorrt_cache: None,
         }
     }
 }
@@ -260,6 +264,15 @@ enum DetectorStage {
     },
 }
 
+impl DetectorStage {
+    fn queued(&self) -> usize {
+        match self {
+            DetectorStage::Blazeface { batcher, .. } => batcher.queued(),
+            DetectorStage::Yunet { batcher, .. } => batcher.queued(),
+        }
+    }
+}
+
 struct FaceJob {
     recognizer: Option<Vec<u8>>,
     /// One crop per attribute model, where that model is needed.
@@ -288,6 +301,20 @@ struct Inner {
     gender_from: AttributeSource,
     emotion_crop: Option<CropSpec>,
     info: EngineInfo,
+    telemetry: Arc<Telemetry>,
+}
+
+/// Work waiting right now at each stage (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Requests waiting for a pipeline thread, light lane.
+    pub light: usize,
+    /// Requests waiting for a pipeline thread, heavy lane (huge photos).
+    pub heavy: usize,
+    /// Detector inputs waiting for a detector worker.
+    pub detector: usize,
+    /// Face crops waiting for a face worker (recogniser and attribute models).
+    pub faces: usize,
 }
 
 /// A loaded engine. Cheap to clone; the last clone dropped stops the worker threads once
@@ -315,6 +342,9 @@ impl Engine {
         }
         let manifest = Manifest::load(&opts.model_dir)?;
         let rt = runtime::init(&opts.ort_library)?;
+        if providers.contains(&Provider::TensorRt) {
+            runtime::set_tensorrt_cache(opts.tensorrt_cache.clone())?;
+        }
         let detector_id = opts.detector.clone().unwrap_or_else(|| manifest.defaults.detector.clone());
         let recognizer_id = opts.recognizer.clone().unwrap_or_else(|| manifest.defaults.recognizer.clone());
         let detector_entry = manifest.get(&detector_id)?.clone();
@@ -339,6 +369,12 @@ impl Engine {
         let workers = opts.inference_workers;
         let wait = Duration::from_micros(opts.batch_wait_us);
         let dir = opts.model_dir.clone();
+        // Model positions as in `EngineInfo::models`: detector, recogniser, attribute models, emotion.
+        let telemetry = Arc::new(Telemetry::default());
+        const DETECTOR: u16 = 0;
+        const RECOGNIZER: u16 = 1;
+        let attribute_model = |k: usize| 2 + k as u16;
+        let emotion_model = 2 + attribute_entries.len() as u16;
 
         // Provider lines are logged by the first worker of each stage only.
         let detector_config = |name| BatcherConfig { name, workers, max_batch: opts.max_batch, max_wait: wait, capacity: opts.queue_capacity * 64 };
@@ -346,13 +382,15 @@ impl Engine {
             Decoder::Blazeface => {
                 let (dir, entry, providers) = (dir.clone(), detector_entry.clone(), providers.clone());
                 let max_batch = opts.max_batch;
+                let telemetry = Arc::clone(&telemetry);
                 let batcher = Batcher::start(detector_config("detector"), move |n| {
                     let floor = (threshold - WHOLE_PHOTO_MARGIN).max(0.0);
                     let (mut model, report) = DetectorModel::load(rt, &dir, &entry, &providers, intra, max_batch, floor)?;
                     if n == 0 {
                         runtime::log_providers(&entry.id, &providers, &report);
                     }
-                    Ok(move |inputs: Vec<Vec<f32>>| model.run(inputs))
+                    let telemetry = Arc::clone(&telemetry);
+                    Ok(move |inputs: Vec<Vec<f32>>| telemetry.timed(DETECTOR, inputs.len(), || model.run(inputs)))
                 })?;
                 let plan = PlanOptions { input: detector_entry.input.width, min_face: opts.min_face.max(8.0), ..PlanOptions::default() };
                 DetectorStage::Blazeface { batcher, input: detector_entry.input.clone(), plan, tile_threshold: threshold }
@@ -363,12 +401,14 @@ impl Engine {
                 // a worker that took a huge tile and a small photo together would make the small
                 // one wait for the tile.
                 let config = BatcherConfig { max_batch: 1, ..detector_config("detector") };
+                let telemetry = Arc::clone(&telemetry);
                 let batcher = Batcher::start(config, move |n| {
                     let (mut model, report) = YunetModel::load(rt, &dir, &entry, &providers, intra, threshold)?;
                     if n == 0 {
                         runtime::log_providers(&entry.id, &providers, &report);
                     }
-                    Ok(move |inputs: Vec<YunetInput>| model.run(inputs))
+                    let telemetry = Arc::clone(&telemetry);
+                    Ok(move |inputs: Vec<YunetInput>| telemetry.timed(DETECTOR, inputs.len(), || model.run(inputs)))
                 })?;
                 DetectorStage::Yunet { batcher, input: detector_entry.input.clone(), min_face: opts.min_face.max(8.0) }
             }
@@ -380,6 +420,7 @@ impl Engine {
             let providers = providers.clone();
             let (rec_entry, attr_entries, emo_entry) = (recognizer_entry.clone(), attribute_entries.clone(), emotion_entry.clone());
             let max_batch = opts.max_batch;
+            let telemetry = Arc::clone(&telemetry);
             Batcher::start(
                 BatcherConfig { name: "face", workers, max_batch, max_wait: wait, capacity: opts.queue_capacity * 64 },
                 move |n| {
@@ -402,13 +443,14 @@ impl Engine {
                         }
                         let _ = dim_tx.send((rec.dim, report.active.clone()));
                     }
+                    let telemetry = Arc::clone(&telemetry);
                     Ok(move |jobs: Vec<FaceJob>| -> Result<Vec<FaceOut>> {
                         let mut outs: Vec<FaceOut> =
                             (0..jobs.len()).map(|_| FaceOut { attributes: vec![None; attrs.len()], ..FaceOut::default() }).collect();
                         let rec_idx: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].recognizer.is_some()).collect();
                         if !rec_idx.is_empty() {
                             let crops: Vec<&[u8]> = rec_idx.iter().map(|&i| jobs[i].recognizer.as_deref().unwrap()).collect();
-                            for (i, v) in rec_idx.iter().zip(rec.run(&crops)?) {
+                            for (i, v) in rec_idx.iter().zip(telemetry.timed(RECOGNIZER, crops.len(), || rec.run(&crops))?) {
                                 outs[*i].vector = Some(v);
                             }
                         }
@@ -417,7 +459,7 @@ impl Engine {
                             let idx: Vec<usize> = (0..jobs.len()).filter(|&i| crop(i).is_some()).collect();
                             if !idx.is_empty() {
                                 let crops: Vec<&[u8]> = idx.iter().filter_map(|&i| crop(i)).collect();
-                                for (i, v) in idx.iter().zip(model.run(&crops)?) {
+                                for (i, v) in idx.iter().zip(telemetry.timed(attribute_model(k), crops.len(), || model.run(&crops))?) {
                                     outs[*i].attributes[k] = Some(v);
                                 }
                             }
@@ -426,7 +468,7 @@ impl Engine {
                             let idx: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].emotion.is_some()).collect();
                             if !idx.is_empty() {
                                 let crops: Vec<&[u8]> = idx.iter().map(|&i| jobs[i].emotion.as_deref().unwrap()).collect();
-                                for (i, v) in idx.iter().zip(emo.run(&crops)?) {
+                                for (i, v) in idx.iter().zip(telemetry.timed(emotion_model, crops.len(), || emo.run(&crops))?) {
                                     outs[*i].emotions = Some(v);
                                 }
                             }
@@ -478,6 +520,7 @@ impl Engine {
             gender_from,
             emotion_crop: emotion_entry.as_ref().map(|e| CropSpec::of(e, EMOTION_CROP)),
             info,
+            telemetry,
         };
         static SIMD_LOG: Once = Once::new();
         SIMD_LOG.call_once(|| {
@@ -494,6 +537,17 @@ impl Engine {
     /// What the engine runs on.
     pub fn info(&self) -> EngineInfo {
         self.inner.info.clone()
+    }
+
+    /// Work waiting at each stage right now.
+    pub fn queue_depth(&self) -> QueueDepth {
+        let (light, heavy) = self.pool.queued();
+        QueueDepth { light, heavy, detector: self.inner.detector.queued(), faces: self.inner.faces.queued() }
+    }
+
+    /// Model runs since the last call (see [`crate::telemetry`]).
+    pub fn drain_telemetry(&self) -> Drained {
+        self.inner.telemetry.drain()
     }
 
     /// Runs the whole analysis on the calling thread (blocking on the model workers).

@@ -13,6 +13,7 @@
 //! - [`attributes`] — emotion, age and gender decoding
 //! - [`batcher`] — bounded queues and the worker threads that own sessions
 //! - [`simd`] — dot product / cosine kernels with runtime dispatch
+//! - [`telemetry`] — model runs recorded for the service's metrics
 //! - [`thumbnail`] — small JPEG crops of faces for camera sightings
 //! - [`engine`] — the pipeline tying it together
 
@@ -27,6 +28,7 @@ pub mod manifest;
 pub mod recognizer;
 pub mod runtime;
 pub mod simd;
+pub mod telemetry;
 pub mod thumbnail;
 pub mod yunet;
 
@@ -37,5 +39,5 @@ pub mod testing;
 
 pub use attributes::Gender;
 pub use batcher::CancelToken;
-pub use engine::{Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face};
+pub use engine::{Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face, QueueDepth};
 pub use error::{EngineError, Result};

@@ -54,6 +54,30 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 static INIT_LOCK: Mutex<()> = Mutex::new(());
+/// Where TensorRT keeps the engines it builds (see [`set_tensorrt_cache`]).
+static TENSORRT_CACHE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Has TensorRT keep the engines (and timing data) it builds in `dir`, so a restart loads them
+/// instead of spending minutes rebuilding each model. Process-wide, like the runtime itself:
+/// sessions built after this call use it. `None` keeps engines in memory only.
+pub fn set_tensorrt_cache(dir: Option<PathBuf>) -> Result<()> {
+    if let Some(d) = &dir {
+        std::fs::create_dir_all(d).map_err(|e| EngineError::Model(format!("cannot create TensorRT cache folder {}: {e}", d.display())))?;
+    }
+    *TENSORRT_CACHE.lock().map_err(|_| EngineError::Internal("TensorRT cache lock poisoned".into()))? = dir;
+    Ok(())
+}
+
+fn tensorrt() -> ort::ep::TensorRT {
+    let ep = ort::ep::TensorRT::default();
+    match TENSORRT_CACHE.lock().ok().and_then(|d| d.clone()) {
+        Some(dir) => {
+            let dir = dir.display().to_string();
+            ep.with_engine_cache(true).with_engine_cache_path(&dir).with_timing_cache(true).with_timing_cache_path(&dir)
+        }
+        None => ep,
+    }
+}
 
 /// Loads ONNX Runtime from `library` (first call) and returns the process-wide runtime. Later
 /// calls with another path keep the library already loaded, and say so in the log.
@@ -118,7 +142,7 @@ impl Runtime {
         for &p in providers {
             let registered = match p {
                 Provider::Cpu => break, // always there, and lowest priority by definition
-                Provider::TensorRt => register(ort::ep::TensorRT::default(), &mut builder),
+                Provider::TensorRt => register(tensorrt(), &mut builder),
                 Provider::Cuda => register(ort::ep::CUDA::default(), &mut builder),
             };
             match registered {

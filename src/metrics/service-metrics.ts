@@ -1,0 +1,265 @@
+/**
+ * The service's Prometheus metrics (prom-client), and the one place that
+ * reads their sources.
+ *
+ * Counters and histograms are fed as things happen: the HTTP server reports
+ * each finished request, the photo source each URL fetch, and the engine
+ * records every model run, which is drained into the histograms here at each
+ * scrape and every few seconds (the engine's buffer is bounded, so an
+ * unscraped service keeps only the latest runs). Gauges (requests in flight,
+ * engine queues, shards, database connections) are read when scraped, so a
+ * service nobody scrapes does no metrics work.
+ *
+ * Each service instance has its own registry rather than prom-client's global
+ * one, so several servers in one process (tests, benchmarks) never mix their
+ * numbers.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { poolUsage, type Database } from '../db/client.js';
+import { lastPosition } from '../db/change-log.js';
+import type { ServerState } from '../http/registry.js';
+import type { FinishedRequest } from '../http/server.js';
+import type { Logger } from '../log.js';
+import type { Engine } from '../native/engine.js';
+import type { FaceIndex, ShardState } from '../native/face-index.js';
+import type { FetchOutcome } from '../services/photo-source.js';
+
+export interface MetricsSources {
+  engine: Engine;
+  log: Logger;
+}
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+const SHARD_STATES: readonly ShardState[] = ['loading', 'rebuilding', 'live', 'failed', 'offline'];
+
+/** How often model runs are moved from the engine into the histograms between scrapes. */
+const DRAIN_MS = 5_000;
+
+/** A scrape gives up on the database after this long and leaves its gauges as they were. */
+const DB_SCRAPE_MS = 2_000;
+
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const INFERENCE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64];
+
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  private readonly models: string[];
+  private readonly drainTimer: NodeJS.Timeout;
+  private runsDropped = 0;
+  private store?: { index: FaceIndex; db: Database };
+
+  private readonly requests = new Counter({
+    name: 'face_http_requests_total',
+    help: 'HTTP requests answered, by method, route pattern and status (499: the client went away first).',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+  private readonly latency = new Histogram({
+    name: 'face_http_request_duration_seconds',
+    help: 'Time from the request line to the last byte written, by method and route pattern.',
+    labelNames: ['method', 'route'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly unavailable = new Counter({
+    name: 'face_http_unavailable_total',
+    help: 'Answers with status 503, by error code (OVERLOADED, DEADLINE_EXCEEDED, SERVICE_UNAVAILABLE, ...).',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+  private readonly inflight = new Gauge({
+    name: 'face_http_inflight_requests',
+    help: 'Requests in progress that hold an admission slot, by class (engine: photo routes; light: the rest).',
+    labelNames: ['class'] as const,
+    registers: [this.registry],
+  });
+  private readonly inflightLimit = new Gauge({
+    name: 'face_http_inflight_limit',
+    help: 'Admission slots per class; requests beyond them are answered 503 OVERLOADED.',
+    labelNames: ['class'] as const,
+    registers: [this.registry],
+  });
+  private readonly bodyBytes = new Gauge({
+    name: 'face_http_body_bytes',
+    help: 'Request body bytes held now, all requests together.',
+    registers: [this.registry],
+  });
+  private readonly bodyBytesLimit = new Gauge({
+    name: 'face_http_body_bytes_limit',
+    help: 'Request body bytes that may be held at once (FACE_MAX_BODY_MEMORY).',
+    registers: [this.registry],
+  });
+  private readonly queueDepth = new Gauge({
+    name: 'face_engine_queue_depth',
+    help: 'Work waiting in the engine, by stage: light and heavy (photos waiting for a pipeline thread), detector (inputs), faces (crops for the recogniser and attribute models).',
+    labelNames: ['stage'] as const,
+    registers: [this.registry],
+  });
+  private readonly batchSize = new Histogram({
+    name: 'face_engine_batch_size',
+    help: 'Inputs per model run, by model.',
+    labelNames: ['model'] as const,
+    buckets: BATCH_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly inference = new Histogram({
+    name: 'face_engine_inference_seconds',
+    help: 'Time of one model run (input preparation and ONNX Runtime), by model.',
+    labelNames: ['model'] as const,
+    buckets: INFERENCE_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly runsLost = new Counter({
+    name: 'face_engine_runs_unrecorded_total',
+    help: 'Model runs left out of the two histograms above because the engine buffer overflowed between drains.',
+    registers: [this.registry],
+  });
+  private readonly shardFaces = new Gauge({
+    name: 'face_index_faces',
+    help: 'Faces held by each search shard.',
+    labelNames: ['shard'] as const,
+    registers: [this.registry],
+  });
+  private readonly shardState = new Gauge({
+    name: 'face_index_shard_state',
+    help: 'Search shard state: 1 for the state the shard is in, 0 for the others.',
+    labelNames: ['shard', 'state'] as const,
+    registers: [this.registry],
+  });
+  private readonly shardLag = new Gauge({
+    name: 'face_index_lag_positions',
+    help: 'Change-log positions written but not yet reflected by each shard (0: caught up).',
+    labelNames: ['shard'] as const,
+    registers: [this.registry],
+  });
+  private readonly shardMemory = new Gauge({
+    name: 'face_index_memory_bytes',
+    help: 'Memory held by each search shard.',
+    labelNames: ['shard'] as const,
+    registers: [this.registry],
+  });
+  private readonly dbConnections = new Gauge({
+    name: 'face_db_connections',
+    help: 'PostgreSQL connections of each pool, by state as the server reports it (active, idle, idle in transaction, ...).',
+    labelNames: ['pool', 'state'] as const,
+    registers: [this.registry],
+  });
+  private readonly dbPoolSize = new Gauge({
+    name: 'face_db_pool_size',
+    help: 'Most connections each pool opens; a query beyond them waits for one.',
+    labelNames: ['pool'] as const,
+    registers: [this.registry],
+  });
+  private readonly dbScrapeFailures = new Counter({
+    name: 'face_db_scrape_failures_total',
+    help: 'Scrapes whose database gauges (connections, index lag) could not be read in time and kept their previous values.',
+    registers: [this.registry],
+  });
+  private readonly fetches = new Counter({
+    name: 'face_photo_fetch_total',
+    help: 'Photo URL fetches, by outcome: ok, bad_url, dns, refused_address, http_status, redirects, too_large, timeout, network, cancelled.',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(private readonly sources: MetricsSources) {
+    collectDefaultMetrics({ register: this.registry });
+    this.models = sources.engine.info().models.map((m) => m.id);
+    this.drainTimer = setInterval(() => this.drainEngine(), DRAIN_MS);
+    this.drainTimer.unref();
+  }
+
+  /** Adds the search shards and the database they follow (services with a database). */
+  watchStore(index: FaceIndex, db: Database): void {
+    this.store = { index, db };
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  requestFinished(r: FinishedRequest): void {
+    // A client may send any method token; label values must stay few.
+    const method = METHODS.has(r.method) ? r.method : 'OTHER';
+    this.requests.inc({ method, route: r.route, status: String(r.status) });
+    this.latency.observe({ method, route: r.route }, r.seconds);
+    if (r.status === 503) this.unavailable.inc({ code: r.code ?? 'SERVICE_UNAVAILABLE' });
+  }
+
+  photoFetched(outcome: FetchOutcome): void {
+    this.fetches.inc({ outcome });
+  }
+
+  /** The exposition text, with every gauge read now. */
+  async render(server: ServerState): Promise<string> {
+    this.inflight.set({ class: 'light' }, server.inflight);
+    this.inflight.set({ class: 'engine' }, server.engineInflight);
+    this.inflightLimit.set({ class: 'light' }, server.maxInflight);
+    this.inflightLimit.set({ class: 'engine' }, server.maxEngineInflight);
+    this.bodyBytes.set(server.bodyBytes);
+    this.bodyBytesLimit.set(server.maxBodyBytes);
+    this.drainEngine();
+    await this.readStore();
+    return this.registry.metrics();
+  }
+
+  close(): void {
+    clearInterval(this.drainTimer);
+  }
+
+  private drainEngine(): void {
+    let stats;
+    try {
+      stats = this.sources.engine.stats();
+    } catch {
+      return; // the engine is closed (shutting down): nothing more to count
+    }
+    this.queueDepth.set({ stage: 'light' }, stats.queuedLight);
+    this.queueDepth.set({ stage: 'heavy' }, stats.queuedHeavy);
+    this.queueDepth.set({ stage: 'detector' }, stats.queuedDetector);
+    this.queueDepth.set({ stage: 'faces' }, stats.queuedFaces);
+    const runs = stats.runs;
+    for (let i = 0; i + 2 < runs.length; i += 3) {
+      const model = this.models[runs[i]] ?? `model-${runs[i]}`;
+      this.batchSize.observe({ model }, runs[i + 1]);
+      this.inference.observe({ model }, runs[i + 2]);
+    }
+    if (stats.runsDropped > this.runsDropped) {
+      this.runsLost.inc(stats.runsDropped - this.runsDropped);
+      this.runsDropped = stats.runsDropped;
+    }
+  }
+
+  /** Shards and database gauges. The database is asked on the listings pool, with a deadline, so a saturated main pool cannot stall a scrape. */
+  private async readStore(): Promise<void> {
+    if (!this.store) return;
+    const { index, db } = this.store;
+    const shards = index.shards();
+    for (const s of shards) {
+      const shard = String(s.shard);
+      this.shardFaces.set({ shard }, s.size);
+      this.shardMemory.set({ shard }, s.memoryBytes);
+      for (const state of SHARD_STATES) this.shardState.set({ shard, state }, s.state === state ? 1 : 0);
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`database did not answer within ${DB_SCRAPE_MS} ms`)), DB_SCRAPE_MS);
+    });
+    try {
+      const [head, pools] = await Promise.race([Promise.all([lastPosition(db.stream), poolUsage(db)]), deadline]);
+      for (const s of shards) this.shardLag.set({ shard: String(s.shard) }, Math.max(0, head - s.position));
+      this.dbConnections.reset();
+      for (const p of pools) {
+        this.dbPoolSize.set({ pool: p.pool }, p.max);
+        for (const [state, n] of Object.entries(p.connections)) this.dbConnections.set({ pool: p.pool, state }, n);
+      }
+    } catch (err) {
+      this.dbScrapeFailures.inc();
+      this.sources.log.warn({ err }, 'metrics: database gauges not refreshed');
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

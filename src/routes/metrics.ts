@@ -1,0 +1,31 @@
+/**
+ * GET /metrics: Prometheus exposition of the service's metrics (see
+ * metrics/service-metrics.ts and the README's Metrics section).
+ *
+ * Operator token only: the numbers tell how many faces each shard holds and
+ * how busy the service is, which an API client has no need to know, and
+ * Prometheus sends `Authorization: Token …` from its scrape config. It
+ * bypasses the concurrency limit, as /health does, so a saturated service can
+ * still be watched.
+ */
+import { Reply, type RouteRegistry } from '../http/registry.js';
+import type { ServiceMetrics } from '../metrics/service-metrics.js';
+
+export function registerMetrics(registry: RouteRegistry, metrics: ServiceMetrics): void {
+  registry.define({
+    method: 'GET',
+    path: '/metrics',
+    summary: 'Prometheus metrics',
+    description:
+      'Text exposition format 0.0.4. Needs the operator token (FACE_TOKEN). Requests by route and status, latency, ' +
+      'in-flight requests and 503s, engine queues, batch sizes and inference time by model, faces and state per ' +
+      'search shard, index lag, PostgreSQL connections, photo fetch outcomes, and the Node.js process.',
+    auth: 'operator',
+    limited: false,
+    response: { status: 200, description: 'The metrics.', alternatives: [metrics.contentType] },
+    errors: [401],
+    async handler({ server }) {
+      return new Reply(200, await metrics.render(server), metrics.contentType);
+    },
+  });
+}

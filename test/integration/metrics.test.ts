@@ -1,0 +1,180 @@
+/**
+ * GET /metrics through the real server, with a real database, engine and
+ * shards: the numbers move with the requests that were made, by exactly as
+ * much as they should.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type RunningServer } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { TokenStore } from '../../src/db/tokens.js';
+import { createLogger } from '../../src/log.js';
+import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
+import { request } from '../helpers/service.js';
+
+const OPERATOR = 'metrics-operator';
+const SHARDS = 2;
+
+let tdb: TestDatabase;
+let dir: string;
+let server: RunningServer;
+let base: string;
+let token: string;
+let photos: http.Server;
+let photosBase: string;
+
+const call = (method: string, url: string, body?: FormData | object, as = token) => request(base, method, url, body, { Authorization: `Token ${as}` });
+
+/** The exposition text parsed into `name{labels}` → value (labels sorted, as written by prom-client). */
+function parse(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
+}
+
+async function scrape(): Promise<Map<string, number>> {
+  const r = await call('GET', '/metrics', undefined, OPERATOR);
+  expect(r.status).toBe(200);
+  return parse(r.text);
+}
+
+/** The value of one series, 0 when absent (a counter never incremented is not written). */
+const value = (m: Map<string, number>, series: string) => m.get(series) ?? 0;
+
+beforeAll(async () => {
+  tdb = await freshDatabase();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'face-metrics-'));
+  // One engine slot, so concurrent photos are shed with 503 and the shed counter can be checked.
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    FACE_DATA_DIR: dir,
+    FACE_SHARDS: String(SHARDS),
+    FACE_TOKEN: OPERATOR,
+    FACE_FETCH_ALLOW_PRIVATE: 'true',
+    FACE_MAX_ENGINE_INFLIGHT: '1',
+    LOG_LEVEL: 'silent',
+  });
+  const engine = await openEngine(engineOptionsFrom(config));
+  server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
+  base = `http://127.0.0.1:${server.port}`;
+  ({ token } = await new TokenStore(tdb.db.sql).create('tests'));
+  // A photo host on loopback: /1.jpg is a demo photo, anything else 404.
+  photos = http.createServer((req, res) => {
+    if (req.url === '/1.jpg') res.writeHead(200, { 'content-type': 'image/jpeg' }).end(sample(1));
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => photos.listen(0, '127.0.0.1', resolve));
+  photosBase = `http://127.0.0.1:${(photos.address() as AddressInfo).port}`;
+}, 120_000);
+
+afterAll(async () => {
+  await server?.close();
+  await tdb?.drop();
+  await new Promise((resolve) => photos?.close(resolve));
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('GET /metrics', () => {
+  it('needs the operator token: none, or an API token, is 401', async () => {
+    expect((await request(base, 'GET', '/metrics', undefined, {})).status).toBe(401);
+    const r = await call('GET', '/metrics');
+    expect(r.status).toBe(401);
+    expect(r.json).toMatchObject({ error: 'AUTH_FAILED' });
+  });
+
+  it('serves the Prometheus text format with the process metrics', async () => {
+    const r = await call('GET', '/metrics', undefined, OPERATOR);
+    expect(r.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(r.text).toContain('# TYPE face_http_request_duration_seconds histogram');
+    const m = parse(r.text);
+    expect(value(m, 'process_resident_memory_bytes')).toBeGreaterThan(10_000_000);
+    expect(value(m, 'face_db_pool_size{pool="main"}')).toBe(20);
+    expect(value(m, 'face_db_pool_size{pool="listings"}')).toBe(4);
+    // The scrape itself runs on a listings connection.
+    expect(value(m, 'face_db_connections{pool="listings",state="active"}')).toBeGreaterThanOrEqual(1);
+    expect(value(m, 'face_http_inflight_limit{class="engine"}')).toBe(1);
+  });
+
+  it('counts requests by route and status, times them, and records each model run', async () => {
+    const before = await scrape();
+    for (let i = 0; i < 3; i++) expect((await call('POST', '/v1/detect/', form({ photo: sample(2) }))).status).toBe(200);
+    expect((await call('POST', '/v1/detect/', { age: true })).status).toBe(400);
+    const after = await scrape();
+    const delta = (series: string) => value(after, series) - value(before, series);
+    expect(delta('face_http_requests_total{method="POST",route="/v1/detect/",status="200"}')).toBe(3);
+    expect(delta('face_http_requests_total{method="POST",route="/v1/detect/",status="400"}')).toBe(1);
+    expect(delta('face_http_request_duration_seconds_count{method="POST",route="/v1/detect/"}')).toBe(4);
+    expect(delta('face_http_request_duration_seconds_bucket{le="+Inf",method="POST",route="/v1/detect/"}')).toBe(4);
+    // Detection runs the detector once per photo; detect without attributes runs no face model.
+    expect(delta('face_engine_inference_seconds_count{model="yunet"}')).toBeGreaterThanOrEqual(3);
+    expect(delta('face_engine_batch_size_sum{model="yunet"}')).toBeGreaterThanOrEqual(3);
+    expect(value(after, 'face_engine_queue_depth{stage="light"}')).toBe(0);
+    expect(value(after, 'face_engine_runs_unrecorded_total')).toBe(0);
+  });
+
+  it('follows faces into the shards, with no lag once a write is acknowledged', async () => {
+    const before = await scrape();
+    const added = await call('POST', '/v0/face/', form({ photo: sample(1), mf_selector: 'all', meta: 'metrics' }));
+    expect(added.status).toBe(200);
+    const after = await scrape();
+    let faces = 0;
+    for (let shard = 0; shard < SHARDS; shard++) {
+      faces += value(after, `face_index_faces{shard="${shard}"}`) - value(before, `face_index_faces{shard="${shard}"}`);
+      expect(value(after, `face_index_shard_state{shard="${shard}",state="live"}`)).toBe(1);
+      expect(value(after, `face_index_shard_state{shard="${shard}",state="failed"}`)).toBe(0);
+      expect(value(after, `face_index_lag_positions{shard="${shard}"}`)).toBe(0);
+    }
+    expect(faces).toBe(SAMPLE_FACES[1]);
+    // Enrolment embeds every face: the recogniser ran on exactly that many crops.
+    expect(value(after, 'face_engine_batch_size_sum{model="sface"}') - value(before, 'face_engine_batch_size_sum{model="sface"}')).toBe(SAMPLE_FACES[1]);
+  });
+
+  it('counts photo fetches by outcome', async () => {
+    const before = await scrape();
+    expect((await call('POST', '/v1/detect/', { photo: `${photosBase}/1.jpg` })).status).toBe(200);
+    const missing = await call('POST', '/v1/detect/', { photo: `${photosBase}/missing.jpg` });
+    expect(missing.json).toMatchObject({ error: 'PHOTO_FETCH_FAILED' });
+    expect((await call('POST', '/v1/detect/', { photo: 'http://bad host/x.jpg' })).status).toBe(400);
+    const after = await scrape();
+    const delta = (outcome: string) => value(after, `face_photo_fetch_total{outcome="${outcome}"}`) - value(before, `face_photo_fetch_total{outcome="${outcome}"}`);
+    expect([delta('ok'), delta('http_status'), delta('bad_url')]).toEqual([1, 1, 1]);
+  });
+
+  it('counts every 503 by its code', async () => {
+    const before = await scrape();
+    // One engine slot: of a burst of photos at once, all but the first in are shed.
+    const answers = await Promise.all(Array.from({ length: 8 }, () => call('POST', '/v1/detect/', form({ photo: sample(5) }))));
+    const shed = answers.filter((a) => a.status === 503);
+    expect(shed.length).toBeGreaterThan(0);
+    const after = await scrape();
+    const codes = new Set(shed.map((a) => a.json.error as string));
+    for (const code of codes) {
+      const sent = shed.filter((a) => a.json.error === code).length;
+      const series = `face_http_unavailable_total{code="${code}"}`;
+      expect(value(after, series) - value(before, series), code).toBe(sent);
+    }
+    expect(
+      value(after, 'face_http_requests_total{method="POST",route="/v1/detect/",status="503"}') -
+        value(before, 'face_http_requests_total{method="POST",route="/v1/detect/",status="503"}'),
+    ).toBe(shed.length);
+    expect(value(after, 'face_http_inflight_requests{class="engine"}')).toBe(0);
+  });
+
+  it('labels unmatched paths as "-", never with the raw URL', async () => {
+    await call('GET', '/no/such/path/12345');
+    const text = (await call('GET', '/metrics', undefined, OPERATOR)).text;
+    expect(text).not.toContain('12345');
+    expect(text).toContain('face_http_requests_total{method="GET",route="-",status="404"}');
+  });
+});
