@@ -3,6 +3,7 @@
  * shards: the numbers move with the requests that were made, by exactly as
  * much as they should.
  */
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config.js';
 import { TokenStore } from '../../src/db/tokens.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
@@ -176,5 +177,21 @@ describe('GET /metrics', () => {
     const text = (await call('GET', '/metrics', undefined, OPERATOR)).text;
     expect(text).not.toContain('12345');
     expect(text).toContain('face_http_requests_total{method="GET",route="-",status="404"}');
+  });
+
+  it('serves every metric the README and the Grafana dashboard name', async () => {
+    const text = (await call('GET', '/metrics', undefined, OPERATOR)).text;
+    const served = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    const root = findProjectRoot();
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Metrics'), readme.indexOf('\n## ', readme.indexOf('## Metrics') + 1));
+    const documented = [...section.matchAll(/`(face_[a-z_]+)`/g)].map((m) => m[1]);
+    const dashboard = readFileSync(path.join(root, 'docs', 'grafana-dashboard.json'), 'utf8');
+    const charted = [...dashboard.matchAll(/\b((?:face|process|nodejs)_[a-z0-9_]+)/g)].map((m) => m[1].replace(/_(bucket|sum|count)$/, ''));
+    expect(documented.length).toBeGreaterThan(15);
+    expect(charted.length).toBeGreaterThan(15);
+    expect([...new Set([...documented, ...charted])].filter((name) => !served.has(name))).toEqual([]);
+    // And the other way round: every face_ metric served is documented.
+    expect([...served].filter((name) => name.startsWith('face_') && !documented.includes(name))).toEqual([]);
   });
 });
