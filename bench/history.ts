@@ -28,7 +28,8 @@
  *   alternated over two rounds, and with detection and cam_id; then the
  *   sighting transaction alone (HistoryStore.record), for a known face and
  *   for a face that matches nothing.
- * Latencies are client-side, over loopback. Mind the load column: numbers
+ * The HTTP load is autocannon's (bench/http-load.ts); latencies are
+ * client-side, over loopback. Mind the load column: numbers
  * taken while the machine is busy with something else are not capacity
  * figures.
  */
@@ -40,7 +41,8 @@ import { findProjectRoot } from '../src/config.js';
 import type { Sql } from '../src/db/client.js';
 import { HistoryStore, type HistoryFilter } from '../src/db/history-store.js';
 import { numberArg, optionArg } from './args.js';
-import { runLoad, type LoadResult } from './http-load.js';
+import { multipart } from './fuzz/raw-http.js';
+import { runLoad, type Answer, type HttpRequest, type LoadResult, type Sample } from './http-load.js';
 import { describeMachine, machineLine } from './machine.js';
 import { startBenchService } from './service.js';
 
@@ -290,48 +292,80 @@ function row(r: LoadResult, rows: number): SearchRow {
   return { ...rest, rowsPerRequest: r.requests ? rows / r.requests : 0, load1: load1() };
 }
 
-async function searchLoad(base: string, q: Query, seconds: number, links?: string[]): Promise<SearchRow> {
-  let rows = 0;
-  const send = async () => {
-    const res = await fetch(`${base}/v0/history/search`, { method: 'POST', headers: JSON_AUTH, body: JSON.stringify(q.body()) });
-    const body = (await res.json()) as { results?: unknown[]; next_page?: string };
-    rows += body.results?.length ?? 0;
+/** Counts the events of every answer (`field` of its JSON body); `links` keeps next_page links. */
+function counting(field: 'results' | 'sightings', links?: string[]) {
+  const counter = { rows: 0 };
+  const check = (a: Answer) => {
+    let body: { results?: unknown[]; sightings?: unknown[]; next_page?: string };
+    try {
+      body = JSON.parse(a.body);
+    } catch {
+      return;
+    }
+    counter.rows += body[field]?.length ?? 0;
     if (links && body.next_page && links.length < 10_000) links.push(body.next_page);
-    return res.status;
   };
-  // Untimed warm-up: connections, prepared statements.
-  for (let i = 0; i < 10; i++) await send();
-  rows = 0;
-  if (links) links.length = 0;
-  const r = await runLoad({ name: `POST /v0/history/search ${q.name}`, concurrency: 2, seconds, send });
-  return row(r, rows);
+  return { counter, check };
+}
+
+/** Untimed warm-up (connections, prepared statements): a few requests one after the other. */
+async function warm(base: string, req: () => HttpRequest, n = 10): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const r = req();
+    const res = await fetch(`${base}${r.path}`, { method: r.method ?? 'GET', headers: { ...AUTH, ...r.headers }, body: typeof r.body === 'string' || r.body === undefined ? r.body : new Uint8Array(r.body) });
+    await res.arrayBuffer();
+  }
+}
+
+async function searchLoad(base: string, q: Query, seconds: number, links?: string[]): Promise<SearchRow> {
+  const request = (): HttpRequest => ({ method: 'POST', path: '/v0/history/search', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(q.body()) });
+  await warm(base, request);
+  const { counter, check } = counting('results', links);
+  const r = await runLoad({ name: `POST /v0/history/search ${q.name}`, base, headers: AUTH, request, check, connections: 2, seconds });
+  return row(r, counter.rows);
 }
 
 /** GET /person/id/<id>: the person with its counts and newest sightings, read from the history. */
 async function personLoad(base: string, name: string, id: () => number, seconds: number): Promise<SearchRow> {
-  let rows = 0;
-  const send = async () => {
-    const res = await fetch(`${base}/person/id/${id()}`, { headers: AUTH });
-    const body = (await res.json()) as { sightings?: unknown[] };
-    rows += body.sightings?.length ?? 0;
-    return res.status;
-  };
-  for (let i = 0; i < 10; i++) await send();
-  rows = 0;
-  const r = await runLoad({ name, concurrency: 2, seconds, send });
-  return row(r, rows);
+  const request = (): HttpRequest => ({ path: `/person/id/${id()}` });
+  await warm(base, request);
+  const { counter, check } = counting('sightings');
+  const r = await runLoad({ name, base, headers: AUTH, request, check, connections: 2, seconds });
+  return row(r, counter.rows);
 }
 
 async function nextPageLoad(base: string, links: string[], seconds: number): Promise<SearchRow> {
-  let rows = 0;
-  const send = async (i: number) => {
-    const res = await fetch(`${base}${links[i % links.length]}`, { headers: AUTH });
-    const body = (await res.json()) as { results?: unknown[] };
-    rows += body.results?.length ?? 0;
-    return res.status;
+  const { counter, check } = counting('results');
+  const r = await runLoad({ name: 'GET /v0/history/search (f) next_page of (a)', base, headers: AUTH, request: (i) => ({ path: links[i % links.length] }), check, connections: 2, seconds });
+  return row(r, counter.rows);
+}
+
+/**
+ * The sighting transaction called in this process, no HTTP: `clients` loops
+ * each awaiting its last call, for `seconds`.
+ */
+async function callLoad(name: string, fn: () => Promise<void>, clients: number, seconds: number): Promise<LoadResult> {
+  const samples: Sample[] = [];
+  const start = performance.now();
+  const deadline = start + seconds * 1000;
+  const loop = async () => {
+    while (performance.now() < deadline) {
+      const t = performance.now();
+      let status = 200;
+      try {
+        await fn();
+      } catch {
+        status = 500;
+      }
+      samples.push({ at: t - start, latency: performance.now() - t, status });
+    }
   };
-  const r = await runLoad({ name: 'GET /v0/history/search (f) next_page of (a)', concurrency: 2, seconds, send });
-  return row(r, rows);
+  await Promise.all(Array.from({ length: clients }, loop));
+  const wall = (performance.now() - start) / 1000;
+  const lat = samples.map((x) => x.latency).sort((a, b) => a - b);
+  const pct = (q: number) => lat[Math.min(lat.length - 1, Math.floor((q / 100) * lat.length))] ?? NaN;
+  const errors = samples.filter((x) => x.status !== 200).length;
+  return { name, requests: lat.length, errors, seconds: wall, perSecond: lat.length / wall, p50: pct(50), p90: pct(90), p99: pct(99), max: lat.at(-1) ?? NaN, concurrency: clients, samples };
 }
 
 const literal = (v: unknown): string =>
@@ -445,36 +479,40 @@ async function identifyLoad(base: string, sql: Sql, databaseUrl: string, photo: 
 
   const scenario = (fields: Record<string, string>, withCam: boolean) => {
     const counter = { rows: 0 };
-    const send = async () => {
-      const res = await fetch(`${base}/v0/identify/`, { method: 'POST', headers: AUTH, body: form(fields) });
-      const body = (await res.json()) as { results?: Record<string, unknown[]>; sightings?: unknown[] };
-      const matched = Object.values(body.results ?? {}).some((m) => m.length > 0);
+    const { body, contentType } = multipart([{ name: 'photo', value: photo, filename: 'photo.jpg', type: 'image/jpeg' }, ...Object.entries(fields).map(([name, value]) => ({ name, value }))]);
+    const request = (): HttpRequest => ({ method: 'POST', path: '/v0/identify/', headers: { 'Content-Type': contentType }, body });
+    const check = (a: Answer): number | void => {
+      let parsed: { results?: Record<string, unknown[]>; sightings?: unknown[] } = {};
+      try {
+        parsed = JSON.parse(a.body);
+      } catch {
+        // not JSON: judged by its status
+      }
+      const matched = Object.values(parsed.results ?? {}).some((m) => m.length > 0);
       // Success means the face was found again, and with cam_id that a sighting was recorded.
-      if (res.status === 200 && (!matched || (withCam && !body.sightings?.length))) return 599;
-      counter.rows += withCam ? (body.sightings?.length ?? 0) : 0;
-      return res.status;
+      if (a.status === 200 && (!matched || (withCam && !parsed.sightings?.length))) return 599;
+      counter.rows += withCam ? (parsed.sightings?.length ?? 0) : 0;
     };
-    return { send, counter };
+    const run = (name: string) => runLoad({ name, base, headers: AUTH, request, check, connections: 2, seconds });
+    return { request, run, counter };
   };
   const withCam = scenario({ ...box, cam_id: 'bench-cam' }, true);
   const without = scenario(box, false);
-  for (let i = 0; i < 3; i++) await withCam.send();
-  for (let i = 0; i < 3; i++) await without.send();
-  withCam.counter.rows = 0;
+  await warm(base, withCam.request, 3);
+  await warm(base, without.request, 3);
   // Alternated, two rounds each, so that a change in the machine's other load hits both alike.
   const a: LoadResult[] = [];
   const b: LoadResult[] = [];
   for (let round = 0; round < 2; round++) {
-    a.push(await runLoad({ name: 'with', concurrency: 2, seconds, send: withCam.send }));
-    b.push(await runLoad({ name: 'without', concurrency: 2, seconds, send: without.send }));
+    a.push(await withCam.run('with'));
+    b.push(await without.run('without'));
     log(`identify round ${round + 1}: box + cam_id ${a[round].perSecond.toFixed(1)} req/s, box only ${b[round].perSecond.toFixed(1)} req/s`);
   }
   const withRow = merge('POST /v0/identify/ box given, cam_id (2 rounds)', a, withCam.counter.rows);
   const withoutRow = merge('POST /v0/identify/ box given, no cam_id (2 rounds)', b, 0);
   const detect = scenario({ cam_id: 'bench-cam', mf_selector: 'biggest' }, true);
-  await detect.send();
-  detect.counter.rows = 0;
-  const detectRow = merge('POST /v0/identify/ detection, cam_id', [await runLoad({ name: 'detect', concurrency: 2, seconds, send: detect.send })], detect.counter.rows);
+  await warm(base, detect.request, 1);
+  const detectRow = merge('POST /v0/identify/ detection, cam_id', [await detect.run('detect')], detect.counter.rows);
   log(`identify with detection: ${detectRow.perSecond.toFixed(1)} req/s`);
   const [{ after }] = await sql`SELECT count(*)::int AS after FROM sightings WHERE cam_id = 'bench-cam'`;
 
@@ -494,14 +532,13 @@ async function identifyLoad(base: string, sql: Sql, databaseUrl: string, photo: 
         photoKept: false,
         faces: [{ box: { x1: face.x1, y1: face.y1, x2: face.x2, y2: face.y2 }, thumbnail, matchFaceId }],
       });
-      return 200;
     };
     for (const [name, fn] of [
       ['HistoryStore.record, matched face (one person)', record(face.id)],
       ['HistoryStore.record, no match (new person each)', record()],
     ] as const) {
       for (let i = 0; i < 10; i++) await fn();
-      const r = merge(name, [await runLoad({ name, concurrency: 2, seconds, send: fn })], 0);
+      const r = merge(name, [await callLoad(name, fn, 2, seconds)], 0);
       r.rowsPerRequest = 1;
       log(`${name}: ${r.perSecond.toFixed(0)} /s`);
       direct.push(r);

@@ -1,36 +1,66 @@
 /**
- * HTTP load generation for the benchmarks, in two shapes:
+ * HTTP load for the benchmarks, driven by autocannon (used as a library): a
+ * generator written in JavaScript on top of `fetch` measured itself at a few
+ * thousand requests per second, far below what the server answers, so the
+ * sockets, the HTTP framing and the timing are autocannon's.
  *
- * - closed loop (`runLoad`): `concurrency` clients each send the next request
- *   as soon as their last one is answered. Throughput is what the server
- *   sustains at that concurrency.
- * - open loop (`runRate`): request i is due at start + i/rate whatever the
- *   answers do, so a slow server sees a queue build up instead of fewer
- *   clients. Latency is counted from when a request was due, not from when it
- *   was sent (otherwise stalls would hide themselves); a request sent more
- *   than `LATE_MS` after it was due is a late start, the generator's own lag.
+ * Two shapes:
+ * - closed loop (no `rate`): `connections` keep-alive connections, one
+ *   request in flight on each (pipelining 1); each sends its next request as
+ *   soon as its last is answered. Throughput is what the server sustains at
+ *   that concurrency.
+ * - open loop (`rate`, autocannon's `overallRate`): the rate is split over
+ *   the connections, each allowed its share per one-second window whatever
+ *   the answers do. Arrivals come at the start of each second rather than
+ *   spread evenly, and a connection still waits for its answer, so `rate`
+ *   needs enough connections (at most `rate`, autocannon's rule) to cover
+ *   rate × latency; `sent` below `rate × seconds` shows where it fell short.
  *
- * Both stop when `requests` have been sent or `seconds` have passed,
- * whichever comes first, and keep every sample for the charts.
+ * Requests are either fixed (`fixed`: built once, the generator only writes
+ * buffers, which is how it outruns the server) or built per request number
+ * (`request(i)`, from autocannon's `setupRequest`). `check` sees every
+ * answer's status, body and headers and may turn it into a failure.
+ *
+ * Every run reports the generator's own CPU (this process, all threads) and
+ * its busiest thread: a thread near one core means the generator, not the
+ * server, set the pace. Latency is from sending a request to the end of its
+ * answer, kept per request (with its kind and start) for the per-kind rows
+ * and the charts, except with `workers`, where only autocannon's histograms
+ * (whole milliseconds) come back.
  */
-
-/** A request is a late start when it leaves this much after its due time. */
-export const LATE_MS = 5;
+import autocannon, { type AutocannonClient, type AutocannonContext, type AutocannonRequest, type AutocannonResult } from 'autocannon';
+import { busiestThreadSeconds, threadCpuSeconds } from './proc-cpu.js';
 
 export interface Sample {
-  /** ms since the run started at which the request was due (closed loop: sent). */
+  /** ms since the run started at which the request was sent. */
   at: number;
-  /** ms, from due time to the end of the answer's body. */
+  /** ms, from sending the request to the end of the answer's body. */
   latency: number;
-  /** HTTP status; 0 for a network error. */
+  /** HTTP status (or what `check` made of it). */
   status: number;
-  /** What kind of request it was, when the run mixes kinds (`LoadOptions.kindOf`). */
+  /** What kind of request it was, when the run mixes kinds. */
   kind?: string;
 }
 
+export interface GeneratorCpu {
+  /** CPU of this process over the run, all threads, in cores (1 = one core busy the whole time). */
+  cores: number;
+  /** The busiest single thread, in cores: near 1 the generator is the bottleneck. */
+  busiestThread: number;
+  /** Cores per 10,000 requests per second: the generator's cost per unit of load. */
+  coresPer10k: number;
+  /** The busiest thread above `SATURATED` of a core. */
+  saturated: boolean;
+}
+
+/** A generator thread busier than this (of one core) may be what limits the run. */
+export const SATURATED = 0.8;
+
 export interface LoadResult {
   name: string;
+  /** Answers received. */
   requests: number;
+  /** Answers that failed `ok` or `check`, plus connection errors and timeouts. */
   errors: number;
   seconds: number;
   perSecond: number;
@@ -38,35 +68,73 @@ export interface LoadResult {
   p90: number;
   p99: number;
   max: number;
-  /** Answers by status ("0" for network errors). */
+  /** Answers by status; "0" counts connection errors and timeouts. */
   statuses?: Record<string, number>;
-  /** Open loop: the rate asked for, and requests that left late. */
+  /** Open loop: the rate asked for, and the requests sent. */
   targetRate?: number;
-  lateStarts?: number;
+  sent?: number;
+  /** Connections (one request in flight on each). */
   concurrency?: number;
+  generator?: GeneratorCpu;
   samples?: Sample[];
+}
+
+export interface HttpRequest {
+  method?: string;
+  /** Path and query, from the root of `base`. */
+  path: string;
+  headers?: Record<string, string>;
+  body?: Buffer | string;
+  /** Reported separately in mixed runs (`byKind`). */
+  kind?: string;
 }
 
 export interface LoadOptions {
   name: string;
-  concurrency: number;
+  /** http://host:port */
+  base: string;
+  /** Sent with every request (the token). */
+  headers?: Record<string, string>;
+  /** Requests cycled over on each connection, built once. */
+  fixed?: HttpRequest[];
+  /** Or request number `i` (0, 1, 2, ... across all connections), built when it is sent. */
+  request?: (i: number) => HttpRequest;
+  /**
+   * Sees every answer (its body is collected for it); a number returned is
+   * the status to record instead, e.g. 599 for a 200 whose body is wrong.
+   */
+  check?: (answer: Answer) => number | void;
+  /** Connection errors and timeouts (counted as status 0). */
+  onError?: (err: Error) => void;
+  /** Ends the run early (e.g. when the server under test died). */
+  signal?: AbortSignal;
+  /** Closed loop: connections. Open loop: most connections (default 256). */
+  connections?: number;
+  /** Open loop: requests per second (whole, at least 1). */
+  rate?: number;
+  /** Stop after this many answers, or after `seconds`, whichever comes first. */
   requests?: number;
   seconds?: number;
-  /** Sends request number `i`; resolves to the HTTP status once the body is read. */
-  send: (i: number) => Promise<number>;
   /** Statuses that count as success (default: 2xx). */
   ok?: (status: number) => boolean;
-  /** Labels request `i` in its sample, so a mixed run can be broken down by kind (`byKind`). */
-  kindOf?: (i: number) => string;
-  /** Called about every 200 ms with the requests done so far. */
+  /** autocannon worker threads: only with `fixed` requests and no `check`; no per-request samples. */
+  workers?: number;
+  /** Seconds before a request counts as timed out (default 60: a detection can queue). */
+  timeoutS?: number;
+  /** Called about every 200 ms with the answers so far. */
   progress?: (p: Progress) => void;
 }
 
-export interface RateOptions extends Omit<LoadOptions, 'concurrency'> {
-  /** Requests per second to start. */
-  rate: number;
-  /** Most requests in flight; beyond it, due requests wait (and count as late). */
-  maxInflight?: number;
+export interface Answer {
+  /** The request number (built requests; undefined for fixed ones). */
+  i?: number;
+  kind?: string;
+  status: number;
+  body: string;
+  /** Lower-case names; repeated headers joined with ", ". */
+  headers: Record<string, string>;
+  /** ms from sending (built requests; NaN for fixed ones). */
+  ms: number;
 }
 
 export interface Progress {
@@ -77,13 +145,15 @@ export interface Progress {
   fraction: number;
 }
 
-function percentile(sorted: number[], p: number): number {
+const is2xx = (s: number) => s >= 200 && s < 300;
+
+function percentile(sorted: Float64Array | number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
 function summarise(name: string, samples: Sample[], seconds: number, isOk: (s: number) => boolean) {
-  const latencies = samples.map((s) => s.latency).sort((a, b) => a - b);
+  const latencies = Float64Array.from(samples, (s) => s.latency).sort();
   return {
     name,
     requests: latencies.length,
@@ -97,8 +167,8 @@ function summarise(name: string, samples: Sample[], seconds: number, isOk: (s: n
   };
 }
 
-/** One row per request kind of a mixed run (samples labelled by `kindOf`), over the run's duration. */
-export function byKind(r: LoadResult, ok: (s: number) => boolean = (s) => s >= 200 && s < 300): LoadResult[] {
+/** One row per request kind of a mixed run, over the run's duration. */
+export function byKind(r: LoadResult, ok: (s: number) => boolean = is2xx): LoadResult[] {
   const kinds = new Map<string, Sample[]>();
   for (const s of r.samples ?? []) {
     if (s.kind === undefined) continue;
@@ -109,96 +179,162 @@ export function byKind(r: LoadResult, ok: (s: number) => boolean = (s) => s >= 2
   return [...kinds.entries()].map(([kind, samples]) => ({ ...summarise(`${r.name}: ${kind}`, samples, r.seconds, ok), concurrency: r.concurrency, targetRate: r.targetRate }));
 }
 
-function checkBounds(requests: number, seconds: number): void {
+/** What the generator's CPU says about a run, for the reports. */
+export function generatorLine(g: GeneratorCpu | undefined): string {
+  if (!g) return 'generator CPU: not measured';
+  const flag = g.saturated ? ` SATURATED: a generator thread used ${g.busiestThread.toFixed(2)} of a core, so the generator may have set this pace` : '';
+  // % of a core per 10k req/s is numerically µs of generator CPU per request.
+  return `generator CPU: ${g.cores.toFixed(2)} cores (${(g.coresPer10k * 100).toFixed(0)}% of a core per 10k req/s, i.e. µs per request; busiest thread ${g.busiestThread.toFixed(2)} of a core)${flag}`;
+}
+
+export async function runLoad(o: LoadOptions): Promise<LoadResult> {
+  const requests = o.requests ?? Infinity;
+  const seconds = o.seconds ?? Infinity;
   if (!Number.isFinite(requests) && !Number.isFinite(seconds)) throw new Error('a load run needs a request count or a duration');
-}
+  if (!o.fixed === !o.request) throw new Error('give fixed requests or a request builder, one of them');
+  if (o.workers && (o.request || o.check)) throw new Error('workers take fixed requests only (functions stay in this thread)');
+  const isOk = o.ok ?? is2xx;
+  const rate = o.rate !== undefined ? Math.max(1, Math.round(o.rate)) : undefined;
+  let connections = o.connections ?? (rate !== undefined ? 256 : 4);
+  if (rate !== undefined) connections = Math.min(connections, rate);
+  if (Number.isFinite(requests)) connections = Math.min(connections, requests);
 
-class Recorder {
-  readonly samples: Sample[] = [];
-  readonly statuses: Record<string, number> = {};
-  errors = 0;
-  readonly start = performance.now();
-  private timer?: NodeJS.Timeout;
-
-  constructor(
-    private readonly isOk: (s: number) => boolean,
-    private readonly requests: number,
-    private readonly seconds: number,
-    progress?: (p: Progress) => void,
-  ) {
-    if (progress) {
-      this.timer = setInterval(() => progress(this.progress()), 200);
-      this.timer.unref();
-    }
-  }
-
-  progress(): Progress {
-    const elapsedS = (performance.now() - this.start) / 1000;
-    const byCount = Number.isFinite(this.requests) ? this.samples.length / this.requests : 0;
-    const byTime = Number.isFinite(this.seconds) ? elapsedS / this.seconds : 0;
-    return { done: this.samples.length, errors: this.errors, elapsedS, fraction: Math.min(1, Math.max(byCount, byTime)) };
-  }
-
-  async one(send: () => Promise<number>, due: number, kind?: string): Promise<void> {
-    let status = 0;
-    try {
-      status = await send();
-    } catch {
-      status = 0;
-    }
-    const end = performance.now();
-    this.samples.push(kind === undefined ? { at: due - this.start, latency: end - due, status } : { at: due - this.start, latency: end - due, status, kind });
-    this.statuses[status] = (this.statuses[status] ?? 0) + 1;
-    if (!this.isOk(status)) this.errors++;
-  }
-
-  finish(name: string, extra: Partial<LoadResult>): LoadResult {
-    if (this.timer) clearInterval(this.timer);
-    const elapsed = (performance.now() - this.start) / 1000;
-    return {
-      ...summarise(name, this.samples, elapsed, this.isOk),
-      statuses: this.statuses,
-      samples: this.samples,
-      ...extra,
-    };
-  }
-}
-
-export async function runLoad({ name, concurrency, requests = Infinity, seconds = Infinity, send, ok, progress, kindOf }: LoadOptions): Promise<LoadResult> {
-  checkBounds(requests, seconds);
-  const rec = new Recorder(ok ?? ((s) => s >= 200 && s < 300), requests, seconds, progress);
-  const deadline = rec.start + seconds * 1000;
   let next = 0;
-  const client = async () => {
-    while (next < requests && performance.now() < deadline) {
-      const i = next++;
-      await rec.one(() => send(i), performance.now(), kindOf?.(i));
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, client));
-  return rec.finish(name, { concurrency });
-}
+  const toAutocannon = (r: HttpRequest, base: AutocannonRequest): AutocannonRequest => ({
+    ...base,
+    method: r.method ?? 'GET',
+    path: r.path,
+    headers: { ...base.headers, ...r.headers },
+    body: r.body ?? Buffer.alloc(0),
+  });
+  const check = o.check;
+  const onResponse = check
+    ? (status: number, body: string, ctx: AutocannonContext, raw: Record<string, string | string[]>) => {
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(raw)) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+        const ms = typeof ctx.sentAt === 'number' ? performance.now() - ctx.sentAt : NaN;
+        const replaced = check({ i: ctx.i as number | undefined, kind: ctx.kind as string | undefined, status, body, headers, ms });
+        ctx.status = typeof replaced === 'number' ? replaced : undefined;
+      }
+    : undefined;
+  const list: AutocannonRequest[] = o.fixed
+    ? o.fixed.map((r) => ({ ...toAutocannon(r, {}), ...(r.kind !== undefined ? { kind: r.kind } : {}), ...(onResponse ? { onResponse } : {}) }))
+    : [
+        {
+          // autocannon calls this on the connection that sends next; the context is that
+          // connection's, and with one request in flight it still describes the request
+          // when the answer comes.
+          setupRequest: (req, ctx) => {
+            const i = next++;
+            const r = o.request!(i);
+            ctx.i = i;
+            ctx.kind = r.kind;
+            ctx.status = undefined;
+            ctx.sentAt = performance.now();
+            return toAutocannon(r, req);
+          },
+          ...(onResponse ? { onResponse } : {}),
+        },
+      ];
 
-export async function runRate({ name, rate, maxInflight = 256, requests = Infinity, seconds = Infinity, send, ok, progress, kindOf }: RateOptions): Promise<LoadResult> {
-  checkBounds(requests, seconds);
-  if (!(rate > 0)) throw new Error('--rate must be positive');
-  const rec = new Recorder(ok ?? ((s) => s >= 200 && s < 300), requests, seconds, progress);
-  const total = Math.min(requests, Number.isFinite(seconds) ? Math.floor(rate * seconds) : Infinity);
-  const interval = 1000 / rate;
-  const pending = new Set<Promise<void>>();
-  let late = 0;
-  for (let i = 0; i < total; i++) {
-    const due = rec.start + i * interval;
-    const wait = due - performance.now();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    // The cap keeps a dead server from costing unbounded sockets; waiting here is lateness we report.
-    while (pending.size >= maxInflight) await Promise.race(pending);
-    if (performance.now() - due > LATE_MS) late++;
-    const p = rec.one(() => send(i), due, kindOf?.(i)).finally(() => pending.delete(p));
-    pending.add(p);
+  const samples: Sample[] = [];
+  const statuses: Record<string, number> = {};
+  let failed = 0;
+  let netErrors = 0;
+  const threads0 = threadCpuSeconds();
+  const cpu0 = process.cpuUsage();
+  const start = performance.now();
+  const instance = autocannon({
+    url: o.base,
+    headers: o.headers ?? {},
+    requests: list,
+    connections,
+    pipelining: 1,
+    timeout: o.timeoutS ?? 60,
+    ...(Number.isFinite(requests) ? { amount: requests } : { duration: seconds }),
+    ...(rate !== undefined ? { overallRate: rate } : {}),
+    ...(o.workers ? { workers: o.workers } : {}),
+  });
+  instance.on('response', (client: AutocannonClient, status: number, _bytes: number, ms: number) => {
+    const ctx = client.requestIterator.context;
+    const recorded = (ctx.status as number | undefined) ?? status;
+    // Built per request: the kind is in the context; fixed: on the request itself.
+    const kind = (ctx.kind ?? client.requestIterator.currentRequest?.kind) as string | undefined;
+    const end = performance.now();
+    samples.push(kind === undefined ? { at: end - ms - start, latency: ms, status: recorded } : { at: end - ms - start, latency: ms, status: recorded, kind });
+    statuses[recorded] = (statuses[recorded] ?? 0) + 1;
+    if (!isOk(recorded)) failed++;
+  });
+  instance.on('reqError', (err: Error) => {
+    o.onError?.(err);
+    netErrors++;
+    statuses[0] = (statuses[0] ?? 0) + 1;
+  });
+  // A count-limited run would ignore the duration: stop it at the deadline ourselves.
+  const deadline = Number.isFinite(requests) && Number.isFinite(seconds) ? setTimeout(() => instance.stop(), seconds * 1000) : undefined;
+  const abort = () => instance.stop();
+  o.signal?.addEventListener('abort', abort, { once: true });
+  if (o.signal?.aborted) abort();
+  const timer = o.progress
+    ? setInterval(() => {
+        const elapsedS = (performance.now() - start) / 1000;
+        const done = samples.length + netErrors;
+        const fraction = Math.min(1, Math.max(Number.isFinite(requests) ? done / requests : 0, Number.isFinite(seconds) ? elapsedS / seconds : 0));
+        o.progress!({ done, errors: failed + netErrors, elapsedS, fraction });
+      }, 200)
+    : undefined;
+  let result: AutocannonResult;
+  try {
+    result = await instance;
+  } finally {
+    if (deadline) clearTimeout(deadline);
+    o.signal?.removeEventListener('abort', abort);
+    if (timer) clearInterval(timer);
   }
-  await Promise.all(pending);
-  return rec.finish(name, { targetRate: rate, lateStarts: late, concurrency: maxInflight });
+  const cpu = process.cpuUsage(cpu0);
+  const busiest = busiestThreadSeconds(threads0, threadCpuSeconds());
+
+  let summary: Omit<LoadResult, 'name'> & { name: string };
+  if (o.workers) {
+    // Answers counted in the workers: autocannon's own totals and (whole-millisecond) histogram.
+    const answered = result['1xx'] + result['2xx'] + result['3xx'] + result['4xx'] + result['5xx'];
+    for (const [s, { count }] of Object.entries(result.statusCodeStats ?? {})) statuses[s] = count;
+    if (result.errors) statuses[0] = result.errors;
+    const bad = Object.entries(statuses).reduce((n, [s, c]) => n + (isOk(Number(s)) ? 0 : c), 0);
+    summary = {
+      name: o.name,
+      requests: answered,
+      errors: bad,
+      seconds: result.duration,
+      perSecond: answered / result.duration,
+      p50: result.latency.p50,
+      p90: result.latency.p90,
+      p99: result.latency.p99,
+      max: result.latency.max,
+    };
+  } else {
+    // autocannon ends a run on its next one-second tick; the last answer is the end of the work.
+    const last = samples.reduce((m, s) => Math.max(m, s.at + s.latency), 0) / 1000;
+    const wall = Number.isFinite(requests) ? Math.max(last, 1e-3) : Math.min(result.duration, Math.max(seconds, last));
+    summary = summarise(o.name, samples, wall, isOk);
+    summary.errors += netErrors;
+  }
+  const wallS = (performance.now() - start) / 1000;
+  const cores = (cpu.user + cpu.system) / 1e6 / wallS;
+  const busiestThread = busiest / wallS;
+  return {
+    ...summary,
+    statuses,
+    concurrency: connections,
+    ...(rate !== undefined ? { targetRate: rate, sent: result.requests.sent } : {}),
+    generator: {
+      cores,
+      busiestThread,
+      coresPer10k: summary.perSecond > 0 ? cores / (summary.perSecond / 10_000) : NaN,
+      saturated: busiestThread > SATURATED,
+    },
+    samples: o.workers ? undefined : samples,
+  };
 }
 
 export function printLoadTable(rows: LoadResult[]): void {
@@ -212,6 +348,7 @@ export function printLoadTable(rows: LoadResult[]): void {
       'p90 ms': r.p90.toFixed(1),
       'p99 ms': r.p99.toFixed(1),
       'max ms': r.max.toFixed(1),
+      'generator cores': r.generator ? r.generator.cores.toFixed(2) : '-',
     })),
   );
 }

@@ -1,55 +1,70 @@
 /**
  * Load test of the HTTP service with real photos:
  *
- *   npm run bench -- <scenario> [--url http://host:port] [--token T]
- *                    [--concurrency N | --rate R] [--seconds S | --requests N]
- *                    [--max-inflight N] [--json out.json] [--svg out.svg] [--cpu-prof DIR]
+ *   npm run bench -- <scenario> [--url http://host:port --token T [--pid P]]
+ *                    [--concurrency N | --rate R [--max-inflight N]] [--seconds S | --requests N]
+ *                    [--workers N] [--wrk] [--json out.json] [--svg out.svg] [--cpu-prof DIR]
  *
- * Scenarios: detect (POST /v1/detect/), verify (POST /v0/verify/), add
- * (POST /v0/face/), identify (POST /v0/identify/ after adding every face of
- * the demo photos), mixed (60% GET /v0/face/id/<id>/, 20% add, 20% identify,
- * or detect where the service has no identify).
+ * Scenarios: read (GET /v0/face/id/<id>/ of the 22 faces added first),
+ * detect (POST /v1/detect/), verify (POST /v0/verify/), add (POST
+ * /v0/face/), identify (POST /v0/identify/ after adding every face of the
+ * demo photos), mixed (60% GET /v0/face/id/<id>/, 20% add, 20% identify, or
+ * detect where the service has no identify).
  *
- * Without --url the service is started here (embedded PostgreSQL in a
- * temporary directory, `node dist/src/main.js` as a child) and stopped after,
- * so a run never touches ./data. --concurrency runs a closed loop (default 4
- * clients); --rate an open loop at R requests/s. Runs stop at --requests or
- * --seconds, whichever comes first (default 10 s; at most 300 s when only a
- * count is given). --cpu-prof DIR has the started service write a V8 CPU
- * profile into DIR when it stops (read it with `node dist/bench/flame.js`).
+ * The load is autocannon's (bench/http-load.ts). Without --url the service
+ * is started here (embedded PostgreSQL in a temporary directory, `node
+ * dist/src/main.js` as a child) and stopped after, so a run never touches
+ * ./data. --concurrency runs a closed loop (default 32 connections for read,
+ * 4 for the rest); --rate an open loop at R requests/s over at most
+ * --max-inflight connections (256). Runs stop at --requests or --seconds,
+ * whichever comes first (default 10 s; at most 300 s when only a count is
+ * given). --workers N spreads the read load over N autocannon threads. Every
+ * run prints the generator's CPU and the server's and PostgreSQL's (from
+ * /proc; with --url, the server's only given --pid). --wrk (read only) runs
+ * `wrk -t1` with the same connections, duration and paths right after, as a
+ * check that the generator is not the limit. --cpu-prof DIR has the started
+ * service write a V8 CPU profile into DIR when it stops (read it with `node
+ * dist/bench/flame.js`).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
-import { LATE_MS, byKind, progressBar, runLoad, runRate, type LoadResult } from './http-load.js';
+import { multipart } from './fuzz/raw-http.js';
+import { byKind, generatorLine, progressBar, runLoad, type HttpRequest, type LoadResult } from './http-load.js';
 import { describeMachine, machineLine, type Machine } from './machine.js';
+import { cpuDelta, cpuSnapshot, type Groups } from './proc-cpu.js';
 import { cpuProfArgs, startBenchService, type BenchService } from './service.js';
 import { latencySvg } from './svg.js';
+import { haveWrk, runWrk, type WrkResult } from './wrk.js';
 
-const SCENARIOS = ['detect', 'verify', 'add', 'identify', 'mixed'] as const;
+const SCENARIOS = ['read', 'detect', 'verify', 'add', 'identify', 'mixed'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 export interface Cli {
   scenario: Scenario;
   url?: string;
   token: string;
+  pid?: number;
   concurrency: number;
   rate?: number;
   maxInflight: number;
   seconds: number;
   requests: number;
+  workers?: number;
+  wrk: boolean;
   json?: string;
   svg?: string;
   cpuProf?: string;
 }
 
 const USAGE =
-  'usage: npm run bench -- <detect|verify|add|identify|mixed> [--url http://host:port] [--token T] ' +
-  '[--concurrency N | --rate R] [--seconds S | --requests N] [--max-inflight N] [--json out.json] [--svg out.svg]';
+  'usage: npm run bench -- <read|detect|verify|add|identify|mixed> [--url http://host:port --token T [--pid P]] ' +
+  '[--concurrency N | --rate R [--max-inflight N]] [--seconds S | --requests N] [--workers N] [--wrk] [--json out.json] [--svg out.svg] [--cpu-prof DIR]';
 
 function parseCli(argv: string[]): Cli {
   const opts: Record<string, string> = {};
   const positional: string[] = [];
+  const flags = new Set(['wrk']);
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '-h' || a === '--help') {
@@ -58,12 +73,16 @@ function parseCli(argv: string[]): Cli {
     }
     if (a.startsWith('--')) {
       const [k, inline] = a.slice(2).split('=', 2);
+      if (flags.has(k) && inline === undefined) {
+        opts[k] = 'true';
+        continue;
+      }
       const v = inline ?? argv[++i];
       if (v === undefined) throw new Error(`--${k} needs a value\n${USAGE}`);
       opts[k] = v;
     } else positional.push(a);
   }
-  const known = new Set(['url', 'token', 'concurrency', 'rate', 'seconds', 'requests', 'max-inflight', 'json', 'svg', 'cpu-prof']);
+  const known = new Set(['url', 'token', 'pid', 'concurrency', 'rate', 'seconds', 'requests', 'max-inflight', 'workers', 'wrk', 'json', 'svg', 'cpu-prof']);
   for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
   const scenario = positional[0] as Scenario;
   if (!SCENARIOS.includes(scenario)) throw new Error(`unknown or missing scenario ${positional[0] ?? ''}\n${USAGE}`);
@@ -79,15 +98,21 @@ function parseCli(argv: string[]): Cli {
   const token = opts.token ?? process.env.FACE_TOKEN ?? 'bench-token';
   if (opts.url && !opts.token && !process.env.FACE_TOKEN) throw new Error('--url needs --token (or FACE_TOKEN)');
   if (opts.url && opts['cpu-prof']) throw new Error('--cpu-prof profiles the service this tool starts; it does not go with --url');
+  if (opts.rate !== undefined && !(Number(opts.rate) >= 1)) throw new Error('--rate is whole requests per second, at least 1 (autocannon\'s open loop)');
+  if (opts.workers !== undefined && scenario !== 'read') throw new Error('--workers goes with read only: the other scenarios build each request in this thread');
+  if (opts.wrk && scenario !== 'read') throw new Error('--wrk goes with read only');
   return {
     scenario,
     url: opts.url?.replace(/\/+$/, ''),
     token,
-    concurrency: Math.round(num('concurrency', 4)),
-    rate: opts.rate !== undefined ? num('rate', 1) : undefined,
+    pid: opts.pid !== undefined ? Math.round(num('pid', 1)) : undefined,
+    concurrency: Math.round(num('concurrency', scenario === 'read' ? 32 : 4)),
+    rate: opts.rate !== undefined ? Math.round(num('rate', 1)) : undefined,
     maxInflight: Math.round(num('max-inflight', 256)),
     seconds,
     requests,
+    workers: opts.workers !== undefined ? Math.round(num('workers', 1)) : undefined,
+    wrk: opts.wrk === 'true',
     json: opts.json,
     svg: opts.svg,
     cpuProf: opts['cpu-prof'],
@@ -102,12 +127,13 @@ export function demoPhotos(): Buffer[] {
 
 const REQUEST_TIMEOUT_MS = 60_000;
 
+/** Talks to the service outside the timed load: seeding and probing with `fetch`; the load's requests as `HttpRequest`s. */
 export class Client {
   private readonly blobs: Blob[];
   constructor(
     readonly base: string,
     private readonly token: string,
-    photos: Buffer[],
+    private readonly photos: Buffer[],
   ) {
     this.blobs = photos.map((p) => new Blob([new Uint8Array(p)], { type: 'image/jpeg' }));
   }
@@ -116,6 +142,7 @@ export class Client {
     return { Authorization: `Token ${this.token}` };
   }
 
+  /** For `fetch`: a number is photo number n (modulo the photos), a string a plain field. */
   form(fields: Record<string, string | number>): FormData {
     const fd = new FormData();
     for (const [k, v] of Object.entries(fields)) {
@@ -125,11 +152,14 @@ export class Client {
     return fd;
   }
 
-  /** Sends and drains the answer, so that latency covers the whole body. */
-  async status(method: string, p: string, body?: FormData): Promise<number> {
-    const res = await fetch(`${this.base}${p}`, { method, headers: this.auth, body, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
-    await res.arrayBuffer();
-    return res.status;
+  /** The same fields as a multipart request for the load generator. */
+  upload(method: string, p: string, fields: Record<string, string | number>, kind?: string): HttpRequest {
+    const { body, contentType } = multipart(
+      Object.entries(fields).map(([name, v]) =>
+        typeof v === 'number' ? { name, value: this.photos[v % this.photos.length], filename: `${name}.jpg`, type: 'image/jpeg' } : { name, value: v },
+      ),
+    );
+    return { method, path: p, headers: { 'Content-Type': contentType }, body, kind };
   }
 
   async json<T>(method: string, p: string, body?: FormData): Promise<{ status: number; body: T }> {
@@ -161,51 +191,55 @@ export class Client {
   }
 }
 
+/** GET /v0/face/id/<id>/ of each id: the cheap read, the same for the service and the HTTP peers. */
+export const readPaths = (ids: number[]): string[] => ids.map((id) => `/v0/face/id/${id}/`);
+
 interface Plan {
   name: string;
-  send: (i: number) => Promise<number>;
-  /** For mixed runs: the kind of request `i`, reported separately too. */
-  kindOf?: (i: number) => string;
+  /** Built once and cycled over (the read), or built per request number. */
+  fixed?: HttpRequest[];
+  request?: (i: number) => HttpRequest;
   note?: string;
 }
 
 async function plan(scenario: Scenario, c: Client): Promise<Plan | string> {
   switch (scenario) {
+    case 'read': {
+      const ids = await c.seed('bench-read');
+      return { name: 'GET /v0/face/id/<id>/', note: `${ids.length} faces added first, read in turn`, fixed: readPaths(ids).map((p) => ({ path: p })) };
+    }
     case 'detect':
-      return { name: 'POST /v1/detect/', send: (i) => c.status('POST', '/v1/detect/', c.form({ photo: i })) };
+      return { name: 'POST /v1/detect/', request: (i) => c.upload('POST', '/v1/detect/', { photo: i }) };
     case 'verify':
-      return { name: 'POST /v0/verify/', send: (i) => c.status('POST', '/v0/verify/', c.form({ photo1: i, photo2: i + 1 })) };
+      return { name: 'POST /v0/verify/', request: (i) => c.upload('POST', '/v0/verify/', { photo1: i, photo2: i + 1 }) };
     case 'add':
-      return { name: 'POST /v0/face/', send: (i) => c.status('POST', '/v0/face/', c.form({ photo: i, meta: `bench-${i}` })) };
+      return { name: 'POST /v0/face/', request: (i) => c.upload('POST', '/v0/face/', { photo: i, meta: `bench-${i}` }) };
     case 'identify': {
       if (!(await c.hasIdentify())) return 'the service answers 404 for POST /v0/identify/: it has no identify endpoint; nothing measured';
       const ids = await c.seed('bench-identify');
       return {
         name: 'POST /v0/identify/',
         note: `collection seeded with ${ids.length} faces from the demo photos`,
-        send: (i) => c.status('POST', '/v0/identify/', c.form({ photo: i, n: '5' })),
+        request: (i) => c.upload('POST', '/v0/identify/', { photo: i, n: '5' }),
       };
     }
     case 'mixed': {
       const identify = await c.hasIdentify();
       const ids = await c.seed('bench-mixed');
+      const read = 'GET /v0/face/id/<id>/';
       // Request i's kind by i % 10: 0-5 read a face, 6-7 add one, 8-9 search.
-      const kinds: { name: string; send: (i: number) => Promise<number> }[] = [
-        { name: 'GET /v0/face/id/<id>/', send: (i) => c.status('GET', `/v0/face/id/${ids[i % ids.length]}/`) },
-        { name: 'POST /v0/face/', send: (i) => c.status('POST', '/v0/face/', c.form({ photo: i, meta: `bench-mixed-${i}` })) },
-        identify
-          ? { name: 'POST /v0/identify/', send: (i) => c.status('POST', '/v0/identify/', c.form({ photo: i })) }
-          : { name: 'POST /v1/detect/', send: (i) => c.status('POST', '/v1/detect/', c.form({ photo: i })) },
-      ];
-      const kindAt = (i: number) => kinds[i % 10 < 6 ? 0 : i % 10 < 8 ? 1 : 2];
+      const request = (i: number): HttpRequest => {
+        const k = i % 10;
+        if (k < 6) return { path: `/v0/face/id/${ids[i % ids.length]}/`, kind: read };
+        if (k < 8) return c.upload('POST', '/v0/face/', { photo: i, meta: `bench-mixed-${i}` }, 'POST /v0/face/');
+        return identify ? c.upload('POST', '/v0/identify/', { photo: i }, 'POST /v0/identify/') : c.upload('POST', '/v1/detect/', { photo: i }, 'POST /v1/detect/');
+      };
       return {
         name: `mixed 60% GET face, 20% add, 20% ${identify ? 'identify' : 'detect'}`,
         note: `${ids.length} faces seeded${identify ? '' : '; no identify endpoint (404), detect stands in'}`,
-        kindOf: (i) => kindAt(i).name,
-        send: (i) => kindAt(i).send(i),
+        request,
       };
     }
-
   }
 }
 
@@ -221,18 +255,36 @@ export function printReport(machine: Machine, results: LoadResult[]): void {
   console.table(
     results.map((r) => ({
       scenario: r.name,
-      load: r.targetRate !== undefined ? `${r.targetRate} req/s open` : `${r.concurrency} clients`,
+      load: r.targetRate !== undefined ? `${r.targetRate} req/s open, ${r.concurrency} conn` : `${r.concurrency} conn`,
       requests: r.requests,
       'req/s': Number(r.perSecond.toFixed(1)),
       errors: r.errors,
       'errors by status': statusSummary(r) || '-',
-      ...(r.lateStarts !== undefined ? { [`late >${LATE_MS}ms`]: r.lateStarts } : {}),
-      'p50 ms': Number(r.p50.toFixed(1)),
-      'p90 ms': Number(r.p90.toFixed(1)),
-      'p99 ms': Number(r.p99.toFixed(1)),
+      ...(r.sent !== undefined ? { sent: r.sent } : {}),
+      'p50 ms': Number(r.p50.toFixed(2)),
+      'p90 ms': Number(r.p90.toFixed(2)),
+      'p99 ms': Number(r.p99.toFixed(2)),
       'max ms': Number(r.max.toFixed(1)),
+      'gen cores': r.generator ? Number(r.generator.cores.toFixed(2)) : '-',
     })),
   );
+}
+
+/** Server-side CPU of a run from two /proc snapshots: cores over the run and µs per answer. */
+export interface ServerCpu {
+  seconds: number;
+  groups: Groups;
+}
+
+export function serverCpuLines(cpu: ServerCpu, requests: number, server = 'service'): string[] {
+  const g = cpu.groups;
+  const cores = (k: string) => (g[k] ?? 0) / cpu.seconds;
+  const us = (k: string) => Math.round(((g[k] ?? 0) * 1e6) / Math.max(1, requests));
+  const lines = [
+    `${server} CPU: ${cores(server).toFixed(2)} cores (${us(server)} µs per request); PostgreSQL ${cores('PostgreSQL').toFixed(2)} cores (${us('PostgreSQL')} µs)`,
+    `machine: ${cores('machine busy').toFixed(2)} cores busy, ${cores('machine idle').toFixed(2)} idle; other processes ${cores('other processes').toFixed(2)} cores`,
+  ];
+  return lines;
 }
 
 async function main() {
@@ -250,6 +302,10 @@ async function main() {
   };
   process.once('SIGINT', stopOnSignal);
   process.once('SIGTERM', stopOnSignal);
+  if (cli.wrk && !haveWrk()) {
+    console.error('--wrk: wrk is not installed (apt-get install wrk)');
+    process.exit(2);
+  }
   try {
     if (!cli.url) {
       process.stderr.write('starting the service (embedded PostgreSQL, node dist/src/main.js)...\n');
@@ -257,6 +313,7 @@ async function main() {
       service = await startBenchService(cli.token, {}, cpuProfArgs(cli.cpuProf, `service-${cli.scenario}`));
     }
     const base = cli.url ?? service!.base;
+    const serverPid = service?.child.pid ?? cli.pid;
     const client = new Client(base, cli.token, demoPhotos());
     const p = await plan(cli.scenario, client);
     if (typeof p === 'string') {
@@ -265,24 +322,68 @@ async function main() {
       return;
     }
     if (p.note) process.stderr.write(`${p.note}\n`);
+    const common = { base, headers: client.auth, fixed: p.fixed, request: p.request, workers: cli.workers };
+    if (cli.scenario === 'read') {
+      // Untimed: the first requests open the pool's connections and JIT both sides.
+      await runLoad({ ...common, name: 'warm-up', connections: cli.concurrency, seconds: 2 });
+    }
+    const named: Record<number, string> = { [process.pid]: 'load generator' };
+    if (serverPid) named[serverPid] = 'service';
     const bar = progressBar(cli.scenario);
-    const common = { name: p.name, requests: cli.requests, seconds: cli.seconds, send: p.send, kindOf: p.kindOf, progress: bar?.update };
-    const result =
-      cli.rate !== undefined
-        ? await runRate({ ...common, rate: cli.rate, maxInflight: cli.maxInflight })
-        : await runLoad({ ...common, concurrency: cli.concurrency });
+    const before = cpuSnapshot(named);
+    const t0 = performance.now();
+    const result = await runLoad({
+      ...common,
+      name: p.name,
+      requests: cli.requests,
+      seconds: cli.seconds,
+      progress: bar?.update,
+      ...(cli.rate !== undefined ? { rate: cli.rate, connections: cli.maxInflight } : { connections: cli.concurrency }),
+    });
+    const after = cpuSnapshot(named);
+    const cpu: ServerCpu | undefined = before && after ? { seconds: (performance.now() - t0) / 1000, groups: cpuDelta(before, after) } : undefined;
     bar?.done();
+    let wrk: WrkResult | undefined;
+    if (cli.wrk && p.fixed) {
+      process.stderr.write(`wrk -t1 -c${cli.concurrency} -d${cli.seconds}s on the same paths...\n`);
+      wrk = await runWrk({ base, paths: p.fixed.map((r) => r.path), headers: client.auth, threads: 1, connections: cli.concurrency, seconds: Math.round(cli.seconds) });
+    }
     const parts = byKind(result);
     printReport(machine, [result, ...parts]);
     if (p.note) console.log(p.note);
+    console.log(generatorLine(result.generator));
+    if (cpu && serverPid) for (const l of serverCpuLines(cpu, result.requests)) console.log(l);
+    console.log('generator and server share this machine\'s cores (loopback)');
+    if (wrk) {
+      console.log(`${wrk.command}: ${wrk.perSecond.toFixed(0)} req/s, p50 ${wrk.p50.toFixed(2)} ms, p90 ${wrk.p90.toFixed(2)} ms, p99 ${wrk.p99.toFixed(2)} ms, ${wrk.errors} errors, wrk CPU ${wrk.cores?.toFixed(2) ?? '?'} cores`);
+      console.log(`autocannon / wrk: ${(result.perSecond / wrk.perSecond).toFixed(2)}x req/s`);
+    }
     const target = `${base}${cli.url ? '' : ' (started by the benchmark)'}`;
     if (cli.json) {
       const kinds = parts.map(({ samples: _, ...rest }) => rest);
-      writeFileSync(cli.json, JSON.stringify({ machine, target, scenario: cli.scenario, options: { ...cli, token: undefined, requests: Number.isFinite(cli.requests) ? cli.requests : undefined }, result, ...(kinds.length ? { byKind: kinds } : {}) }, null, 1));
+      const { samples: _s, ...summary } = result;
+      writeFileSync(
+        cli.json,
+        JSON.stringify(
+          {
+            machine,
+            target,
+            scenario: cli.scenario,
+            generator: 'autocannon',
+            options: { ...cli, token: undefined, requests: Number.isFinite(cli.requests) ? cli.requests : undefined },
+            result: summary,
+            ...(kinds.length ? { byKind: kinds } : {}),
+            ...(cpu ? { cpu } : {}),
+            ...(wrk ? { wrk } : {}),
+          },
+          null,
+          1,
+        ),
+      );
       console.log(`json: ${cli.json}`);
     }
     if (cli.svg) {
-      const load = cli.rate !== undefined ? `open loop ${cli.rate} req/s` : `${cli.concurrency} clients`;
+      const load = cli.rate !== undefined ? `open loop ${cli.rate} req/s` : `${cli.concurrency} connections`;
       writeFileSync(cli.svg, latencySvg([result], `${p.name}, ${load}`, `${machine.cpu}, ${machine.cores} cores, node ${machine.node}, ${machine.date}`));
       console.log(`svg: ${cli.svg}`);
     }
@@ -292,7 +393,7 @@ async function main() {
   }
 }
 
-// Run only as the entry point: peers.ts reuses the client and report code.
+// Run only as the entry point: peers.ts and soak.ts reuse the client and report code.
 if (process.argv[1] && path.resolve(process.argv[1]) === new URL(import.meta.url).pathname) {
   main().catch((err) => {
     console.error(err instanceof Error ? err.message : err);

@@ -12,7 +12,10 @@
  * - http: GET /v0/face/id/<id>/ through the service (uWebSockets.js) against
  *   the same token check, query and rendering on bare uWebSockets.js and on
  *   node:http, same PostgreSQL, with CPU per request of every process (/proc).
- *   --cpu-prof DIR has every server write a V8 CPU profile into DIR.
+ *   The load is autocannon's (--concurrency connections, default 32), in
+ *   --rounds (default 3) of --seconds (default 5) per server, interleaved;
+ *   each server's median round is reported. --cpu-prof DIR has every server
+ *   write a V8 CPU profile into DIR.
  * - search: `cargo run --release -p face-index --example bench` (ours) then
  *   bench/peers/search.py (numpy, FAISS, hnswlib) on the same vectors, at the
  *   recall@10 ours reached, in one table with each row's latency as a ratio to
@@ -23,8 +26,8 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
-import { progressBar, runLoad, type LoadResult } from './http-load.js';
-import { Client, demoPhotos, printReport } from './load.js';
+import { generatorLine, progressBar, runLoad, type LoadResult } from './http-load.js';
+import { Client, demoPhotos, printReport, readPaths } from './load.js';
 import { describeMachine, machineLine } from './machine.js';
 import { cpuDelta, cpuSnapshot, type Groups } from './proc-cpu.js';
 import { cpuProfArgs, freePort, startBenchService, waitForHealth } from './service.js';
@@ -98,7 +101,8 @@ async function engines() {
 
 async function httpPeers() {
   const seconds = num('seconds', 5);
-  const concurrency = num('concurrency', 16);
+  const concurrency = num('concurrency', 32);
+  const rounds = Math.max(1, Math.round(num('rounds', 3)));
   const token = 'bench-token';
   // --cpu-prof DIR: every server writes a V8 CPU profile there when it stops (read it with dist/bench/flame.js).
   const profDir = str('cpu-prof');
@@ -106,9 +110,9 @@ async function httpPeers() {
   const service = await startBenchService(token, {}, cpuProfArgs(profDir, 'service-uws'));
   // Two peers with the service's own token check, query and rendering: bare uWebSockets.js and node:http.
   const peers: { label: string; base: string; child: ChildProcess; prof: string }[] = [];
-  const servers = () => [{ label: 'uWebSockets.js (service)', pid: service.child.pid }, ...peers.map((p) => ({ label: p.label, pid: p.child.pid }))];
-  const results: LoadResult[] = [];
-  const cpu: Groups[] = [];
+  const servers = () => [{ label: 'uWebSockets.js (service)', base: service.base, pid: service.child.pid }, ...peers.map((p) => ({ label: p.label, base: p.base, pid: p.child.pid }))];
+  // Per server, one entry per round: the load result and the CPU by process group over it.
+  const runs = new Map<string, { r: LoadResult; cpu?: Groups }[]>();
   try {
     for (const [label, file, prof] of [
       ['uWebSockets.js bare (same handler)', 'uws-http', 'peer-uws-bare'],
@@ -125,27 +129,24 @@ async function httpPeers() {
     }
     const ours = new Client(service.base, token, demoPhotos());
     const ids = await ours.seed('bench-http');
-    const clients: [string, Client][] = [['uWebSockets.js (service)', ours], ...peers.map((p) => [p.label, new Client(p.base, token, [])] as [string, Client])];
-    for (const [label, c] of clients) {
-      // Warm each (2000 requests): the first requests open pool connections and JIT the handlers
-      // and the load generator's own client; with fewer, whichever server runs first pays for it.
-      await runLoad({ name: 'warm', concurrency, requests: 2000, seconds: 5, send: (i) => c.status('GET', `/v0/face/id/${ids[i % ids.length]}/`) });
-      const bar = progressBar(label);
-      const named: Record<number, string> = { [process.pid]: 'load generator' };
-      for (const s of servers()) if (s.pid) named[s.pid] = s.label;
-      const before = cpuSnapshot(named);
-      results.push(
-        await runLoad({
-          name: `GET /v0/face/id/<id>/ ${label}`,
-          concurrency,
-          seconds,
-          send: (i) => c.status('GET', `/v0/face/id/${ids[i % ids.length]}/`),
-          progress: bar?.update,
-        }),
-      );
-      bar?.done();
-      const after = cpuSnapshot(named);
-      if (before && after) cpu.push(cpuDelta(before, after));
+    const fixed = readPaths(ids).map((p) => ({ path: p }));
+    const named: Record<number, string> = { [process.pid]: 'load generator' };
+    for (const s of servers()) if (s.pid) named[s.pid] = s.label;
+    for (const s of servers()) {
+      // Warm each (2 s): the first requests open pool connections and JIT the handlers.
+      await runLoad({ name: 'warm', base: s.base, headers: ours.auth, fixed, connections: concurrency, seconds: 2 });
+      runs.set(s.label, []);
+    }
+    // Rounds interleave the servers, so that a change in the machine's other load hits all of them alike.
+    for (let round = 0; round < rounds; round++) {
+      for (const s of servers()) {
+        const bar = progressBar(`${s.label}, round ${round + 1}/${rounds}`);
+        const before = cpuSnapshot(named);
+        const r = await runLoad({ name: `GET /v0/face/id/<id>/ ${s.label}`, base: s.base, headers: ours.auth, fixed, connections: concurrency, seconds, progress: bar?.update });
+        bar?.done();
+        const after = cpuSnapshot(named);
+        runs.get(s.label)!.push({ r, cpu: before && after ? cpuDelta(before, after) : undefined });
+      }
     }
   } finally {
     // A profile is written at exit, so wait for the peers (bounded: a stuck one must not hang the run).
@@ -159,16 +160,26 @@ async function httpPeers() {
     await service.stop();
   }
   if (profDir) console.log(`cpu profiles in ${profDir}: service-uws, ${peers.map((p) => p.prof).join(', ')} (.cpuprofile; node dist/bench/flame.js <file>)`);
-  console.log(`\nhttp: authenticated GET of one stored face (PostgreSQL read + JSON), ${concurrency} clients, ${seconds} s each`);
+  console.log(`\nhttp: authenticated GET of one stored face (PostgreSQL read + JSON), autocannon, ${concurrency} connections, ${rounds} round(s) of ${seconds} s per server, interleaved`);
+  // Each server's middle round by req/s stands for it (with 1 or 2 rounds, the first).
+  const median = (label: string) => {
+    const list = [...runs.get(label)!].sort((a, b) => a.r.perSecond - b.r.perSecond);
+    return list[Math.floor((list.length - 1) / 2)];
+  };
+  const labels = servers().map((s) => s.label);
+  const chosen = labels.map(median);
+  const results = chosen.map((c) => c.r);
   printReport(describeMachine(), results);
+  if (rounds > 1) for (const l of labels) console.log(`${l}: req/s by round ${runs.get(l)!.map((x) => x.r.perSecond.toFixed(0)).join(', ')}`);
   const [u, ...others] = results;
   for (const o of others) console.log(`${o.name.replace('GET /v0/face/id/<id>/ ', '')} vs ours: req/s ${ratio(o.perSecond, u.perSecond)}, p50 ${ratio(o.p50, u.p50)}, p99 ${ratio(o.p99, u.p99)}`);
-  if (cpu.length === results.length) {
-    // CPU microseconds per request, by process group, during each run (from /proc).
-    const groups = ['load generator', ...servers().map((s) => s.label), 'PostgreSQL', 'other processes', 'machine busy', 'machine idle'];
+  for (const [i, r] of results.entries()) console.log(`${labels[i]} run: ${generatorLine(r.generator)}`);
+  if (chosen.every((c) => c.cpu)) {
+    // CPU microseconds per request, by process group, during each chosen run (from /proc).
+    const groups = ['load generator', ...labels, 'PostgreSQL', 'other processes', 'machine busy', 'machine idle'];
     const us = (g: Groups, r: LoadResult, k: string) => Math.round(((g[k] ?? 0) * 1e6) / r.requests);
     console.log('\nCPU per request (µs, from /proc; "machine" rows are all cores together)');
-    console.table(groups.map((k) => Object.fromEntries([['process', k], ...servers().map((s, i) => [`${s.label} run`, us(cpu[i], results[i], k)])])));
+    console.table(groups.map((k) => Object.fromEntries([['process', k], ...labels.map((l, i) => [`${l} run`, us(chosen[i].cpu!, results[i], k)])])));
   }
   return results;
 }

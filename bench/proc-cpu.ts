@@ -21,9 +21,9 @@ export interface CpuSnapshot {
   idleS: number;
 }
 
-function procStat(pid: number): { comm: string; ppid: number; s: number } | undefined {
+function procStat(pid: number, file = `/proc/${pid}/stat`): { comm: string; ppid: number; s: number } | undefined {
   try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const text = readFileSync(file, 'utf8');
     const close = text.lastIndexOf(')');
     const comm = text.slice(text.indexOf('(') + 1, close);
     const f = text.slice(close + 2).split(' ');
@@ -82,4 +82,33 @@ export function cpuDelta(a: CpuSnapshot, b: CpuSnapshot): Groups {
   out['machine busy'] = b.busyS - a.busyS;
   out['machine idle'] = b.idleS - a.idleS;
   return out;
+}
+
+/** CPU seconds of every thread of this process, by thread id (Linux; empty elsewhere). */
+export function threadCpuSeconds(): Map<number, number> {
+  const out = new Map<number, number>();
+  if (os.platform() !== 'linux') return out;
+  let tids: string[];
+  try {
+    tids = readdirSync('/proc/self/task');
+  } catch {
+    return out;
+  }
+  for (const t of tids) {
+    const st = procStat(Number(t), `/proc/self/task/${t}/stat`);
+    if (st) out.set(Number(t), st.s);
+  }
+  return out;
+}
+
+/** The CPU seconds of the thread that used the most between two `threadCpuSeconds` readings. */
+export function busiestThreadSeconds(a: Map<number, number>, b: Map<number, number>): number {
+  let most = 0;
+  for (const [tid, s] of b) most = Math.max(most, s - (a.get(tid) ?? 0));
+  return most;
+}
+
+/** CPU seconds of a process since it started, from /proc/<pid>/stat (undefined when unreadable). */
+export function processCpuSeconds(pid: number): number | undefined {
+  return procStat(pid)?.s;
 }

@@ -8,10 +8,10 @@
  *
  * The mix (by request number modulo 20): 3 detect, 3 add, 4 identify, 5 get a
  * face, 3 list faces (limit 50), 2 delete a face added during the soak. It is
- * an open loop (bench/http-load.ts runRate): requests start on schedule
- * whatever the answers do. `--rate auto` first runs the same mix in a closed
- * loop for --probe-seconds (default 15) and soaks at 80% of the throughput
- * measured. Every --interval seconds (default 10) the service's RSS
+ * an open loop (autocannon's, bench/http-load.ts): each second's requests
+ * start whatever the answers do, at the start of the second. `--rate auto`
+ * first runs the same mix in a closed loop for --probe-seconds (default 15)
+ * and soaks at 80% of the throughput measured (whole requests per second). Every --interval seconds (default 10) the service's RSS
  * (/proc/<pid>/status) is sampled; afterwards requests, p50 and p99 are
  * computed per interval. JSON and SVG go to .bench-out/ unless named.
  *
@@ -23,7 +23,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
-import { byKind, runLoad, runRate, type LoadResult } from './http-load.js';
+import { byKind, runLoad, type Answer, type HttpRequest, type LoadResult } from './http-load.js';
 import { Client, demoPhotos } from './load.js';
 import { describeMachine, machineLine } from './machine.js';
 import { startBenchService, type BenchService } from './service.js';
@@ -110,66 +110,53 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     log(`soak: ${seeded.length} faces seeded`);
     const added: number[] = [];
 
-    const send = async (kind: string, method: string, p: string, body?: FormData): Promise<{ status: number; json?: any }> => {
-      const t0 = performance.now();
-      let res: Response;
-      let text: string;
-      try {
-        res = await fetch(`${base}${p}`, { method, headers: client.auth, body, signal: AbortSignal.timeout(60_000) });
-        text = await res.text();
-      } catch (err) {
-        const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-        note({ kind: died ? 'crash' : 'connection', detail: `${(err as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ''}` }, `${kind} ${method} ${p.replace(/\d+/g, '<n>')}`);
-        return { status: 0 };
+    // Every answer is judged here; an add's new ids feed the deletes.
+    const check = (a: Answer): number | void => {
+      const kind = a.kind ?? 'get';
+      for (const pr of answerProblems({ status: a.status, headers: a.headers, body: a.body, ms: a.ms })) note(pr, kind);
+      const okStatus = ALLOWED[kind].includes(a.status) || (a.status === 503 && a.headers['retry-after'] !== undefined);
+      if (!okStatus) note({ kind: 'contract', detail: `${a.status} ${a.body.slice(0, 160)}` }, kind);
+      if (kind === 'add' && a.status === 200) {
+        try {
+          for (const f of (JSON.parse(a.body).results ?? []) as { id: number }[]) added.push(f.id);
+        } catch {
+          // a 200 without JSON is an error-body problem, noted above
+        }
       }
-      const headers = Object.fromEntries(res.headers);
-      for (const pr of answerProblems({ status: res.status, headers, body: text, ms: performance.now() - t0 })) note(pr, kind);
-      const okStatus = ALLOWED[kind].includes(res.status) || (res.status === 503 && headers['retry-after'] !== undefined);
-      if (!okStatus) note({ kind: 'contract', detail: `${res.status} ${text.slice(0, 160)}` }, kind);
-      let json: any;
-      try {
-        json = text ? JSON.parse(text) : undefined;
-      } catch {
-        json = undefined;
-      }
-      return { status: res.status, json };
     };
-
-    const request = async (i: number): Promise<number> => {
+    const onError = (err: Error) => note({ kind: died ? 'crash' : 'connection', detail: err.message }, 'network');
+    const request = (i: number): HttpRequest => {
       let kind = KIND_OF[i % KIND_OF.length];
       if (kind === 'delete' && added.length === 0) kind = 'get';
       switch (kind) {
         case 'detect':
-          return (await send(kind, 'POST', '/v1/detect/', client.form({ photo: i }))).status;
-        case 'add': {
-          const r = await send(kind, 'POST', '/v0/face/', client.form({ photo: i, meta: `soak-${i}` }));
-          for (const f of (r.json?.results ?? []) as { id: number }[]) added.push(f.id);
-          return r.status;
-        }
+          return client.upload('POST', '/v1/detect/', { photo: i }, kind);
+        case 'add':
+          return client.upload('POST', '/v0/face/', { photo: i, meta: `soak-${i}` }, kind);
         case 'identify':
-          return (await send(kind, 'POST', '/v0/identify/', client.form({ photo: i, n: '3' }))).status;
+          return client.upload('POST', '/v0/identify/', { photo: i, n: '3' }, kind);
         case 'get':
-          return (await send(kind, 'GET', `/v0/face/id/${seeded[i % seeded.length]}/`)).status;
+          return { path: `/v0/face/id/${seeded[i % seeded.length]}/`, kind };
         case 'list':
-          return (await send(kind, 'GET', '/v0/faces/?limit=50')).status;
+          return { path: '/v0/faces/?limit=50', kind };
         default: {
           const id = added.splice(i % added.length, 1)[0];
-          return (await send(kind, 'DELETE', `/v0/face/id/${id}/`)).status;
+          return { method: 'DELETE', path: `/v0/face/id/${id}/`, kind };
         }
       }
     };
-    const kindOf = (i: number) => {
-      const k = KIND_OF[i % KIND_OF.length];
-      return k === 'delete' && added.length === 0 ? 'get' : k;
-    };
+    // A dead service ends the load at once instead of a storm of refused connections.
+    const stop = new AbortController();
+    service?.child.once('exit', () => stop.abort());
+    const common = { base, headers: client.auth, request, check, onError, signal: stop.signal };
 
     let rate: number;
     let probe: SoakReport['probe'];
     if (opts.rate === 'auto') {
       log(`soak: measuring capacity (closed loop, ${opts.probeConcurrency} clients, ${opts.probeSeconds} s)...`);
-      const r = await runLoad({ name: 'probe', concurrency: opts.probeConcurrency, seconds: opts.probeSeconds, send: request, kindOf });
+      const r = await runLoad({ ...common, name: 'probe', connections: opts.probeConcurrency, seconds: opts.probeSeconds });
       probe = { perSecond: r.perSecond, concurrency: opts.probeConcurrency, seconds: r.seconds };
-      rate = Math.max(0.5, Math.round(r.perSecond * 0.8 * 10) / 10);
+      rate = Math.max(1, Math.round(r.perSecond * 0.8));
       log(`soak: capacity ${r.perSecond.toFixed(1)} req/s, soaking at ${rate} req/s`);
       // The probe's requests count as any others, but its problems are the same service's: keep them.
     } else rate = opts.rate;
@@ -179,7 +166,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     rssSamples.push({ at: 0, kib: rssKiB(pid) });
     const sampler = setInterval(() => rssSamples.push({ at: (performance.now() - started) / 1000, kib: rssKiB(pid) }), opts.intervalS * 1000);
     log(`soak: ${rate} req/s for ${opts.seconds} s`);
-    const result = await runRate({ name: `soak mix at ${rate} req/s`, rate, seconds: opts.seconds, send: (i) => (died ? Promise.resolve(0) : request(i)), kindOf, maxInflight: 512 });
+    const result = await runLoad({ ...common, name: `soak mix at ${rate} req/s`, rate, seconds: opts.seconds, connections: 512 });
     clearInterval(sampler);
     rssSamples.push({ at: (performance.now() - started) / 1000, kib: rssKiB(pid) });
 
@@ -270,7 +257,7 @@ export function printSoakReport(r: SoakReport): void {
       'p50 ms': Number(k.p50.toFixed(1)),
       'p99 ms': Number(k.p99.toFixed(1)),
       'max ms': Number(k.max.toFixed(1)),
-      ...(k.lateStarts !== undefined ? { 'late starts': k.lateStarts } : {}),
+      ...(k.sent !== undefined ? { sent: k.sent } : {}),
     })),
   );
   console.table(

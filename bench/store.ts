@@ -8,13 +8,15 @@
  * - GET /v0/face/id/<id>/ requests/s;
  * - the server's resident memory while it streams GET /v0/faces/ over
  *   `--faces` rows seeded straight into PostgreSQL.
- * Latencies are client-side, over loopback.
+ * The load is autocannon's (bench/http-load.ts); latencies are client-side,
+ * over loopback.
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
-import { printLoadTable, runLoad, type LoadResult } from './http-load.js';
+import { multipart } from './fuzz/raw-http.js';
+import { generatorLine, printLoadTable, runLoad, type HttpRequest, type LoadResult } from './http-load.js';
 import { startBenchService } from './service.js';
 import { numberArg as arg } from './args.js';
 
@@ -46,35 +48,20 @@ async function main() {
     const f = detected.faces[0];
     const bbox = JSON.stringify([[f.x1, f.y1, f.x2, f.y2]]);
 
+    // The same photo each time, as the load generator's multipart request.
+    const uploadRequest = (extra: Record<string, string>): HttpRequest => {
+      const { body, contentType } = multipart([{ name: 'photo', value: photo, filename: 'photo.jpg', type: 'image/jpeg' }, ...Object.entries(extra).map(([name, value]) => ({ name, value }))]);
+      return { method: 'POST', path: '/v0/face/', headers: { 'Content-Type': contentType }, body };
+    };
     results.push(
-      await runLoad({
-        name: 'POST /v0/face/ (detect + embed + store), 4 clients',
-        concurrency: 4,
-        requests: 24,
-        send: async () => (await fetch(`${base}/v0/face/`, { method: 'POST', headers: AUTH, body: upload({ meta: 'bench' }) })).status,
-      }),
+      await runLoad({ name: 'POST /v0/face/ (detect + embed + store), 4 connections', base, headers: AUTH, fixed: [uploadRequest({ meta: 'bench' })], connections: 4, requests: 24, seconds: 300 }),
     );
     results.push(
-      await runLoad({
-        name: 'POST /v0/face/ with bbox (embed + store), 4 clients',
-        concurrency: 4,
-        requests: 60,
-        send: async () =>
-          (await fetch(`${base}/v0/face/`, { method: 'POST', headers: AUTH, body: upload({ meta: 'bench', bbox }) })).status,
-      }),
+      await runLoad({ name: 'POST /v0/face/ with bbox (embed + store), 4 connections', base, headers: AUTH, fixed: [uploadRequest({ meta: 'bench', bbox })], connections: 4, requests: 60, seconds: 300 }),
     );
     const ids: number[] = (await db.sql`SELECT id FROM faces ORDER BY id`).map((r) => Number(r.id));
     results.push(
-      await runLoad({
-        name: 'GET /v0/face/id/<id>/, 16 clients',
-        concurrency: 16,
-        seconds,
-        send: async (i) => {
-          const res = await fetch(`${base}/v0/face/id/${ids[i % ids.length]}/`, { headers: AUTH });
-          await res.arrayBuffer();
-          return res.status;
-        },
-      }),
+      await runLoad({ name: 'GET /v0/face/id/<id>/, 32 connections', base, headers: AUTH, fixed: ids.map((id) => ({ path: `/v0/face/id/${id}/` })), connections: 32, seconds }),
     );
 
     // Seed through SQL: one photo, `faces` rows with a 128-d zero SFace embedding.
@@ -100,6 +87,7 @@ async function main() {
 
     console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown cpu'}, ${os.availableParallelism()} cores, node ${process.version}`);
     printLoadTable(results);
+    for (const r of results) console.log(`${r.name}: ${generatorLine(r.generator)}`);
     console.log(
       `listing ${faces + ids.length} faces: seeded in ${seedS.toFixed(1)} s; GET /v0/faces/ streamed ${(bytes / 2 ** 20).toFixed(0)} MiB ` +
         `in ${listS.toFixed(1)} s (status ${res.status}); server RSS ${idle.toFixed(0)} MiB before, ${peak.toFixed(0)} MiB peak`,

@@ -43,10 +43,16 @@ export function latencySvg(runs: LoadResult[], title: string, subtitle = ''): st
     parts.push(`<text x="${M.left}" y="${M.top + 40}">no samples</text></svg>`);
     return parts.join('\n');
   }
-  const lat = all.map((s) => s.latency);
-  const lmin = Math.max(0.05, Math.min(...lat));
-  const lmax = Math.max(...lat);
-  const tmax = Math.max(...all.map((s) => s.at + s.latency), 1);
+  // Loops, not Math.min(...xs): a fast run has more samples than a call may take arguments.
+  let lmin = Infinity;
+  let lmax = 0;
+  let tmax = 1;
+  for (const s of all) {
+    lmin = Math.min(lmin, s.latency);
+    lmax = Math.max(lmax, s.latency);
+    tmax = Math.max(tmax, s.at + s.latency);
+  }
+  lmin = Math.max(0.05, lmin);
   const x0 = M.left;
   const x1 = W - M.right;
 
@@ -64,7 +70,7 @@ export function latencySvg(runs: LoadResult[], title: string, subtitle = ''): st
     const t = (tmax * k) / 5;
     parts.push(`<text x="${xs(t).toFixed(1)}" y="${bot1 + 14}" text-anchor="middle">${(t / 1000).toFixed(1)}</text>`);
   }
-  parts.push(`<text x="${(x0 + x1) / 2}" y="${bot1 + 30}" text-anchor="middle">seconds into the run (request start)</text>`);
+  parts.push(`<text x="${(x0 + x1) / 2}" y="${bot1 + 30}" text-anchor="middle">seconds into the run (request sent)</text>`);
   parts.push(`<text transform="translate(16 ${(top1 + bot1) / 2}) rotate(-90)" text-anchor="middle">latency ms (log)</text>`);
   runs.forEach((r, k) => {
     const color = COLORS[k % COLORS.length];
@@ -126,7 +132,7 @@ export function latencySvg(runs: LoadResult[], title: string, subtitle = ''): st
   let y = bot2 + M.bottom + 10;
   runs.forEach((r, k) => {
     const color = COLORS[k % COLORS.length];
-    const late = r.lateStarts !== undefined ? `, ${r.lateStarts} late starts` : '';
+    const late = r.sent !== undefined && r.targetRate !== undefined ? `, ${r.sent} sent of ${Math.round(r.targetRate * r.seconds)} due` : '';
     parts.push(
       `<rect x="${x0}" y="${y - 9}" width="10" height="10" fill="${color}"/><text x="${x0 + 16}" y="${y}">${esc(r.name)}: ` +
         `${r.perSecond.toFixed(1)} req/s, p50 ${fmt(r.p50)} ms, p99 ${fmt(r.p99)} ms, max ${fmt(r.max)} ms, ${r.errors} errors${late} (line: p50, dashed: p99; red: errors)</text>`,
