@@ -205,7 +205,9 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     method: r.method ?? 'GET',
     path: r.path,
     headers: { ...base.headers, ...r.headers },
-    body: r.body ?? Buffer.alloc(0),
+    // No body field at all without a body: requests handed to workers are structured-cloned,
+    // which turns a Buffer into a Uint8Array that autocannon refuses.
+    ...(r.body !== undefined ? { body: r.body } : {}),
   });
   const check = o.check;
   const onResponse = check
@@ -242,6 +244,14 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   let failed = 0;
   let netErrors = 0;
   const threads0 = threadCpuSeconds();
+  // Worker threads come and go within the run: read them while they live (their last
+  // quarter second may be missed).
+  const threadsSeen = new Map(threads0);
+  const threadTimer = o.workers
+    ? setInterval(() => {
+        for (const [tid, sec] of threadCpuSeconds()) threadsSeen.set(tid, sec);
+      }, 250)
+    : undefined;
   const cpu0 = process.cpuUsage();
   const start = performance.now();
   const instance = autocannon({
@@ -292,7 +302,9 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     if (timer) clearInterval(timer);
   }
   const cpu = process.cpuUsage(cpu0);
-  const busiest = busiestThreadSeconds(threads0, threadCpuSeconds());
+  if (threadTimer) clearInterval(threadTimer);
+  for (const [tid, sec] of threadCpuSeconds()) threadsSeen.set(tid, sec);
+  const busiest = busiestThreadSeconds(threads0, threadsSeen);
 
   let summary: Omit<LoadResult, 'name'> & { name: string };
   if (o.workers) {

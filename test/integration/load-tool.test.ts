@@ -132,6 +132,19 @@ describe('load tool', () => {
     expect(r.errors).toBe(0);
   });
 
+  it('worker threads: fixed requests reach the server, answers counted in the workers', async () => {
+    reset();
+    const r = await runLoad({ name: 'workers', base, headers: { Authorization: 'Token t' }, fixed: [{ path: '/a' }, { path: '/fail' }], connections: 4, seconds: 2, workers: 2 });
+    const served = [...seen.values()].reduce((a, b) => a + b, 0);
+    expect(r.requests).toBeGreaterThan(0);
+    // Workers stop on their own clock: the server may have answered a few more than were counted.
+    expect(r.requests).toBeLessThanOrEqual(served);
+    expect(r.requests).toBeGreaterThan(served * 0.9);
+    expect(r.statuses?.['500']).toBe(r.errors);
+    expect(r.samples).toBeUndefined();
+    expect(r.generator?.cores).toBeGreaterThan(0);
+  });
+
   it('a server that is not there: errors, and the run still ends', async () => {
     const port = await freePort();
     const r = await runLoad({ name: 'refused', base: `http://127.0.0.1:${port}`, fixed: [{ path: '/' }], connections: 2, seconds: 1 });
