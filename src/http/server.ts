@@ -123,7 +123,9 @@ class Exchange {
   status = 0;
   /** The error id of the error answer sent, if one was. */
   errorId?: string;
-  readonly controller = new AbortController();
+  /** Made on first use: most requests finish without anyone asking for their signal. */
+  private abortController?: AbortController;
+  private abortReason?: unknown;
   /** True when a streamed body failed after its status was sent and the connection was cut. */
   truncated = false;
   /** The matched route's own headers, sent with every answer; the answer's headers win. */
@@ -137,7 +139,7 @@ class Exchange {
     res.onAborted(() => {
       this.aborted = true;
       this.clearDeadline();
-      this.controller.abort(new HttpError(499, 'CLIENT_CLOSED', 'Client closed the request'));
+      this.abort(new HttpError(499, 'CLIENT_CLOSED', 'Client closed the request'));
     });
   }
 
@@ -154,13 +156,28 @@ class Exchange {
         headers: { 'Retry-After': String(RETRY_AFTER_S) },
       });
       this.sendError(err);
-      this.controller.abort(err);
+      this.abort(err);
     }, ms);
     this.deadline.unref();
   }
 
   clearDeadline(): void {
     clearTimeout(this.deadline);
+  }
+
+  /** The request's signal: aborted when the client goes away or the deadline passes. */
+  get signal(): AbortSignal {
+    if (!this.abortController) {
+      this.abortController = new AbortController();
+      if (this.abortReason !== undefined) this.abortController.abort(this.abortReason);
+    }
+    return this.abortController.signal;
+  }
+
+  private abort(reason: unknown): void {
+    if (this.abortReason !== undefined) return;
+    this.abortReason = reason;
+    this.abortController?.abort(reason);
   }
 
   get open(): boolean {
@@ -228,7 +245,7 @@ class Exchange {
       woken();
       return true;
     });
-    this.controller.signal.addEventListener('abort', woken, { once: true });
+    this.signal.addEventListener('abort', woken, { once: true });
     res.cork(() => {
       res.writeStatus(statusLine(status));
       res.writeHeader('X-Request-Id', this.requestId);
@@ -295,7 +312,7 @@ class Exchange {
       called = true;
       done();
     };
-    this.controller.signal.addEventListener('abort', once, { once: true });
+    this.signal.addEventListener('abort', once, { once: true });
     res.onData((_chunk, isLast) => {
       if (!isLast) return;
       this.bodyPending = false;
@@ -312,7 +329,8 @@ class Exchange {
     this.bodyPending = true;
     return new Promise<RawParams>((resolve, reject) => {
       let failed = false;
-      this.controller.signal.addEventListener('abort', () => reject(this.controller.signal.reason), { once: true });
+      const signal = this.signal;
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
       res.onData((chunk, isLast) => {
         if (isLast) this.bodyPending = false;
         if (failed || !this.open) return;
@@ -396,10 +414,12 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       else log.debug(line, 'request');
       opts.observer?.({ method, route: pattern, status, seconds: elapsed / 1000, code: ex.errorId });
     };
-    const ctxLog = log.child({ reqId: requestId });
+    // A child logger costs a few microseconds; most requests never log, so it is made on first use.
+    let child: Logger | undefined;
+    const ctxLog = () => (child ??= log.child({ reqId: requestId }));
     const fail = (err: unknown, pattern: string) => {
       const { error, internal } = toHttpError(err);
-      if (internal && !ex.aborted) ctxLog.error({ err: error.cause ?? err, route: pattern }, INTERNAL_REASON);
+      if (internal && !ex.aborted) ctxLog().error({ err: error.cause ?? err, route: pattern }, INTERNAL_REASON);
       ex.sendError(error);
     };
 
@@ -492,7 +512,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     query: string,
     bodyPromise: Promise<RawParams>,
     ex: Exchange,
-    ctxLog: Logger,
+    ctxLog: () => Logger,
   ): Promise<void> {
     if (route.auth) await authenticate(headers.authorization, route.auth === 'operator' ? operatorVerifier : verifier);
     if (malformed.length) throw new HttpError(400, 'BAD_PARAM', `${malformed[0]}: malformed percent-encoding`, { param: malformed[0] });
@@ -515,12 +535,16 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       input,
       params,
       headers,
-      signal: ex.controller.signal,
-      log: ctxLog,
+      get signal() {
+        return ex.signal;
+      },
+      get log() {
+        return ctxLog();
+      },
       server: state,
     });
     if (result instanceof StreamReply) {
-      await ex.sendStream(result.status, result.contentType, result.headers, result.chunks, ctxLog);
+      await ex.sendStream(result.status, result.contentType, result.headers, result.chunks, ctxLog());
     } else if (result instanceof Reply) {
       ex.send(result.status, result.body, result.contentType, result.headers);
     } else if (route.response.status === 204 || result === undefined) {

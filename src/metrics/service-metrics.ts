@@ -49,6 +49,8 @@ export class ServiceMetrics {
   private readonly drainTimer: NodeJS.Timeout;
   private runsDropped = 0;
   private store?: { index: FaceIndex; db: Database };
+  /** Bounded: methods, route patterns and statuses are all few. */
+  private readonly series = new Map<string, { count: Counter.Internal; latency: Histogram.Internal<string> }>();
 
   private readonly requests = new Counter({
     name: 'face_http_requests_total',
@@ -183,8 +185,15 @@ export class ServiceMetrics {
   requestFinished(r: FinishedRequest): void {
     // A client may send any method token; label values must stay few.
     const method = METHODS.has(r.method) ? r.method : 'OTHER';
-    this.requests.inc({ method, route: r.route, status: String(r.status) });
-    this.latency.observe({ method, route: r.route }, r.seconds);
+    // Label children are looked up once per series: this runs on every request.
+    const key = `${method} ${r.route} ${r.status}`;
+    let series = this.series.get(key);
+    if (!series) {
+      series = { count: this.requests.labels(method, r.route, String(r.status)), latency: this.latency.labels(method, r.route) };
+      this.series.set(key, series);
+    }
+    series.count.inc();
+    series.latency.observe(r.seconds);
     if (r.status === 503) this.unavailable.inc({ code: r.code ?? 'SERVICE_UNAVAILABLE' });
   }
 
