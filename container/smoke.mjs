@@ -1,9 +1,9 @@
 // Smoke test run inside a face-service image (container/test.sh copies it in and runs it with
 // the image's own user, environment and working directory). Starts the service with a fresh
 // data folder and its embedded PostgreSQL, waits for /health, runs the image's HEALTHCHECK
-// command, posts a demo photo to /v1/detect/ through loopback, checks the faces, then stops the
-// service with SIGTERM and expects a clean exit. Any failure exits non-zero with the reason and
-// the service's log.
+// command, posts a demo photo to /v1/detect/ through loopback, checks the faces and that
+// /metrics counted them, then stops the service with SIGTERM and expects a clean exit. Any
+// failure exits non-zero with the reason and the service's log.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -118,6 +118,16 @@ async function main() {
     if (!ok) fail(`detect answered a malformed face: ${JSON.stringify(f)}`);
   }
   say(`detect: ${faces.length} faces on ${path.basename(PHOTO)} in ${Date.now() - started} ms, first ${JSON.stringify(faces[0])}`);
+
+  // /metrics with the operator token: the detect above is counted, and its detector run recorded.
+  const m = await fetch(`${base}/metrics`, { headers: { Authorization: `Token ${token}` } });
+  const exposition = await m.text();
+  if (m.status !== 200) fail(`/metrics answered ${m.status}: ${exposition.slice(0, 300)}`);
+  const series = (name) => Number(exposition.split('\n').find((l) => l.startsWith(`${name} `))?.split(' ')[1] ?? NaN);
+  const detects = series('face_http_requests_total{method="POST",route="/v1/detect/",status="200"}');
+  const detectorRuns = series(`face_engine_inference_seconds_count{model="${health.engine.detector}"}`);
+  if (detects !== 1 || !(detectorRuns >= 1)) fail(`/metrics counted ${detects} detects and ${detectorRuns} detector runs, expected 1 and at least 1`);
+  say(`/metrics: 1 detect counted, ${detectorRuns} detector run(s) recorded`);
 
   stopping = true;
   service.kill('SIGTERM');
