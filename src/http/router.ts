@@ -17,6 +17,8 @@ interface Entry<T> {
   method: Method;
   pattern: string;
   segments: Segment[];
+  /** Literal positions as a bit mask, earlier literals weighing more: the most literal match wins. */
+  score: number;
   value: T;
 }
 
@@ -60,6 +62,8 @@ export function patternParams(pattern: string): string[] {
 
 export class Router<T> {
   private readonly entries: Entry<T>[] = [];
+  /** Entries by segment count: a path is only compared with patterns of its own length. */
+  private readonly byLength = new Map<number, Entry<T>[]>();
 
   add(method: Method, pattern: string, value: T): void {
     const segments = parsePattern(pattern);
@@ -68,7 +72,13 @@ export class Router<T> {
       const other = e.segments.map((s) => ('param' in s ? ':' : `=${s.literal}`)).join('/');
       if (e.method === method && other === shape) throw new Error(`duplicate route ${method} ${pattern}`);
     }
-    this.entries.push({ method, pattern, segments, value });
+    let score = 0;
+    for (const s of segments) score = score * 2 + ('literal' in s ? 1 : 0);
+    const entry = { method, pattern, segments, score, value };
+    this.entries.push(entry);
+    const same = this.byLength.get(segments.length);
+    if (same) same.push(entry);
+    else this.byLength.set(segments.length, [entry]);
   }
 
   /**
@@ -77,35 +87,41 @@ export class Router<T> {
    */
   match(method: string, rawPath: string): MatchResult<T> {
     const parts = split(rawPath);
-    let best: { entry: Entry<T>; params: Record<string, string>; malformed: string[]; score: number } | undefined;
-    const allow = new Set<Method>();
-    for (const entry of this.entries) {
-      const matched = matchSegments(entry.segments, parts);
-      if (!matched) continue;
-      allow.add(entry.method);
-      if (entry.method !== method) continue;
-      // Score: literal positions as a bit mask, earlier literals weigh more.
-      let score = 0;
-      for (const s of entry.segments) score = score * 2 + ('literal' in s ? 1 : 0);
-      if (!best || score > best.score) best = { entry, ...matched, score };
+    let best: Entry<T> | undefined;
+    let allowed = false;
+    for (const entry of this.byLength.get(parts.length) ?? []) {
+      if (!literalsMatch(entry.segments, parts)) continue;
+      allowed = true;
+      if (entry.method === method && (!best || entry.score > best.score)) best = entry;
     }
-    if (best) return { kind: 'found', value: best.entry.value, params: best.params, pattern: best.entry.pattern, malformed: best.malformed };
-    if (allow.size > 0) return { kind: 'method-not-allowed', allow: [...allow].sort() };
-    return { kind: 'not-found' };
+    if (best) {
+      const { params, malformed } = decodeParams(best.segments, parts);
+      return { kind: 'found', value: best.value, params, pattern: best.pattern, malformed };
+    }
+    if (!allowed) return { kind: 'not-found' };
+    const allow = new Set<Method>();
+    for (const entry of this.byLength.get(parts.length) ?? []) if (literalsMatch(entry.segments, parts)) allow.add(entry.method);
+    return { kind: 'method-not-allowed', allow: [...allow].sort() };
   }
 }
 
-function matchSegments(segments: Segment[], parts: string[]): { params: Record<string, string>; malformed: string[] } | undefined {
-  if (segments.length !== parts.length) return undefined;
+/** True when every literal segment equals the path's part there (the lengths are equal). */
+function literalsMatch(segments: Segment[], parts: string[]): boolean {
+  for (let i = 0; i < segments.length; i++) {
+    const seg = segments[i];
+    if ('literal' in seg && seg.literal !== parts[i]) return false;
+  }
+  return true;
+}
+
+/** The parameters of a matched route, percent-decoded; only the chosen route's are decoded. */
+function decodeParams(segments: Segment[], parts: string[]): { params: Record<string, string>; malformed: string[] } {
   const params: Record<string, string> = {};
   const malformed: string[] = [];
   for (let i = 0; i < segments.length; i++) {
     const seg = segments[i];
     const part = parts[i];
-    if ('literal' in seg) {
-      if (seg.literal !== part) return undefined;
-      continue;
-    }
+    if ('literal' in seg) continue;
     try {
       params[seg.param] = decodeURIComponent(part);
     } catch {
