@@ -2,7 +2,8 @@
 # Builds a face-service image and smoke-tests it: the service starts inside the image as its
 # own user, with a fresh data folder and the embedded PostgreSQL, answers /health and the
 # image's HEALTHCHECK, finds the five faces of a demo photo through /v1/detect/ (with age,
-# gender and emotions), and stops cleanly on SIGTERM (container/smoke.mjs).
+# gender and emotions), counts that detect in /metrics, and stops cleanly on SIGTERM
+# (container/smoke.mjs).
 #
 #   bash container/test.sh            # CPU image  -> localhost/face-service:latest
 #   bash container/test.sh gpu        # GPU image  -> localhost/face-service:gpu (runs on the CPU
