@@ -29,6 +29,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../src/config.js';
+import { parseOptions } from './args.js';
 import { multipart } from './fuzz/raw-http.js';
 import { byKind, generatorLine, progressBar, runLoad, type HttpRequest, type LoadResult } from './http-load.js';
 import { describeMachine, machineLine, type Machine } from './machine.js';
@@ -61,31 +62,14 @@ const USAGE =
   'usage: npm run bench -- <read|detect|verify|add|identify|mixed> [--url http://host:port --token T [--pid P]] ' +
   '[--concurrency N | --rate R [--max-inflight N]] [--seconds S | --requests N] [--workers N] [--wrk] [--json out.json] [--svg out.svg] [--cpu-prof DIR]';
 
+const OPTIONS = ['url', 'token', 'pid', 'concurrency', 'rate', 'seconds', 'requests', 'max-inflight', 'workers', 'json', 'svg', 'cpu-prof'];
+
 function parseCli(argv: string[]): Cli {
-  const opts: Record<string, string> = {};
-  const positional: string[] = [];
-  const flags = new Set(['wrk']);
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '-h' || a === '--help') {
-      console.log(USAGE);
-      process.exit(0);
-    }
-    if (a.startsWith('--')) {
-      const [k, inline] = a.slice(2).split('=', 2);
-      if (flags.has(k) && inline === undefined) {
-        opts[k] = 'true';
-        continue;
-      }
-      const v = inline ?? argv[++i];
-      if (v === undefined) throw new Error(`--${k} needs a value\n${USAGE}`);
-      opts[k] = v;
-    } else positional.push(a);
-  }
-  const known = new Set(['url', 'token', 'pid', 'concurrency', 'rate', 'seconds', 'requests', 'max-inflight', 'workers', 'wrk', 'json', 'svg', 'cpu-prof']);
-  for (const k of Object.keys(opts)) if (!known.has(k)) throw new Error(`unknown option --${k}\n${USAGE}`);
-  const scenario = positional[0] as Scenario;
-  if (!SCENARIOS.includes(scenario)) throw new Error(`unknown or missing scenario ${positional[0] ?? ''}\n${USAGE}`);
+  // The scenario comes first; the options after it.
+  const named = argv[0] !== undefined && !argv[0].startsWith('-');
+  const opts = parseOptions(named ? argv.slice(1) : argv, OPTIONS, USAGE, ['wrk']);
+  const scenario = (named ? argv[0] : '') as Scenario;
+  if (!SCENARIOS.includes(scenario)) throw new Error(`unknown or missing scenario ${scenario}\n${USAGE}`);
   const num = (k: string, fallback: number) => {
     if (opts[k] === undefined) return fallback;
     const v = Number(opts[k]);
