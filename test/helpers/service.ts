@@ -3,10 +3,14 @@
  * environment, the native engine with the converted models, the uWS server
  * on a loopback port. Nothing is replaced.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { startServer, type RunningServer, type StartOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
+import { freshDatabase, type TestDatabase } from './database.js';
 
 export const TOKEN = 'integration-test-token';
 export const AUTH = { Authorization: `Token ${TOKEN}` };
@@ -38,6 +42,36 @@ export async function startTestService(
   const engine = await openEngine(engineOptionsFrom(config));
   const server = await startServer({ config, engine, log: createLogger('silent'), ...extra });
   return { base: `http://127.0.0.1:${server.port}`, config, server, close: () => server.close() };
+}
+
+export interface DatabaseTestService extends TestService {
+  tdb: TestDatabase;
+  /** FACE_DATA_DIR: photos and shard snapshots. */
+  dir: string;
+}
+
+/**
+ * The real service with the database routes: a database and a data folder of
+ * its own, both removed by `close()`.
+ */
+export async function startDatabaseService(env: Record<string, string> = {}): Promise<DatabaseTestService> {
+  const tdb = await freshDatabase();
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'face-test-'));
+  const config = testConfig({ FACE_DATA_DIR: dir, ...env });
+  const engine = await openEngine(engineOptionsFrom(config));
+  const server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
+  return {
+    base: `http://127.0.0.1:${server.port}`,
+    config,
+    server,
+    tdb,
+    dir,
+    async close() {
+      await server.close();
+      await tdb.drop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export interface Answer {

@@ -4,56 +4,30 @@
  * history search with every filter and both ways of following next_page;
  * persons; thumbnails.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
 import { HistoryStore } from '../../src/db/history-store.js';
-import { createLogger } from '../../src/log.js';
-import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, sample } from '../helpers/images.js';
-import { AUTH, request, TOKEN } from '../helpers/service.js';
+import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
 
 const CAMERA = '6F9619FF-8B86-D011-B42D-00C04FC964FF';
 const CAMERA_ID = '6f9619ff8b86d011b42d00c04fc964ff';
 
-let tdb: TestDatabase;
-let dir: string;
-let config: Config;
-let server: RunningServer;
+let svc: DatabaseTestService;
 let base: string;
 let enrolled: any[];
 
 const call = (method: string, url: string, body?: FormData | object) => request(base, method, url, body, AUTH);
 
 beforeAll(async () => {
-  tdb = await freshDatabase();
-  dir = await mkdtemp(path.join(os.tmpdir(), 'face-history-'));
-  config = loadConfig({
-    PORT: '0',
-    HOST: '127.0.0.1',
-    FACE_DATA_DIR: dir,
-    FACE_SHARDS: '2',
-    FACE_TOKEN: TOKEN,
-    FACE_FRIEND_SIGHTINGS: '3',
-    FACE_FRIEND_WINDOW_S: '3600',
-    FACE_THUMBNAIL_SIZE: '96',
-  });
-  const engine = await openEngine(engineOptionsFrom(config));
-  server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
-  base = `http://127.0.0.1:${server.port}`;
+  svc = await startDatabaseService({ FACE_SHARDS: '2', FACE_FRIEND_SIGHTINGS: '3', FACE_FRIEND_WINDOW_S: '3600', FACE_THUMBNAIL_SIZE: '96' });
+  base = svc.base;
   const r = await call('POST', '/v0/face/', form({ photo: sample(1), mf_selector: 'all', meta: 'demo1' }));
   expect(r.status).toBe(200);
   enrolled = r.json.results;
 }, 120_000);
 
 afterAll(async () => {
-  await server?.close();
-  await tdb?.drop();
-  await rm(dir, { recursive: true, force: true });
+  await svc?.close();
 });
 
 const boxFields = (f: any) => ({ x1: String(f.x1), y1: String(f.y1), x2: String(f.x2), y2: String(f.y2) });
@@ -121,13 +95,13 @@ describe('sightings through identify and face add', () => {
       const e = r.json.sightings[k];
       expect(e).toMatchObject({ face_id: f.id, meta: 'crowd2', cam_id: 'lobby', photo: f.photo, photo_hash: f.photo_hash });
     });
-    const [row] = await tdb.db.sql`SELECT person_id, cam_id FROM faces WHERE id = ${r.json.results[0].id}`;
+    const [row] = await svc.tdb.db.sql`SELECT person_id, cam_id FROM faces WHERE id = ${r.json.results[0].id}`;
     expect(Number(row.person_id)).toBe(r.json.sightings[0].person_id);
     expect(row.cam_id).toBe('lobby');
   });
 
   it('refuses a timestamp without cam_id, bad camera ids and bad timestamps, storing nothing', async () => {
-    const [before] = await tdb.db.sql`SELECT count(*)::int AS n FROM sightings`;
+    const [before] = await svc.tdb.db.sql`SELECT count(*)::int AS n FROM sightings`;
     for (const [fields, param] of [
       [{ timestamp: '2026-01-01T00:00:00' }, 'timestamp'],
       [{ cam_id: 'has space' }, 'cam_id'],
@@ -139,7 +113,7 @@ describe('sightings through identify and face add', () => {
       expect(r.status, JSON.stringify(fields)).toBe(400);
       expect(r.json).toMatchObject({ code: 400, error: 'BAD_PARAM', param });
     }
-    const [after] = await tdb.db.sql`SELECT count(*)::int AS n FROM sightings`;
+    const [after] = await svc.tdb.db.sql`SELECT count(*)::int AS n FROM sightings`;
     expect(after.n).toBe(before.n);
   });
 });
@@ -151,7 +125,7 @@ describe('history search', () => {
   const t = (minute: number) => new Date(Date.UTC(2025, 0, 1, 12, minute)).toISOString();
 
   beforeAll(async () => {
-    history = new HistoryStore(tdb.db.sql, { sightings: 3, windowS: 3600 });
+    history = new HistoryStore(svc.tdb.db.sql, { sightings: 3, windowS: 3600 });
     // 3 cameras × 12 minutes in early 2025, each face alternating between two enrolled faces.
     for (let minute = 0; minute < 12; minute++) {
       for (const cam of ['north', 'south', 'west']) {

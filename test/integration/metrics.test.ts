@@ -4,27 +4,19 @@
  * much as they should.
  */
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/app.js';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config.js';
 import { TokenStore } from '../../src/db/tokens.js';
-import { createLogger } from '../../src/log.js';
-import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
-import { request } from '../helpers/service.js';
+import { request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
 
 const OPERATOR = 'metrics-operator';
 const SHARDS = 2;
 
-let tdb: TestDatabase;
-let dir: string;
-let server: RunningServer;
+let svc: DatabaseTestService;
 let base: string;
 let token: string;
 let photos: http.Server;
@@ -53,23 +45,10 @@ async function scrape(): Promise<Map<string, number>> {
 const value = (m: Map<string, number>, series: string) => m.get(series) ?? 0;
 
 beforeAll(async () => {
-  tdb = await freshDatabase();
-  dir = await mkdtemp(path.join(os.tmpdir(), 'face-metrics-'));
   // One engine slot, so concurrent photos are shed with 503 and the shed counter can be checked.
-  const config = loadConfig({
-    PORT: '0',
-    HOST: '127.0.0.1',
-    FACE_DATA_DIR: dir,
-    FACE_SHARDS: String(SHARDS),
-    FACE_TOKEN: OPERATOR,
-    FACE_FETCH_ALLOW_PRIVATE: 'true',
-    FACE_MAX_ENGINE_INFLIGHT: '1',
-    LOG_LEVEL: 'silent',
-  });
-  const engine = await openEngine(engineOptionsFrom(config));
-  server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
-  base = `http://127.0.0.1:${server.port}`;
-  ({ token } = await new TokenStore(tdb.db.sql).create('tests'));
+  svc = await startDatabaseService({ FACE_SHARDS: String(SHARDS), FACE_TOKEN: OPERATOR, FACE_MAX_ENGINE_INFLIGHT: '1' });
+  base = svc.base;
+  ({ token } = await new TokenStore(svc.tdb.db.sql).create('tests'));
   // A photo host on loopback: /1.jpg is a demo photo, anything else 404.
   photos = http.createServer((req, res) => {
     if (req.url === '/1.jpg') res.writeHead(200, { 'content-type': 'image/jpeg' }).end(sample(1));
@@ -80,10 +59,8 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await server?.close();
-  await tdb?.drop();
+  await svc?.close();
   await new Promise((resolve) => photos?.close(resolve));
-  await rm(dir, { recursive: true, force: true });
 });
 
 describe('GET /metrics', () => {
