@@ -260,7 +260,7 @@ fn main() {
             o.scalar = kind;
             o.expansion_search = ef;
             o.oversample = a.oversample;
-            o.keep_exact = a.exact;
+            o.keep_exact = Some(a.exact);
             o
         };
         let o = options(a.expansion_search[0]);

@@ -16,6 +16,8 @@ pub enum IndexError {
     NoSuchShard(usize),
     #[error("shard {0} has failed and must be rebuilt")]
     ShardFailed(usize),
+    #[error("shard {shard} dropped buffered changes up to position {position}: replay the change log past it first")]
+    Behind { shard: usize, position: u64 },
     #[error("shard {shard} is {state} and cannot do that now")]
     WrongState { shard: usize, state: &'static str },
     /// The snapshot cannot be trusted: the caller must rebuild this shard from the database.
@@ -43,7 +45,9 @@ impl IndexError {
             | IndexError::ZeroVector
             | IndexError::BadOption(_)
             | IndexError::NoSuchShard(_) => "BAD_PARAM",
-            IndexError::ShardFailed(_) | IndexError::WrongState { .. } => "INDEX_UNAVAILABLE",
+            IndexError::ShardFailed(_) | IndexError::WrongState { .. } | IndexError::Behind { .. } => {
+                "INDEX_UNAVAILABLE"
+            }
             IndexError::Snapshot { .. } => "SNAPSHOT_INVALID",
             IndexError::Io { .. } | IndexError::Native(_) => "INTERNAL",
         }

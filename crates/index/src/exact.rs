@@ -6,6 +6,7 @@
 
 use crate::ids::IdMap;
 
+#[derive(Clone)]
 pub struct ExactStore {
     dims: usize,
     slab: Vec<f32>,

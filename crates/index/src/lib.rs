@@ -20,7 +20,7 @@ mod snapshot;
 
 pub use error::{IndexError, Result};
 pub use options::{Scalar, ShardSetOptions};
-pub use set::{dot, SearchResult, ShardSet, Similarity, SkippedShard};
+pub use set::{dot, SearchResult, ShardSet, Similarity, SkippedShard, Update};
 pub use shard::{Hit, IndexMemory, Outcome, ShardHealth, ShardState};
 
 /// Version of the usearch library linked in, for health reporting.

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use crate::ids::{IdMap, IdSet};
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Membership {
     names: Vec<String>,
     by_name: HashMap<String, u32>,

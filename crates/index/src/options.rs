@@ -83,11 +83,13 @@ pub struct ShardSetOptions {
     /// (the bench's `--near 1.0`) only about 2 times in 3. Tune on real embeddings with the
     /// bench before relying on the default.
     pub expansion_search: usize,
-    /// Keep an f32 copy of every vector so f16/i8 candidates can be re-scored exactly.
-    /// Costs `dims * 4` bytes per face (4 KiB at 1024 dims, i.e. 4 GiB per million faces)
-    /// on top of the index, and the copy is written into snapshots. Ignored for F32,
-    /// whose graph already holds exact vectors.
-    pub keep_exact: bool,
+    /// Keep an f32 copy of every vector so f16/i8 candidates are re-scored exactly.
+    /// `None` chooses per scalar kind, by the recall the copy buys on face embeddings
+    /// (bench/RESULTS.md, "Search at scale"): f16 alone keeps recall@1 at the f32 graph's, so
+    /// it keeps no copy; i8 reorders near ties, so it keeps one. A copy costs `dims * 4`
+    /// bytes per face (512 B at 128 dims) on top of the graph and is written into snapshots.
+    /// Ignored for F32, whose graph already holds exact vectors.
+    pub keep_exact: Option<bool>,
     /// When re-ranking, fetch `n * oversample` candidates per shard before re-scoring.
     pub oversample: usize,
     /// Gallery-restricted searches on a shard where the gallery has at most this many
@@ -95,9 +97,17 @@ pub struct ShardSetOptions {
     /// graph walk has to visit about `expansion / selectivity` nodes, which for a tiny
     /// gallery is the whole shard.
     pub exact_scan_below: usize,
-    /// Upper bound on concurrent `search` calls; usearch needs one scratch context per
-    /// concurrent search on each shard, so further callers wait rather than fail.
-    pub max_concurrent_searches: usize,
+    /// Worker threads of the set's pool, which runs every search, apply and snapshot
+    /// handed to it and fans searches out over the shards; 0 means one per core. usearch
+    /// needs one scratch context per concurrent call on a shard, and only pool threads
+    /// (and, holding the shard exclusively, a bulk refill's as many workers) call it, so
+    /// the contexts reserved follow from this number.
+    pub threads: usize,
+    /// Most changes a shard that is not live buffers. Past it the buffer is dropped and
+    /// the shard must be caught up from the change log before it goes live again
+    /// ([`crate::ShardSet::finish_rebuild`] refuses an earlier position): a shard that is
+    /// far behind is cheaper to replay than to hold in memory.
+    pub max_pending: usize,
 }
 
 impl ShardSetOptions {
@@ -111,10 +121,11 @@ impl ShardSetOptions {
             // usearch's own default (64) found the enrolled face for a same-person query only
             // about 2 times in 3 at 100k faces; 256 buys recall for about 2x the search time.
             expansion_search: 256,
-            keep_exact: true,
+            keep_exact: None,
             oversample: 4,
             exact_scan_below: 2048,
-            max_concurrent_searches: 32,
+            threads: 0,
+            max_pending: 100_000,
         }
     }
 
@@ -132,16 +143,26 @@ impl ShardSetOptions {
         if o.shards > 4096 {
             return Err(IndexError::BadOption("more than 4096 shards".into()));
         }
-        if o.scalar == Scalar::F32 {
-            o.keep_exact = false;
+        o.keep_exact = Some(match o.scalar {
+            Scalar::F32 => false,
+            Scalar::F16 => o.keep_exact.unwrap_or(false),
+            Scalar::I8 => o.keep_exact.unwrap_or(true),
+        });
+        if o.threads == 0 {
+            o.threads = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1);
+        }
+        if o.threads > 1024 {
+            return Err(IndexError::BadOption("more than 1024 index threads".into()));
         }
         o.oversample = o.oversample.max(1);
-        o.max_concurrent_searches = o.max_concurrent_searches.max(1);
+        o.max_pending = o.max_pending.max(1);
         Ok(o)
     }
 
     /// Whether search results are re-scored in f32 before merging.
     pub fn reranks(&self) -> bool {
-        self.scalar != Scalar::F32 && self.keep_exact
+        self.scalar != Scalar::F32 && self.keep_exact == Some(true)
     }
 }

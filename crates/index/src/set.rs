@@ -1,7 +1,9 @@
 //! The partitioned index: routing, fan-out search and merge, operator control.
 
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use rayon::prelude::*;
 
 use crate::error::{IndexError, Result};
 use crate::options::ShardSetOptions;
@@ -59,30 +61,24 @@ pub struct SkippedShard {
     pub error: Option<String>,
 }
 
-/// Counting semaphore: usearch fails (rather than waits) when a shard runs out of search
-/// contexts, so callers beyond `max_concurrent_searches` wait here instead.
-struct Permits {
-    free: Mutex<usize>,
-    cv: Condvar,
+/// One change for [`ShardSet::apply_batch`] and [`ShardSet::replay`].
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// Inserts or replaces the face (vector normalised on the way in) with its galleries.
+    Upsert {
+        id: u64,
+        vector: Vec<f32>,
+        galleries: Vec<String>,
+    },
+    Remove { id: u64 },
+    SetGalleries { id: u64, galleries: Vec<String> },
 }
 
-struct Permit<'a>(&'a Permits);
-
-impl Permits {
-    fn acquire(&self) -> Permit<'_> {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        while *free == 0 {
-            free = self.cv.wait(free).unwrap_or_else(|e| e.into_inner());
+impl Update {
+    pub fn id(&self) -> u64 {
+        match self {
+            Update::Upsert { id, .. } | Update::Remove { id } | Update::SetGalleries { id, .. } => *id,
         }
-        *free -= 1;
-        Permit(self)
-    }
-}
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        *self.0.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.0.cv.notify_one();
     }
 }
 
@@ -95,11 +91,21 @@ impl Drop for Permit<'_> {
 /// arrive meanwhile through `upsert`/`remove`/`set_galleries` are buffered and applied on
 /// going live if newer than what the snapshot or refill covers. Afterwards replay the change
 /// log from [`ShardSet::replay_from`]; already-reflected positions are ignored.
+///
+/// A shard that fails, or that an operator marks failed, heals while the others serve:
+/// [`ShardSet::reload`] puts its last snapshot back (or empties it when the snapshot is
+/// unusable), [`ShardSet::refill`] fills it from a database scan if the log no longer reaches
+/// back far enough, [`ShardSet::replay`] catches it up from the change log, and
+/// `finish_rebuild` brings it live.
+///
+/// Threads: the set owns one bounded pool ([`ShardSetOptions::threads`]). Searches fan out
+/// over the shards on it, and callers hand whole calls to it with [`ShardSet::spawn`], so
+/// the number of threads never grows with the load.
 pub struct ShardSet {
     opts: ShardSetOptions,
     shards: Vec<Shard>,
     similarity: Similarity,
-    permits: Permits,
+    pool: rayon::ThreadPool,
 }
 
 impl ShardSet {
@@ -108,16 +114,28 @@ impl ShardSet {
         let shards = (0..opts.shards)
             .map(|k| Shard::new(k, &opts))
             .collect::<Result<Vec<_>>>()?;
-        let permits = Permits {
-            free: Mutex::new(opts.max_concurrent_searches),
-            cv: Condvar::new(),
-        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.threads)
+            .thread_name(|i| format!("face-index-{i}"))
+            .build()
+            .map_err(|e| IndexError::Native(format!("cannot start the index threads: {e}")))?;
         Ok(ShardSet {
             opts,
             shards,
             similarity: Arc::new(dot),
-            permits,
+            pool,
         })
+    }
+
+    /// Runs `job` on the set's pool (without waiting for it). For callers that must not
+    /// block, such as the Node.js bindings: the pool bounds how many such jobs run at once.
+    pub fn spawn(&self, job: impl FnOnce() + Send + 'static) {
+        self.pool.spawn(job);
+    }
+
+    /// Threads in the set's pool.
+    pub fn threads(&self) -> usize {
+        self.pool.current_num_threads()
     }
 
     /// Replaces the exact similarity kernel (e.g. with a SIMD one); it must agree with
@@ -212,6 +230,79 @@ impl ShardSet {
             .apply_positioned(change, position, &self.opts)
     }
 
+    fn to_change(&self, update: Update) -> Result<Change> {
+        Ok(match update {
+            Update::Upsert {
+                id,
+                vector,
+                galleries,
+            } => Change::Upsert {
+                id,
+                vector: self.normalised(&vector)?,
+                galleries: Self::gallery_list(&galleries)?,
+            },
+            Update::Remove { id } => Change::Remove { id },
+            Update::SetGalleries { id, galleries } => Change::SetGalleries {
+                id,
+                galleries: Self::gallery_list(&galleries)?,
+            },
+        })
+    }
+
+    /// Applies positioned changes in commit order, shards in parallel on the pool: each
+    /// shard sees its own changes in the order given, which is all that ordering means for
+    /// a face, since a face lives in one shard. Every position up to the last one given
+    /// counts as offered ([`ShardSet::advance_to`]). The first error is returned after the
+    /// other shards finish; a malformed change is refused before anything is applied.
+    pub fn apply_batch(&self, changes: Vec<(u64, Update)>) -> Result<()> {
+        let last = changes.last().map(|(p, _)| *p);
+        let mut by_shard: Vec<Vec<(u64, Change)>> = vec![Vec::new(); self.shards.len()];
+        for (position, update) in changes {
+            let k = self.shard_of(update.id());
+            by_shard[k].push((position, self.to_change(update)?));
+        }
+        let results: Vec<Result<()>> = self.pool.install(|| {
+            by_shard
+                .into_par_iter()
+                .enumerate()
+                .map(|(k, list)| {
+                    for (position, change) in list {
+                        self.shards[k].apply_positioned(change, position, &self.opts)?;
+                    }
+                    Ok(())
+                })
+                .collect()
+        });
+        results.into_iter().collect::<Result<()>>()?;
+        if let Some(p) = last {
+            self.advance_to(p);
+        }
+        Ok(())
+    }
+
+    /// Catches shard `k` up from the change log while it is rebuilding: changes of faces
+    /// in other shards, and positions the shard already reflects, are skipped. Returns how
+    /// many were applied.
+    pub fn replay(&self, k: usize, changes: Vec<(u64, Update)>) -> Result<usize> {
+        let shard = self.shard(k)?;
+        let mut applied = 0;
+        for (position, update) in changes {
+            if self.shard_of(update.id()) != k {
+                continue;
+            }
+            let change = self.to_change(update)?;
+            if shard.replay(change, position, &self.opts)? != Outcome::Stale {
+                applied += 1;
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Takes shard `k` out of search as failed; it is rebuilt by the healing steps above.
+    pub fn mark_failed(&self, k: usize) -> Result<()> {
+        self.shard(k)?.mark_failed()
+    }
+
     /// Whether face `id` is in its shard (whatever the shard's state).
     pub fn contains(&self, id: u64) -> bool {
         self.shards[self.shard_of(id)].contains(id)
@@ -226,18 +317,37 @@ impl ShardSet {
     /// `gallery`. Shards are searched in parallel; a shard that is not live is skipped and
     /// reported, never waited for.
     pub fn search(&self, query: &[f32], n: usize, gallery: Option<&str>) -> Result<SearchResult> {
-        let q = self.normalised(query)?;
-        let mut result = SearchResult {
+        let mut all = self.search_batch(query, n, gallery)?;
+        Ok(all.pop().unwrap_or_else(|| SearchResult {
             hits: Vec::new(),
             searched: Vec::new(),
             skipped: Vec::new(),
-        };
-        if n == 0 {
-            return Ok(result);
+        }))
+    }
+
+    /// [`ShardSet::search`] for several queries at once: `queries` is `count * dims`
+    /// row-major, and every (query, shard) pair is one task on the pool, so one call keeps
+    /// every thread busy however few faces or shards there are. Results in query order.
+    pub fn search_batch(
+        &self,
+        queries: &[f32],
+        n: usize,
+        gallery: Option<&str>,
+    ) -> Result<Vec<SearchResult>> {
+        let dims = self.opts.dims;
+        if queries.is_empty() || queries.len() % dims != 0 {
+            return Err(IndexError::Dimensions {
+                expected: dims,
+                got: queries.len(),
+            });
         }
+        let qs = queries
+            .chunks_exact(dims)
+            .map(|q| self.normalised(q))
+            .collect::<Result<Vec<_>>>()?;
         let (live, down): (Vec<&Shard>, Vec<&Shard>) =
             self.shards.iter().partition(|s| s.searchable());
-        result.skipped = down
+        let skipped: Vec<SkippedShard> = down
             .iter()
             .map(|s| SkippedShard {
                 shard: s.k,
@@ -245,45 +355,48 @@ impl ShardSet {
                 error: None,
             })
             .collect();
-
-        let _permit = self.permits.acquire();
-        let run = |s: &Shard| s.search(&q, n, gallery, &self.opts, &*self.similarity);
-        let answers: Vec<(usize, Result<Vec<Hit>>)> = match live.as_slice() {
-            [] => Vec::new(),
-            [only] => vec![(only.k, run(only))],
-            [first, rest @ ..] => std::thread::scope(|scope| {
-                let handles: Vec<_> = rest
-                    .iter()
-                    .map(|s| (s.k, scope.spawn(move || run(s))))
-                    .collect();
-                let mut out = vec![(first.k, run(first))];
-                for (k, h) in handles {
-                    let r = h.join().unwrap_or_else(|_| {
-                        Err(IndexError::Native("search thread panicked".into()))
-                    });
-                    out.push((k, r));
-                }
-                out
-            }),
-        };
-        for (k, r) in answers {
+        let mut results: Vec<SearchResult> = (0..qs.len())
+            .map(|_| SearchResult {
+                hits: Vec::new(),
+                searched: Vec::new(),
+                skipped: skipped.clone(),
+            })
+            .collect();
+        if n == 0 {
+            return Ok(results);
+        }
+        let tasks = qs.len() * live.len();
+        let answers: Vec<(usize, usize, Result<Vec<Hit>>)> = self.pool.install(|| {
+            (0..tasks)
+                .into_par_iter()
+                .map(|t| {
+                    let (qi, s) = (t / live.len(), live[t % live.len()]);
+                    let r = s.search(&qs[qi], n, gallery, &self.opts, &*self.similarity);
+                    (qi, s.k, r)
+                })
+                .collect()
+        });
+        for (qi, k, r) in answers {
+            let out = &mut results[qi];
             match r {
                 Ok(hits) => {
-                    result.searched.push(k);
-                    result.hits.extend(hits);
+                    out.searched.push(k);
+                    out.hits.extend(hits);
                 }
-                Err(e) => result.skipped.push(SkippedShard {
+                Err(e) => out.skipped.push(SkippedShard {
                     shard: k,
                     state: self.shards[k].state(),
                     error: Some(e.to_string()),
                 }),
             }
         }
-        result.searched.sort_unstable();
-        result.skipped.sort_by_key(|s| s.shard);
-        sort_hits(&mut result.hits);
-        result.hits.truncate(n);
-        Ok(result)
+        for out in &mut results {
+            out.searched.sort_unstable();
+            out.skipped.sort_by_key(|s| s.shard);
+            sort_hits(&mut out.hits);
+            out.hits.truncate(n);
+        }
+        Ok(results)
     }
 
     /// Declares that every change up to `position` has been offered to this set (the caller
@@ -315,8 +428,9 @@ impl ShardSet {
     }
 
     /// [`ShardSet::rebuild_upsert`] for a batch: `vectors` is `ids.len() * dims` row-major,
-    /// `galleries` is either empty (no galleries) or one list per id. Shards fill in
-    /// parallel. Returns how many faces were taken.
+    /// `galleries` is either empty (no galleries) or one list per id. Shards fill one after
+    /// another, each with all the pool's worth of workers inserting in parallel. Returns how
+    /// many faces were taken.
     pub fn rebuild_batch<S: AsRef<str> + Sync>(
         &self,
         ids: &[u64],
@@ -335,38 +449,59 @@ impl ShardSet {
                 "galleries must be empty or one list per id".into(),
             ));
         }
-        let mut by_shard: Vec<Vec<usize>> = vec![Vec::new(); self.shards.len()];
-        for (i, &id) in ids.iter().enumerate() {
-            by_shard[self.shard_of(id)].push(i);
-        }
-        let none: Vec<S> = Vec::new();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = by_shard
-                .iter()
-                .enumerate()
-                .filter(|(_, rows)| !rows.is_empty())
-                .map(|(k, rows)| {
-                    let none = &none;
-                    scope.spawn(move || -> Result<usize> {
-                        let mut taken = 0;
-                        for &i in rows {
-                            let v = self.normalised(&vectors[i * dims..(i + 1) * dims])?;
-                            let g = Self::gallery_list(galleries.get(i).unwrap_or(none))?;
-                            taken +=
-                                self.shards[k].rebuild_upsert(ids[i], v, g, &self.opts)? as usize;
-                        }
-                        Ok(taken)
-                    })
-                })
-                .collect();
-            let mut total = 0;
-            for h in handles {
-                total += h.join().unwrap_or_else(|_| {
-                    Err(IndexError::Native("rebuild thread panicked".into()))
-                })?;
+        let mut by_shard: Vec<Vec<(u64, Box<[f32]>, Vec<String>)>> =
+            (0..self.shards.len()).map(|_| Vec::new()).collect();
+        let mut seen = crate::ids::IdSet::default();
+        // Last occurrence wins, as it would applied one by one.
+        for i in (0..ids.len()).rev() {
+            if !seen.insert(ids[i]) {
+                continue;
             }
-            Ok(total)
-        })
+            let v = self.normalised(&vectors[i * dims..(i + 1) * dims])?;
+            let g = match galleries.get(i) {
+                Some(list) => Self::gallery_list(list)?,
+                None => Vec::new(),
+            };
+            by_shard[self.shard_of(ids[i])].push((ids[i], v, g));
+        }
+        let mut taken = 0;
+        for (k, mut rows) in by_shard.into_iter().enumerate() {
+            rows.reverse();
+            taken += self.shards[k].rebuild_bulk(rows, &self.opts)?;
+        }
+        Ok(taken)
+    }
+
+    /// Fills rebuilding shard `k` from a database scan ([`ShardSet::rebuild_batch`] for one
+    /// shard's faces; faces of other shards are skipped). Returns how many were taken.
+    pub fn refill<S: AsRef<str> + Sync>(
+        &self,
+        k: usize,
+        ids: &[u64],
+        vectors: &[f32],
+        galleries: &[Vec<S>],
+    ) -> Result<usize> {
+        self.shard(k)?;
+        let dims = self.opts.dims;
+        let mine: Vec<usize> = (0..ids.len()).filter(|&i| self.shard_of(ids[i]) == k).collect();
+        let ids_k: Vec<u64> = mine.iter().map(|&i| ids[i]).collect();
+        let mut vectors_k = Vec::with_capacity(mine.len() * dims);
+        for &i in &mine {
+            vectors_k.extend_from_slice(vectors.get(i * dims..(i + 1) * dims).ok_or(
+                IndexError::Dimensions {
+                    expected: ids.len() * dims,
+                    got: vectors.len(),
+                },
+            )?);
+        }
+        let galleries_k: Vec<Vec<&str>> = if galleries.is_empty() {
+            Vec::new()
+        } else {
+            mine.iter()
+                .map(|&i| galleries.get(i).map_or(Vec::new(), |g| g.iter().map(AsRef::as_ref).collect()))
+                .collect()
+        };
+        self.rebuild_batch(&ids_k, &vectors_k, &galleries_k)
     }
 
     /// Declares shard `k`'s refill complete as of change `position` and brings it live.
@@ -374,7 +509,7 @@ impl ShardSet {
         self.shard(k)?.finish_rebuild(position, &self.opts)
     }
 
-    /// Shards that need a refill from the database (rebuilding or failed).
+    /// Shards that are rebuilding or failed: those a healer has to bring back.
     pub fn needs_rebuild(&self) -> Vec<usize> {
         self.shards
             .iter()
@@ -384,7 +519,7 @@ impl ShardSet {
     }
 
     /// Lowest position any shard reflects: replaying the change log from just after it
-    /// brings every shard current.
+    /// brings every shard current. Read from published figures: never waits for a writer.
     pub fn replay_from(&self) -> u64 {
         self.shards.iter().map(Shard::position).min().unwrap_or(0)
     }
@@ -403,10 +538,18 @@ impl ShardSet {
             .collect()
     }
 
-    /// Loads shard `k` from `dir`. An error means "rebuild this shard": it is left empty and
-    /// rebuilding while the others keep serving.
+    /// Loads shard `k` from `dir` and brings it live. An error means "rebuild this shard":
+    /// it is left empty and rebuilding while the others keep serving.
     pub fn load(&self, k: usize, dir: &Path) -> Result<u64> {
-        self.shard(k)?.load(dir, self.shards.len(), &self.opts)
+        self.shard(k)?.load(dir, self.shards.len(), &self.opts, true)
+    }
+
+    /// Puts a failed (or rebuilding) shard `k` back to its snapshot in `dir`, still out of
+    /// search, and returns the position the snapshot covers: replay the log after it
+    /// ([`ShardSet::replay`]), then `finish_rebuild`. On an error (no usable snapshot) the
+    /// shard is empty at position 0: refill it from the database or replay the whole log.
+    pub fn reload(&self, k: usize, dir: &Path) -> Result<u64> {
+        self.shard(k)?.load(dir, self.shards.len(), &self.opts, false)
     }
 
     /// Loads every shard from `dir` in parallel; per-shard results as in [`ShardSet::load`].
@@ -415,7 +558,7 @@ impl ShardSet {
             let handles: Vec<_> = self
                 .shards
                 .iter()
-                .map(|s| scope.spawn(move || s.load(dir, self.shards.len(), &self.opts)))
+                .map(|s| scope.spawn(move || s.load(dir, self.shards.len(), &self.opts, true)))
                 .collect();
             handles
                 .into_iter()

@@ -6,9 +6,13 @@
 //! time. The lifecycle lives in an atomic beside the lock so searches and health checks can
 //! skip a shard that is not serving without queueing behind a long write; it only changes
 //! while the write lock is held, so writers always see it consistent with `data`.
+//!
+//! What health reports (position, size, buffered changes, memory) is also published into
+//! atomics at the end of every locked write, so the service's event loop reads it without
+//! ever queueing behind a writer that is regrowing the graph or draining its buffer.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, SystemTime};
 
@@ -93,7 +97,8 @@ pub struct ShardHealth {
     pub state: ShardState,
     /// Faces in the shard.
     pub size: usize,
-    /// Graph (usearch `memory_usage`) plus gallery table plus exact vectors, in bytes.
+    /// Graph (usearch `memory_usage`) plus gallery table plus exact vectors, in bytes, as
+    /// measured at the last snapshot, load or refill and scaled by the faces since.
     pub memory_bytes: usize,
     /// Change position the contents reflect (0: none).
     pub position: u64,
@@ -138,18 +143,35 @@ struct Data {
     pending: Vec<(u64, Change)>,
 }
 
+/// The health figures of a shard, published by writers (under the write lock) and read
+/// without it.
+#[derive(Default)]
+struct Published {
+    position: AtomicU64,
+    size: AtomicUsize,
+    pending: AtomicUsize,
+    /// Memory measured at the last snapshot, load or refill, and the face count it was
+    /// measured at: usearch's own figure walks every node, so it is not taken per write.
+    memory: AtomicUsize,
+    memory_faces: AtomicUsize,
+}
+
 pub(crate) struct Shard {
     pub k: usize,
     lifecycle: AtomicU8,
     offline: AtomicBool,
     data: RwLock<Data>,
+    published: Published,
+    /// Highest position dropped from a full buffer (0: none). The shard cannot go live at
+    /// an earlier position: the change log must be replayed past it first.
+    dropped_through: AtomicU64,
     snapshot: Mutex<Option<(u64, SystemTime)>>,
 }
 
-/// Per-search scratch contexts usearch must have reserved: one per concurrent search plus
-/// one for the (exclusive) writer.
+/// Scratch contexts usearch must have reserved per shard: one per pool thread (searches,
+/// or a refill's workers, never both at once on one shard) plus one for a writer.
 fn contexts(o: &ShardSetOptions) -> usize {
-    o.max_concurrent_searches + 1
+    o.threads + 1
 }
 
 fn new_index(o: &ShardSetOptions) -> Result<Index> {
@@ -248,8 +270,47 @@ impl Shard {
             lifecycle: AtomicU8::new(REBUILDING),
             offline: AtomicBool::new(false),
             data: RwLock::new(empty_data(o, Vec::new())?),
+            published: Published::default(),
+            dropped_through: AtomicU64::new(0),
             snapshot: Mutex::new(None),
         })
+    }
+
+    /// Publishes the cheap health figures; every writer calls it before unlocking.
+    fn publish(&self, d: &Data) {
+        let p = &self.published;
+        p.position.store(d.position, Ordering::Release);
+        p.size.store(d.index.size(), Ordering::Release);
+        p.pending.store(d.pending.len(), Ordering::Release);
+    }
+
+    /// Publishes the figures and measures memory (a walk over every node: only after work
+    /// that is itself proportional to the shard, i.e. a snapshot, load or refill).
+    fn publish_measured(&self, d: &Data) {
+        self.publish(d);
+        let bytes = d.index.memory_usage()
+            + d.members.heap_bytes()
+            + d.exact.as_ref().map_or(0, ExactStore::heap_bytes);
+        self.published.memory.store(bytes, Ordering::Release);
+        self.published
+            .memory_faces
+            .store(d.index.size(), Ordering::Release);
+    }
+
+    /// Buffers a change for a shard that is not live, within `max_pending`.
+    fn defer(&self, d: &mut Data, position: u64, change: Change, o: &ShardSetOptions) {
+        if d.pending.len() >= o.max_pending {
+            let last = d.pending.last().map_or(0, |(p, _)| *p).max(position);
+            self.dropped_through.fetch_max(last, Ordering::AcqRel);
+            d.pending = Vec::new();
+            return;
+        }
+        if self.dropped_through.load(Ordering::Acquire) > 0 {
+            // Already behind the log: buffering the rest would not make the shard whole.
+            self.dropped_through.fetch_max(position, Ordering::AcqRel);
+            return;
+        }
+        d.pending.push((position, change));
     }
 
     // A panic while holding the lock (only possible from a bug) must not take the whole
@@ -294,8 +355,9 @@ impl Shard {
         self.offline.store(offline, Ordering::Release);
     }
 
+    /// Change position the contents reflect (published; never waits for a writer).
     pub fn position(&self) -> u64 {
-        self.read().position
+        self.published.position.load(Ordering::Acquire)
     }
 
     pub fn contains(&self, id: u64) -> bool {
@@ -319,26 +381,57 @@ impl Shard {
         o: &ShardSetOptions,
     ) -> Result<Outcome> {
         let mut d = self.write();
-        if self.lifecycle() != LIVE {
-            d.pending.push((position, change));
-            return Ok(Outcome::Deferred);
+        let outcome = if self.lifecycle() != LIVE {
+            self.defer(&mut d, position, change, o);
+            Ok(Outcome::Deferred)
+        } else if position <= d.position {
+            Ok(Outcome::Stale)
+        } else {
+            match apply(&mut d, &change, o) {
+                Ok(outcome) => {
+                    d.position = position;
+                    Ok(outcome)
+                }
+                Err(e) => {
+                    // The graph may now lack a face it should have; stop serving it and
+                    // keep the change so a rebuild that predates it still ends up current.
+                    self.set_lifecycle(FAILED);
+                    self.defer(&mut d, position, change, o);
+                    Err(e)
+                }
+            }
+        };
+        self.publish(&d);
+        outcome
+    }
+
+    /// Applies a change from the change log to a shard being caught up (rebuilding, not
+    /// serving) if it is newer than what the shard holds; see [`crate::ShardSet::replay`].
+    pub fn replay(&self, change: Change, position: u64, o: &ShardSetOptions) -> Result<Outcome> {
+        let mut d = self.write();
+        if self.lifecycle() != REBUILDING {
+            return Err(self.wrong_state());
         }
         if position <= d.position {
             return Ok(Outcome::Stale);
         }
-        match apply(&mut d, &change, o) {
-            Ok(outcome) => {
-                d.position = position;
-                Ok(outcome)
-            }
-            Err(e) => {
-                // The graph may now lack a face it should have; stop serving it and keep
-                // the change so a rebuild that predates it still ends up current.
-                self.set_lifecycle(FAILED);
-                d.pending.push((position, change));
-                Err(e)
-            }
+        let outcome = apply(&mut d, &change, o).inspect_err(|_| self.set_lifecycle(FAILED));
+        if outcome.is_ok() {
+            d.position = position;
         }
+        self.publish(&d);
+        outcome
+    }
+
+    /// Takes the shard out of search as failed, to be rebuilt. Its contents stay until the
+    /// rebuild replaces them.
+    pub fn mark_failed(&self) -> Result<()> {
+        let _d = self.write();
+        if self.lifecycle() == LOADING {
+            return Err(self.wrong_state());
+        }
+        self.set_lifecycle(FAILED);
+        Ok(())
     }
 
     /// Records that every change up to `position` has been offered to this shard, so a
@@ -348,6 +441,7 @@ impl Shard {
         let mut d = self.write();
         if self.lifecycle() == LIVE && d.pending.is_empty() && position > d.position {
             d.position = position;
+            self.publish(&d);
         }
     }
 
@@ -360,6 +454,7 @@ impl Shard {
         let pending = std::mem::take(&mut d.pending);
         *d = empty_data(o, pending)?;
         self.set_lifecycle(REBUILDING);
+        self.publish_measured(&d);
         Ok(())
     }
 
@@ -375,7 +470,7 @@ impl Shard {
         if self.lifecycle() != REBUILDING {
             return Ok(false);
         }
-        apply(
+        let taken = apply(
             &mut d,
             &Change::Upsert {
                 id,
@@ -387,7 +482,76 @@ impl Shard {
         .map(|_| true)
         .inspect_err(|_| {
             self.set_lifecycle(FAILED);
-        })
+        });
+        self.publish(&d);
+        taken
+    }
+
+    /// [`Shard::rebuild_upsert`] for many faces at once: capacity is reserved once and the
+    /// graph inserts run on `o.threads` workers (usearch inserts are thread-safe, each in a
+    /// scratch context of its own). The write lock is held throughout, so no search meets
+    /// the half-built graph; the workers are plain scoped threads, not pool threads, so
+    /// they cannot pick up pool work that waits for this very lock. Ids must be distinct.
+    /// Returns how many faces were taken (0 unless rebuilding).
+    pub fn rebuild_bulk(
+        &self,
+        rows: Vec<(u64, Box<[f32]>, Vec<String>)>,
+        o: &ShardSetOptions,
+    ) -> Result<usize> {
+        let mut d = self.write();
+        if self.lifecycle() != REBUILDING || rows.is_empty() {
+            return Ok(0);
+        }
+        let result = (|| -> Result<usize> {
+            for (id, _, _) in &rows {
+                if d.index.contains(*id) {
+                    d.index.remove(*id).map_err(IndexError::native)?;
+                }
+            }
+            let need = d.index.size() + rows.len();
+            if need > d.index.capacity() {
+                d.index
+                    .reserve_capacity_and_threads(need + need / 8, contexts(o))
+                    .map_err(IndexError::native)?;
+            }
+            let workers = o.threads.clamp(1, rows.len());
+            let chunk = rows.len().div_ceil(workers);
+            let index = &d.index;
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = rows
+                    .chunks(chunk)
+                    .map(|part| {
+                        scope.spawn(move || -> Result<()> {
+                            for (id, v, _) in part {
+                                index.add(*id, &v[..]).map_err(IndexError::native)?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().unwrap_or_else(|_| {
+                        Err(IndexError::Native("refill worker panicked".into()))
+                    })?;
+                }
+                Ok::<(), IndexError>(())
+            })?;
+            if let Some(x) = d.exact.as_mut() {
+                x.reserve(rows.len());
+            }
+            for (id, v, galleries) in &rows {
+                if let Some(x) = d.exact.as_mut() {
+                    x.put(*id, v);
+                }
+                d.members.set(*id, &galleries[..]);
+            }
+            Ok(rows.len())
+        })();
+        if result.is_err() {
+            self.set_lifecycle(FAILED);
+        }
+        self.publish(&d);
+        result
     }
 
     /// Marks the refill as reflecting every change up to `position`, applies buffered
@@ -397,10 +561,21 @@ impl Shard {
         if self.lifecycle() != REBUILDING {
             return Err(self.wrong_state());
         }
-        d.position = position;
-        self.drain_pending(&mut d, o)?;
-        self.set_lifecycle(LIVE);
-        Ok(())
+        let dropped = self.dropped_through.load(Ordering::Acquire);
+        if position < dropped {
+            return Err(IndexError::Behind {
+                shard: self.k,
+                position: dropped,
+            });
+        }
+        self.dropped_through.store(0, Ordering::Release);
+        d.position = d.position.max(position);
+        let drained = self.drain_pending(&mut d, o);
+        if drained.is_ok() {
+            self.set_lifecycle(LIVE);
+        }
+        self.publish_measured(&d);
+        drained
     }
 
     fn drain_pending(&self, d: &mut Data, o: &ShardSetOptions) -> Result<()> {
@@ -424,24 +599,34 @@ impl Shard {
         Ok(())
     }
 
-    /// Writes a snapshot; returns the position it covers. Updates to this shard wait for
-    /// it (the read lock keeps graph, table and position consistent); searches do not.
+    /// Writes a snapshot; returns the position it covers. The shard is copied into memory
+    /// under the read lock (graph serialised, gallery table and exact vectors cloned) and
+    /// written to disk after the lock is released, so changes to this shard wait for a
+    /// memory copy, not for the disk. The price is a transient copy of one shard.
     pub fn save(&self, dir: &Path, shards: usize, o: &ShardSetOptions) -> Result<u64> {
-        let d = self.read();
-        if self.lifecycle() != LIVE {
-            return Err(self.wrong_state());
-        }
-        let header = snapshot::Header {
-            shard: self.k,
-            shards,
-            dims: o.dims,
-            scalar: o.scalar,
-            position: d.position,
-            written_at: SystemTime::now(),
-            faces: d.index.size() as u64,
+        let (header, graph, members, exact) = {
+            let d = self.read();
+            if self.lifecycle() != LIVE {
+                return Err(self.wrong_state());
+            }
+            let mut graph = vec![0u8; d.index.serialized_length()];
+            d.index
+                .save_to_buffer(&mut graph)
+                .map_err(IndexError::native)?;
+            let header = snapshot::Header {
+                shard: self.k,
+                shards,
+                dims: o.dims,
+                scalar: o.scalar,
+                position: d.position,
+                written_at: SystemTime::now(),
+                faces: d.index.size() as u64,
+            };
+            self.publish_measured(&d);
+            (header, graph, d.members.clone(), d.exact.clone())
         };
-        snapshot::write(dir, &header, &d.members, d.exact.as_ref(), |p| {
-            d.index.save(snapshot::utf8(p)?).map_err(IndexError::native)
+        snapshot::write(dir, &header, &members, exact.as_ref(), |p| {
+            std::fs::write(p, &graph).map_err(|e| IndexError::io(p, e))
         })?;
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((header.position, header.written_at));
@@ -450,8 +635,12 @@ impl Shard {
 
     /// Replaces the contents with a snapshot. Only for a shard that is not serving
     /// (rebuilding or failed): a live shard may have applied changes newer than the snapshot.
-    /// On any error the shard is left empty and rebuilding, with its buffered changes.
-    pub fn load(&self, dir: &Path, shards: usize, o: &ShardSetOptions) -> Result<u64> {
+    /// With `go_live` the buffered changes after the snapshot are applied and the shard
+    /// serves; without it the shard stays rebuilding at the snapshot's position, to be
+    /// caught up from the change log ([`Shard::replay`], then `finish_rebuild`).
+    /// On any error the shard is left empty and rebuilding at position 0, with its
+    /// buffered changes.
+    pub fn load(&self, dir: &Path, shards: usize, o: &ShardSetOptions, go_live: bool) -> Result<u64> {
         {
             let _d = self.write();
             match self.lifecycle() {
@@ -462,7 +651,7 @@ impl Shard {
         // The heavy part runs without the lock so buffered updates keep flowing in.
         let loaded = self.read_snapshot(dir, shards, o);
         let mut d = self.write();
-        match loaded {
+        let result = match loaded {
             Ok((index, sidecar)) => {
                 d.index = index;
                 d.members = sidecar.membership;
@@ -470,8 +659,16 @@ impl Shard {
                 d.position = sidecar.header.position;
                 *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some((sidecar.header.position, sidecar.header.written_at));
-                self.drain_pending(&mut d, o)?;
-                self.set_lifecycle(LIVE);
+                self.set_lifecycle(REBUILDING);
+                if go_live && self.dropped_through.load(Ordering::Acquire) == 0 {
+                    match self.drain_pending(&mut d, o) {
+                        Ok(()) => self.set_lifecycle(LIVE),
+                        Err(e) => {
+                            self.publish_measured(&d);
+                            return Err(e);
+                        }
+                    }
+                }
                 Ok(sidecar.header.position)
             }
             Err(e) => {
@@ -480,7 +677,9 @@ impl Shard {
                 self.set_lifecycle(REBUILDING);
                 Err(e)
             }
-        }
+        };
+        self.publish_measured(&d);
+        result
     }
 
     fn read_snapshot(
@@ -524,19 +723,29 @@ impl Shard {
         Ok((index, sidecar))
     }
 
+    /// The shard's health line, from published figures only: never waits for a writer.
     pub fn health(&self) -> ShardHealth {
         let state = self.state();
         let snap = *self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
-        let d = self.read();
+        let p = &self.published;
+        let size = p.size.load(Ordering::Acquire);
+        let (measured, at) = (
+            p.memory.load(Ordering::Acquire),
+            p.memory_faces.load(Ordering::Acquire),
+        );
+        // Between measurements, scale by the faces added or removed since.
+        let memory_bytes = if at > 0 {
+            (measured as f64 * size as f64 / at as f64) as usize
+        } else {
+            measured
+        };
         ShardHealth {
             shard: self.k,
             state,
-            size: d.index.size(),
-            memory_bytes: d.index.memory_usage()
-                + d.members.heap_bytes()
-                + d.exact.as_ref().map_or(0, ExactStore::heap_bytes),
-            position: d.position,
-            pending: d.pending.len(),
+            size,
+            memory_bytes,
+            position: p.position.load(Ordering::Acquire),
+            pending: p.pending.load(Ordering::Acquire),
             snapshot_position: snap.map(|s| s.0),
             snapshot_age: snap.map(|s| SystemTime::now().duration_since(s.1).unwrap_or_default()),
         }
@@ -547,7 +756,7 @@ impl Shard {
     }
 
     pub fn len(&self) -> usize {
-        self.read().index.size()
+        self.published.size.load(Ordering::Acquire)
     }
 
     pub fn index_memory(&self) -> IndexMemory {

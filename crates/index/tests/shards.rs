@@ -472,7 +472,7 @@ fn health_reports_sizes_positions_and_snapshot_age() {
 fn concurrent_searches_and_updates_do_not_fail() {
     let dims = 32;
     let mut o = options(dims, 2, Scalar::F16);
-    o.max_concurrent_searches = 2; // fewer permits than searching threads
+    o.threads = 2; // fewer pool threads than searching callers
     let set = live_set(&o);
     let mut rng = Rng::new(11);
     for id in 1..=500u64 {
