@@ -5,7 +5,8 @@
  * logistic fit behind `confidence`.
  *
  * - Per photo the face nearest the image centre is used (the LFW protocol
- *   is about the centred face; other faces can show at the edges).
+ *   is about the centred face; other faces can show at the edges), or the
+ *   largest one where a caller asks (`bench/face-vectors.ts`).
  * - Embeddings are cached under .bench-out/, keyed by detector and
  *   recogniser id and checked against the SHA-256 of both ONNX files and the
  *   photo list, so a rerun only redoes the statistics (`--recompute` forces
@@ -99,10 +100,17 @@ export function withExifOrientation(jpeg: Buffer, orientation: number): Buffer {
   return Buffer.concat([jpeg.subarray(0, 2), head, payload, jpeg.subarray(2)]);
 }
 
+/**
+ * Which face of a photo is embedded: the one nearest the image centre (the LFW protocol is
+ * about the centred face) or the largest (the engine lists faces largest first).
+ */
+export type FacePick = 'centre' | 'largest';
+
 export interface Embedded {
   detector: string;
   recognizer: string;
   mirror: boolean;
+  pick: FacePick;
   dim: number;
   /** Paths relative to images/, one row each. */
   files: string[];
@@ -113,6 +121,8 @@ export interface Embedded {
   faces: Uint8Array;
   /** Photos where the face nearest the centre is not the biggest one. */
   notBiggest: number;
+  /** 1 for those photos. */
+  centredNotBiggest: Uint8Array;
   seconds: number;
   photosPerSecond: number;
   /** Load average (1 min) when the pass started and ended: the machine is shared. */
@@ -125,6 +135,8 @@ interface CacheMeta {
   detector: string;
   recognizer: string;
   mirror: boolean;
+  /** Absent in caches written before the choice existed, which embedded the centred face. */
+  pick?: FacePick;
   models: Record<string, string>;
   settings: Record<string, unknown>;
   filesSha256: string;
@@ -133,6 +145,8 @@ interface CacheMeta {
   noFace: number[];
   faces: number[];
   notBiggest: number;
+  /** Indices of those photos; absent in caches written before it was kept. */
+  centredNotBiggest?: number[];
   seconds: number;
   photosPerSecond: number;
   load: [number, number];
@@ -148,12 +162,16 @@ export interface EmbedOptions {
   /** Engine settings that change what is found (minimum face, detector threshold): part of the cache key. */
   settings: Record<string, unknown>;
   mirror: boolean;
+  /** Default 'centre'. */
+  pick?: FacePick;
   inFlight: number;
   engine: { inferenceWorkers: number; intraThreads: number };
   /** Cache files, without extension (.json and .bin are added). */
   cache: string;
   force: boolean;
   log: (line: string) => void;
+  /** Interval of the progress lines; default 30 s. */
+  progressMs?: number;
 }
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
@@ -171,10 +189,11 @@ export function modelHashes(modelDir: string, ids: string[]): Record<string, str
 }
 
 /**
- * Embeds the face nearest the centre of each photo, `inFlight` analyses at
- * once, or reads the cache when its key matches.
+ * Embeds one face of each photo (`o.pick`), `inFlight` analyses at once, or
+ * reads the cache when its key matches.
  */
 export async function embedPhotos(engine: Engine, imagesDir: string, files: string[], o: EmbedOptions): Promise<Embedded> {
+  const pick = o.pick ?? 'centre';
   const filesSha256 = sha256(files.join('\n'));
   const metaFile = `${o.cache}.json`;
   const binFile = `${o.cache}.bin`;
@@ -185,26 +204,32 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
       meta.detector === o.detector &&
       meta.recognizer === o.recognizer &&
       meta.mirror === o.mirror &&
+      (meta.pick ?? 'centre') === pick &&
       meta.filesSha256 === filesSha256 &&
       JSON.stringify(meta.models) === JSON.stringify(o.models) &&
-      JSON.stringify(meta.settings) === JSON.stringify(o.settings);
+      JSON.stringify(meta.settings) === JSON.stringify(o.settings) &&
+      (pick === 'centre' || meta.centredNotBiggest !== undefined);
     if (same) {
       const bin = readFileSync(binFile);
       const emb = new Float32Array(bin.buffer.slice(bin.byteOffset, bin.byteOffset + bin.byteLength));
       if (emb.length === files.length * meta.dim) {
         const found = new Uint8Array(files.length).fill(1);
         for (const i of meta.noFace) found[i] = 0;
+        const centredNotBiggest = new Uint8Array(files.length);
+        for (const i of meta.centredNotBiggest ?? []) centredNotBiggest[i] = 1;
         o.log(`  embeddings from ${binFile} (pass of ${meta.seconds.toFixed(0)} s; --recompute redoes it)`);
         return {
           detector: meta.detector,
           recognizer: meta.recognizer,
           mirror: meta.mirror,
+          pick,
           dim: meta.dim,
           files,
           emb,
           found,
           faces: Uint8Array.from(meta.faces),
           notBiggest: meta.notBiggest,
+          centredNotBiggest,
           seconds: meta.seconds,
           photosPerSecond: meta.photosPerSecond,
           load: meta.load,
@@ -219,6 +244,7 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
   const rows: (Float32Array | null)[] = new Array(n).fill(null);
   const faces = new Uint8Array(n);
   let notBiggest = 0;
+  const centredNotBiggest = new Uint8Array(n);
   let dim = 0;
   let next = 0;
   let done = 0;
@@ -244,13 +270,17 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
             best = k;
           }
         });
-        if (best !== 0) notBiggest++;
+        if (best !== 0) {
+          notBiggest++;
+          centredNotBiggest[i] = 1;
+        }
+        const chosen = pick === 'centre' ? best : 0;
         dim = a.dim;
-        rows[i] = a.embeddings.slice(best * a.dim, (best + 1) * a.dim);
+        rows[i] = a.embeddings.slice(chosen * a.dim, (chosen + 1) * a.dim);
       }
       done++;
       const now = performance.now();
-      if (now - lastLog > 30_000) {
+      if (now - lastLog > (o.progressMs ?? 30_000)) {
         lastLog = now;
         o.log(`  ${done}/${n} photos, ${(done / ((now - t0) / 1000)).toFixed(1)} photos/s`);
       }
@@ -274,6 +304,7 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
     detector: o.detector,
     recognizer: o.recognizer,
     mirror: o.mirror,
+    pick,
     models: o.models,
     settings: o.settings,
     filesSha256,
@@ -282,6 +313,7 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
     noFace,
     faces: [...faces],
     notBiggest,
+    centredNotBiggest: [...centredNotBiggest.keys()].filter((i) => centredNotBiggest[i]),
     seconds,
     photosPerSecond: n / seconds,
     load,
@@ -291,7 +323,7 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
   mkdirSync(path.dirname(metaFile), { recursive: true });
   writeFileSync(binFile, Buffer.from(emb.buffer, emb.byteOffset, emb.byteLength));
   writeFileSync(metaFile, JSON.stringify(meta));
-  return { detector: o.detector, recognizer: o.recognizer, mirror: o.mirror, dim, files, emb, found, faces, notBiggest, seconds, photosPerSecond: n / seconds, load, cached: false };
+  return { detector: o.detector, recognizer: o.recognizer, mirror: o.mirror, pick, dim, files, emb, found, faces, notBiggest, centredNotBiggest, seconds, photosPerSecond: n / seconds, load, cached: false };
 }
 
 /** Sum of the photo's and the mirrored photo's embeddings, renormalised; either alone where the other found no face. */
