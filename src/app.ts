@@ -106,7 +106,14 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     const store = new FaceStore(db.sql, photos, { model: recognizer, stream: db.stream });
     const indexDir = path.join(config.dataDir, 'index');
     await discardForeignSnapshots(indexDir, recognizer, log);
-    const index = await openFaceIndex({ dir: indexDir, shards: config.index.shards, dims: dim, scalar: config.index.scalar });
+    const index = await openFaceIndex({
+      dir: indexDir,
+      shards: config.index.shards,
+      dims: dim,
+      scalar: config.index.scalar,
+      threads: config.index.threads,
+      keepExact: config.index.exactCopies,
+    });
     metrics.watchStore(index, db);
     try {
       sync = await IndexSync.start({
@@ -145,6 +152,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       index: migration ? duringMigration(index, migration) : index,
       // ... writes see them as they are: a face stored during a migration is searchable at once.
       writes: new IndexWrites(follower, index, log, indexWaitMs),
+      rebuildShard: (k) => follower.rebuild(k),
     };
   }
   const history = database?.history;

@@ -95,9 +95,16 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_MIN_FACE: intVar(40, 16),
     FACE_DETECT_THRESHOLD: z.coerce.number().min(0.05).max(0.99).optional(),
     FACE_SHARDS: intVar(cores, 1).pipe(z.number().max(4096)),
-    // f16 halves graph memory at about 1e-3 similarity error, and candidates are
-    // re-scored exactly in f32 before ranking, so results match f32's.
+    // f16 halves graph memory at about 1e-3 similarity error and, on face
+    // embeddings, keeps f32's recall@1 without exact copies (bench/RESULTS.md).
     FACE_INDEX_SCALAR: z.enum(['f32', 'f16', 'i8']).default('f16'),
+    // Absent: per scalar kind (only i8 keeps exact f32 copies to re-rank with).
+    FACE_INDEX_EXACT_COPIES: z
+      .enum(['true', 'false', '1', '0', 'yes', 'no'])
+      .optional()
+      .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1' || v === 'yes')),
+    // 0: one per core. Every search, apply and snapshot runs on this pool.
+    FACE_INDEX_THREADS: intVar(0, 0).pipe(z.number().max(1024)),
     FACE_INDEX_SNAPSHOT_SECONDS: intVar(60, 1),
     FACE_INDEX_SNAPSHOT_CHANGES: intVar(10_000, 1),
     FACE_IDENTIFY_STRICT: boolVar(false),
@@ -165,7 +172,16 @@ export interface Config {
   shutdownTimeoutMs: number;
   fetch: { timeoutMs: number; maxRedirects: number; allowPrivate: boolean };
   /** Search shards: their number, graph storage, and how often they are snapshotted to `<dataDir>/index`. */
-  index: { shards: number; scalar: 'f32' | 'f16' | 'i8'; snapshotSeconds: number; snapshotChanges: number };
+  index: {
+    shards: number;
+    scalar: 'f32' | 'f16' | 'i8';
+    /** Keep exact f32 copies to re-rank with; undefined: per scalar kind. */
+    exactCopies?: boolean;
+    /** Index worker threads; 0: one per core. */
+    threads: number;
+    snapshotSeconds: number;
+    snapshotChanges: number;
+  };
   identify: {
     /** Default of identify's `strict`: answer 503 rather than search with shards missing. */
     strict: boolean;
@@ -243,6 +259,8 @@ export function loadConfig(
     index: {
       shards: e.FACE_SHARDS,
       scalar: e.FACE_INDEX_SCALAR,
+      exactCopies: e.FACE_INDEX_EXACT_COPIES,
+      threads: e.FACE_INDEX_THREADS,
       snapshotSeconds: e.FACE_INDEX_SNAPSHOT_SECONDS,
       snapshotChanges: e.FACE_INDEX_SNAPSHOT_CHANGES,
     },

@@ -8,6 +8,11 @@
  * follower (services/index-sync.ts) reads with `changesAfter`, joined with
  * the faces as they are now, so replaying old entries converges on the
  * current database.
+ *
+ * The log is pruned (`pruneChanges`) below what every search shard's durable
+ * snapshot covers, so it does not grow without bound and a restart replays
+ * only the recent tail. A shard that needs an older position is refilled from
+ * the faces table (`scanFaces`) and replays the log after the scan.
  */
 import { bytesToFloats } from './embedding.js';
 import type { Sql, TransactionSql } from './client.js';
@@ -48,10 +53,84 @@ export async function logChanges(tx: TransactionSql, faceIds: readonly (number |
   return last;
 }
 
-/** The highest position logged so far (0 for an empty log). */
-export async function lastPosition(sql: Sql): Promise<number> {
-  const [row] = await sql`SELECT coalesce(max(position), 0) AS position FROM face_changes`;
+/** The highest position logged so far (0 for an empty log), pruned rows included. */
+export async function lastPosition(sql: Sql | TransactionSql): Promise<number> {
+  const [row] = await sql`
+    SELECT greatest((SELECT coalesce(max(position), 0) FROM face_changes), (SELECT pruned_through FROM face_changes_horizon)) AS position`;
   return Number(row.position);
+}
+
+/** Positions at or below this may have been pruned from the log (0: none). */
+export async function prunedThrough(sql: Sql): Promise<number> {
+  const [row] = await sql`SELECT pruned_through FROM face_changes_horizon`;
+  return Number(row.pruned_through);
+}
+
+/** Rows deleted per statement, so pruning a long log never holds one long transaction. */
+const PRUNE_CHUNK = 10_000;
+
+/**
+ * Deletes the log rows at or below `through`, which every search shard's
+ * snapshot must already cover. The horizon is raised first, in its own
+ * commit, so no reader meets a gap it cannot explain. Returns the rows deleted.
+ */
+export async function pruneChanges(sql: Sql, through: number): Promise<number> {
+  await sql`UPDATE face_changes_horizon SET pruned_through = greatest(pruned_through, ${through})`;
+  let deleted = 0;
+  for (;;) {
+    const result = await sql`
+      DELETE FROM face_changes WHERE position IN (
+        SELECT position FROM face_changes WHERE position <= ${through} ORDER BY position LIMIT ${PRUNE_CHUNK})`;
+    deleted += result.count;
+    if (result.count < PRUNE_CHUNK) return deleted;
+  }
+}
+
+/** One page of a face scan for the search index: row k of `vectors` is face `ids[k]`. */
+export interface FacePage {
+  ids: Float64Array;
+  vectors: Float32Array;
+  /** Each face's galleries besides `default`, sorted. */
+  galleries: string[][];
+}
+
+/**
+ * Reads every face embedded by `model` with `dims`-sized embeddings, in id
+ * order, `pageSize` at a time, from one consistent database snapshot; resolves
+ * to the change position that snapshot reflects, so replaying the log after
+ * it brings the scanned faces current. Positions commit in order (the
+ * change-log lock), so the highest one visible has every lower one visible.
+ */
+export async function scanFaces(
+  sql: Sql,
+  model: string,
+  dims: number,
+  pageSize: number,
+  onPage: (page: FacePage) => Promise<void>,
+): Promise<number> {
+  return sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
+    const position = await lastPosition(tx);
+    let after = 0;
+    for (;;) {
+      const rows = await tx`
+        SELECT f.id, f.embedding,
+          ARRAY(SELECT m.gallery FROM face_galleries m WHERE m.face_id = f.id ORDER BY m.gallery) AS galleries
+        FROM faces f
+        WHERE f.model = ${model} AND f.id > ${after} AND length(f.embedding) = ${dims * 4}
+        ORDER BY f.id
+        LIMIT ${pageSize}`;
+      if (rows.length === 0) return position;
+      const page: FacePage = { ids: new Float64Array(rows.length), vectors: new Float32Array(rows.length * dims), galleries: [] };
+      rows.forEach((r, k) => {
+        page.ids[k] = Number(r.id);
+        page.vectors.set(bytesToFloats(r.embedding as Buffer), k * dims);
+        page.galleries.push(r.galleries as string[]);
+      });
+      await onPage(page);
+      after = page.ids[rows.length - 1];
+      if (rows.length < pageSize) return position;
+    }
+  });
 }
 
 /** One logged change as the follower sees it: the face row read as it is now. */

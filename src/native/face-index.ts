@@ -10,10 +10,11 @@ import type * as Addon from '../../build/addon/index.cjs';
 import { DomainError } from '../errors.js';
 import { addonPath, loadAddon } from './engine.js';
 
-export type { IndexMatch, IndexOptions, IndexSearchResult, ShardInfo } from '../../build/addon/index.cjs';
+export type { IndexMatch, IndexOptions, IndexSearchResult, ShardInfo, ShardSnapshot } from '../../build/addon/index.cjs';
 type IndexOptions = Addon.IndexOptions;
 type IndexSearchResult = Addon.IndexSearchResult;
 type ShardInfo = Addon.ShardInfo;
+type ShardSnapshot = Addon.ShardSnapshot;
 
 export type IndexScalar = IndexOptions['scalar'];
 export type ShardState = ShardInfo['state'];
@@ -27,12 +28,25 @@ export type IndexChange =
 export interface FaceIndex {
   /** Applies changes in order; all positions up to the last one count as seen (feed a gap-free log). */
   apply(changes: IndexChange[]): Promise<void>;
-  search(query: Float32Array, n: number, gallery?: string): Promise<IndexSearchResult>;
+  /** One search per query (`queries` holds them one after another), in the order given: one native call. */
+  searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<IndexSearchResult[]>;
+  /** Read from atomics: never waits for a shard's lock, so it is safe on the event loop. */
   shards(): ShardInfo[];
+  /** Threads in the index's worker pool. */
+  threads(): number;
   setOffline(shard: number): void;
   setOnline(shard: number): void;
-  /** Saves every live shard; resolves to the lowest position saved. */
-  snapshot(): Promise<number>;
+  /** How each shard's snapshot loaded when the index opened. */
+  loadReport(): ShardSnapshot[];
+  /** Healing, in order: markFailed → reload → (beginRebuild → refill) → replay → finishRebuild. */
+  markFailed(shard: number): Promise<void>;
+  reload(shard: number): Promise<ShardSnapshot>;
+  beginRebuild(shard: number): Promise<void>;
+  refill(shard: number, ids: Float64Array, vectors: Float32Array, galleries: string[][]): Promise<number>;
+  replay(shard: number, changes: IndexChange[]): Promise<number>;
+  finishRebuild(shard: number, position: number): Promise<void>;
+  /** Saves every live shard: one outcome per shard. */
+  snapshot(): Promise<ShardSnapshot[]>;
   /** Lowest position every shard covers. */
   position(): number;
   close(): void;
@@ -61,16 +75,21 @@ class NativeIndexWrapper implements FaceIndex {
     await this.native.apply(changes);
   }
 
-  async search(query: Float32Array, n: number, gallery?: string): Promise<IndexSearchResult> {
+  async searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<IndexSearchResult[]> {
+    if (queries.length === 0) return [];
     try {
-      return await this.native.search(query, n, gallery ?? null);
+      return await this.native.searchBatch(queries, n, gallery ?? null);
     } catch (err) {
       throw mapIndexError(err);
     }
   }
 
   shards(): ShardInfo[] {
-    return this.native.shards().map((s) => ({ ...s, snapshotAgeS: s.snapshotAgeS ?? undefined }));
+    return this.native.shards().map((s) => ({ ...s, snapshotAgeS: s.snapshotAgeS ?? undefined, snapshotPosition: s.snapshotPosition ?? undefined }));
+  }
+
+  threads(): number {
+    return this.native.threads();
   }
 
   setOffline(shard: number): void {
@@ -81,7 +100,39 @@ class NativeIndexWrapper implements FaceIndex {
     this.native.setOnline(shard);
   }
 
-  snapshot(): Promise<number> {
+  loadReport(): ShardSnapshot[] {
+    return this.native.loadReport();
+  }
+
+  async markFailed(shard: number): Promise<void> {
+    try {
+      await this.native.markFailed(shard);
+    } catch (err) {
+      throw mapIndexError(err);
+    }
+  }
+
+  reload(shard: number): Promise<ShardSnapshot> {
+    return this.native.reload(shard);
+  }
+
+  beginRebuild(shard: number): Promise<void> {
+    return this.native.beginRebuild(shard);
+  }
+
+  refill(shard: number, ids: Float64Array, vectors: Float32Array, galleries: string[][]): Promise<number> {
+    return this.native.refill(shard, ids, vectors, galleries);
+  }
+
+  replay(shard: number, changes: IndexChange[]): Promise<number> {
+    return this.native.replay(shard, changes);
+  }
+
+  finishRebuild(shard: number, position: number): Promise<void> {
+    return this.native.finishRebuild(shard, position);
+  }
+
+  snapshot(): Promise<ShardSnapshot[]> {
     return this.native.snapshot();
   }
 
@@ -96,7 +147,7 @@ class NativeIndexWrapper implements FaceIndex {
   }
 }
 
-/** Creates the shards and loads their snapshots from `opts.dir`; shards without one start empty. */
+/** Creates the shards and loads their snapshots from `opts.dir`; shards without a usable one stay empty and rebuilding (`loadReport`). */
 export async function openFaceIndex(opts: IndexOptions, file: string = addonPath()): Promise<FaceIndex> {
   const binding = loadAddon<typeof Addon>(file);
   return new NativeIndexWrapper(await binding.FaceIndex.open(opts));

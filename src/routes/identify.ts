@@ -26,6 +26,8 @@ import { checkSightingFields, faceOutput, galleryName, mfSelectorParam, photoPar
 export { LIVE_SERVERS };
 
 export interface IdentifyDeps extends IdentifyServiceDeps {
+  /** Starts rebuilding a search shard (POST /v0/admin/shards/:k/rebuild). */
+  rebuildShard(k: number): Promise<void>;
   publicUrl?: string;
   maxN: number;
 }
@@ -77,9 +79,14 @@ const shardLine = z.object({
   state: z.enum(['loading', 'rebuilding', 'live', 'failed', 'offline']),
   size: z.number().int().meta({ description: 'Faces in the shard.' }),
   position: z.number().int().meta({ description: 'Change-log position the shard reflects.' }),
-  pending: z.number().int().meta({ description: 'Changes buffered while the shard is not live.' }),
-  memory_bytes: z.number().int(),
+  pending: z.number().int().meta({ description: 'Changes buffered while the shard is not live (bounded: past 100,000 they are dropped and replayed from the change log instead).' }),
+  memory_bytes: z.number().int().meta({ description: 'Graph, gallery table and exact copies, measured at the last snapshot, load or rebuild and scaled by the faces since.' }),
   snapshot_age_s: z.number().nullable().meta({ description: 'Seconds since its last snapshot was saved or loaded; null when none.' }),
+  snapshot_position: z
+    .number()
+    .int()
+    .nullable()
+    .meta({ description: 'Change-log position its last snapshot covers; null when none. The log is pruned below the lowest of these.' }),
 });
 
 const shardsResponse = z.object({
@@ -184,6 +191,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
         pending: s.pending,
         memory_bytes: s.memoryBytes,
         snapshot_age_s: s.snapshotAgeS ?? null,
+        snapshot_position: s.snapshotPosition ?? null,
       })),
     };
   };
@@ -224,4 +232,26 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
       },
     });
   }
+
+  registry.define({
+    method: 'POST',
+    path: '/v0/admin/shards/:k/rebuild',
+    summary: 'Rebuild a search shard while the others serve',
+    description:
+      'Needs the operator token (FACE_TOKEN); API tokens from the store are refused. Takes the shard out of search ' +
+      '(state failed, then rebuilding) and rebuilds it from its last snapshot plus the change log, or from the face ' +
+      'database when the snapshot is unusable or older than the pruned change log; it goes live again by itself. ' +
+      'Answers at once with the shards as they are; poll GET /v0/admin/shards to see it return. This is what happens ' +
+      'on its own to a shard that fails.',
+    auth: 'operator',
+    limited: false,
+    params: shardParams,
+    response: { status: 200, description: 'All shards once the rebuild has started.', schema: shardsResponse },
+    errors: [400, 401, 404, 503],
+    async handler({ params }) {
+      if (params.k >= index.shards().length) throw notFound(`No search shard ${params.k}`);
+      await deps.rebuildShard(params.k);
+      return report();
+    },
+  });
 }

@@ -36,6 +36,8 @@ export interface DatabaseRoutes {
   index: FaceIndex;
   /** How writes wait for the search index. */
   writes: IndexWrites;
+  /** Takes a search shard out of service and rebuilds it from its snapshot and the change log (or the database). */
+  rebuildShard(k: number): Promise<void>;
 }
 
 export interface RouteDeps {

@@ -70,7 +70,7 @@ export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSi
   const { dim, embeddings } = analysis;
 
   // Searched before the faces are stored, so a face cannot match itself.
-  const matches = camId !== undefined ? await bestMatches(deps.index, pickRows(analysis, chosen), dim, resolveThreshold(req.threshold)) : [];
+  const matches = camId !== undefined ? await bestMatches(deps.index, pickRows(analysis, chosen), resolveThreshold(req.threshold)) : [];
 
   let sightings: HistoryEvent[] | undefined;
   const written = await deps.store.addFaces(

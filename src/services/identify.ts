@@ -104,7 +104,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   const { dim } = analysis;
   // Every face lives in default, so that restriction is no restriction and skips the filtered walk.
   const scope = gallery === DEFAULT_GALLERY ? undefined : gallery;
-  const searches = await Promise.all(chosen.map((_, k) => index.search(rows.subarray(k * dim, (k + 1) * dim), req.n, scope)));
+  const searches = await index.searchBatch(rows, req.n, scope);
   const now = liveServers(index.shards());
   const live = searches.length ? Math.min(...searches.map((s) => s.live)) : now.live;
   const total = searches[0]?.total ?? now.total;

@@ -13,7 +13,18 @@
  *
  * Shards are snapshotted to disk every `snapshotChanges` changes or
  * `snapshotSeconds`, and at stop; a start loads the snapshots and replays only
- * the log after them.
+ * the log after them. A snapshot runs beside the follower, never inside its
+ * pass, so it does not hold back the acknowledgement of a write. Once every
+ * shard has a snapshot, the log below the lowest one is pruned.
+ *
+ * Healing: a shard that fails (an update failed half-way, or an operator
+ * asked for a rebuild) or that could not be loaded at start is brought back
+ * while the others serve: its last good snapshot is put back, or, when that is
+ * unusable or older than the pruned log, it is refilled from the faces table;
+ * it then replays the log after that point and goes live again. The bulk of
+ * that work runs beside the follower; only the last stretch of the replay
+ * runs inside its pass, so no change is missed. Every snapshot load or save
+ * failure is logged with its cause.
  *
  * The shards hold the embeddings of one recogniser. A face embedded by
  * another (stored before a recogniser switch, not yet re-embedded by
@@ -24,7 +35,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { changesAfter } from '../db/change-log.js';
+import { changesAfter, lastPosition, prunedThrough, pruneChanges, scanFaces, type LoggedChange } from '../db/change-log.js';
 import type { Sql } from '../db/client.js';
 import { DEFAULT_GALLERY } from '../db/galleries.js';
 import { fsyncDir } from '../db/photos.js';
@@ -81,6 +92,8 @@ export interface IndexSyncOptions {
   log: Logger;
   /** Change-log rows read per query. */
   pageSize?: number;
+  /** Faces read per query when a shard is refilled from the database. */
+  refillPageSize?: number;
   pollMs?: number;
   snapshotSeconds: number;
   snapshotChanges: number;
@@ -91,27 +104,47 @@ interface Waiter {
   resolve: (reached: boolean) => void;
 }
 
+/** Work that must not interleave with applying the log: run by the follower's pass. */
+interface PassTask {
+  run: () => Promise<void>;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
 export class IndexSync {
   private applied: number;
   private pass?: Promise<void>;
   private again = false;
   private waiters: Waiter[] = [];
+  private tasks: PassTask[] = [];
   private timer?: NodeJS.Timeout;
   private unsaved = 0;
   private savedAt = Date.now();
+  private saving?: Promise<void>;
+  private readonly healing = new Map<number, Promise<void>>();
   private stopped = false;
   /** Changes left out of search because their face awaits re-embedding (see the header). */
   private otherModel = 0;
   private readonly pageSize: number;
 
   private constructor(private readonly opts: IndexSyncOptions) {
-    this.applied = opts.index.position();
+    // Shards that could not load sit at position 0 until healed; the rest start from what they hold.
+    const loaded = opts.index.shards().filter((s) => s.state === 'live');
+    this.applied = loaded.length ? Math.min(...loaded.map((s) => s.position)) : 0;
     this.pageSize = opts.pageSize ?? 256;
   }
 
-  /** Replays the log after the shards' snapshots, then keeps following it. */
+  /** Heals the shards that could not be loaded, replays the log after the snapshots, then keeps following it. */
   static async start(opts: IndexSyncOptions): Promise<IndexSync> {
     const sync = new IndexSync(opts);
+    for (const r of opts.index.loadReport()) {
+      if (r.error) opts.log.warn({ shard: r.shard, cause: r.error }, 'search shard snapshot could not be loaded; rebuilding the shard');
+    }
+    for (const s of opts.index.shards()) {
+      if (s.state !== 'live') await sync.heal(s.shard, { starting: true });
+    }
+    // Every shard is live now, each at its own position; the drain takes each from there.
+    sync.applied = opts.index.position();
     const from = sync.applied;
     await sync.drain();
     opts.log.info({ from, to: sync.applied, otherRecognizer: sync.otherModel }, 'search index caught up with the change log');
@@ -147,6 +180,17 @@ export class IndexSync {
     });
   }
 
+  /**
+   * Takes shard `k` out of search and rebuilds it from its snapshot and the
+   * log (or from the database when the snapshot is unusable), as for a shard
+   * that failed. Resolves once the rebuild has started; /v0/admin/shards shows
+   * it come back.
+   */
+  async rebuild(k: number): Promise<void> {
+    await this.opts.index.markFailed(k);
+    this.wake();
+  }
+
   /** Starts a catch-up pass, or asks the running one to look again when it is done. */
   wake(): void {
     if (this.stopped) return;
@@ -159,7 +203,9 @@ export class IndexSync {
         do {
           this.again = false;
           await this.drain();
-          await this.maybeSnapshot();
+          await this.runTasks();
+          this.healFailed();
+          this.maybeSnapshot();
         } while (this.again && !this.stopped);
       } catch (err) {
         // The next poll retries; waiters time out if this persists.
@@ -176,47 +222,52 @@ export class IndexSync {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     await this.pass;
+    for (const t of this.tasks.splice(0)) t.reject(new Error('search index follower stopped'));
+    await Promise.allSettled([...this.healing.values()]);
+    await this.saving;
     for (const w of this.waiters.splice(0)) w.resolve(this.applied >= w.position);
-    try {
-      if (this.unsaved > 0) await this.opts.index.snapshot();
-    } catch (err) {
-      this.opts.log.warn({ err }, 'search index snapshot at shutdown failed');
-    }
+    if (this.unsaved > 0) await this.save('at shutdown');
     this.opts.index.close();
+  }
+
+  /** The log entries after `position` as index changes, and how far they go. */
+  private async readChanges(position: number, limit: number): Promise<{ changes: IndexChange[]; rows: number }> {
+    const rows = await changesAfter(this.opts.sql, position, limit, this.opts.model);
+    return { changes: rows.map((r) => this.toChange(r)), rows: rows.length };
+  }
+
+  private toChange(r: LoggedChange): IndexChange {
+    const { position, faceId: id } = r;
+    switch (r.kind) {
+      case 'gone':
+        return { position, op: 'delete', id };
+      case 'galleries':
+        return { position, op: 'galleries', id, galleries: [DEFAULT_GALLERY, ...r.galleries] };
+      case 'other-model':
+        // Expected after a recogniser switch, for every such face: counted, not logged one by one.
+        this.otherModel++;
+        return { position, op: 'delete', id };
+      case 'upsert':
+        if (r.embedding.length !== this.opts.dims) {
+          // Its model matches, so this is damage, not a pending migration. Refusing it would stall the
+          // log for every later face; it is left out of search instead.
+          this.opts.log.warn({ faceId: id, dims: r.embedding.length }, 'face embedding has the wrong size for the search index; not searchable');
+          return { position, op: 'delete', id };
+        }
+        return { position, op: 'upsert', id, vector: r.embedding, galleries: [DEFAULT_GALLERY, ...r.galleries] };
+    }
   }
 
   /** Applies every logged change after the current position, page by page. */
   private async drain(): Promise<void> {
-    const { sql, index, model } = this.opts;
     for (;;) {
-      const rows = await changesAfter(sql, this.applied, this.pageSize, model);
-      if (rows.length === 0) return;
-      const changes: IndexChange[] = rows.map((r) => {
-        const { position, faceId: id } = r;
-        switch (r.kind) {
-          case 'gone':
-            return { position, op: 'delete', id };
-          case 'galleries':
-            return { position, op: 'galleries', id, galleries: [DEFAULT_GALLERY, ...r.galleries] };
-          case 'other-model':
-            // Expected after a recogniser switch, for every such face: counted, not logged one by one.
-            this.otherModel++;
-            return { position, op: 'delete', id };
-          case 'upsert':
-            if (r.embedding.length !== this.opts.dims) {
-              // Its model matches, so this is damage, not a pending migration. Refusing it would stall the
-              // log for every later face; it is left out of search instead.
-              this.opts.log.warn({ faceId: id, dims: r.embedding.length }, 'face embedding has the wrong size for the search index; not searchable');
-              return { position, op: 'delete', id };
-            }
-            return { position, op: 'upsert', id, vector: r.embedding, galleries: [DEFAULT_GALLERY, ...r.galleries] };
-        }
-      });
-      await index.apply(changes);
+      const { changes, rows } = await this.readChanges(this.applied, this.pageSize);
+      if (rows === 0) return;
+      await this.opts.index.apply(changes);
       this.applied = changes[changes.length - 1].position;
       this.unsaved += changes.length;
       this.release();
-      if (rows.length < this.pageSize) return;
+      if (rows < this.pageSize) return;
     }
   }
 
@@ -230,13 +281,140 @@ export class IndexSync {
     this.waiters = still;
   }
 
-  private async maybeSnapshot(): Promise<void> {
-    if (this.unsaved === 0) return;
+  /** Runs `run` inside the follower's pass, between two drains. */
+  private inPass(run: () => Promise<void>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.tasks.push({ run, resolve, reject });
+      this.wake();
+    });
+  }
+
+  private async runTasks(): Promise<void> {
+    for (const t of this.tasks.splice(0)) {
+      try {
+        await t.run();
+        t.resolve();
+      } catch (err) {
+        t.reject(err);
+      }
+    }
+  }
+
+  /** Starts healing every failed shard that is not already being healed. */
+  private healFailed(): void {
+    if (this.stopped) return;
+    for (const s of this.opts.index.shards()) {
+      if ((s.state !== 'failed' && s.state !== 'rebuilding') || this.healing.has(s.shard)) continue;
+      const k = s.shard;
+      this.opts.log.warn({ shard: k, state: s.state }, 'search shard out of service; rebuilding it while the others serve');
+      const healing = this.heal(k, { starting: false })
+        .catch((err) => this.opts.log.error({ err, shard: k }, 'search shard rebuild failed; retrying at the next poll'))
+        .finally(() => this.healing.delete(k));
+      this.healing.set(k, healing);
+    }
+  }
+
+  /**
+   * Brings shard `k` back: its snapshot, else a database scan, then the log
+   * after that point. All but the last stretch of the replay runs beside the
+   * follower (the shard buffers or drops what arrives meanwhile: the replay
+   * covers it); the rest, and going live, run inside the pass so nothing is
+   * missed between the two. At start (`starting`) the snapshot load was just
+   * tried and nothing serves yet: the shard goes live where the snapshot or
+   * scan left it and the first drain replays the log for all shards at once.
+   */
+  private async heal(k: number, { starting }: { starting: boolean }): Promise<void> {
+    const { index, log, sql } = this.opts;
+    const started = Date.now();
+    let from = 0;
+    if (!starting) {
+      const snapshot = await index.reload(k);
+      if (snapshot.error) log.warn({ shard: k, cause: snapshot.error }, 'search shard snapshot could not be loaded; rebuilding the shard from the database');
+      from = snapshot.position;
+    }
+    let source = from > 0 ? 'snapshot' : 'log';
+    const horizon = await prunedThrough(sql);
+    if (from < horizon) {
+      await index.beginRebuild(k);
+      from = await scanFaces(sql, this.opts.model, this.opts.dims, this.opts.refillPageSize ?? 4096, async (page) => {
+        await index.refill(k, page.ids, page.vectors, page.galleries.map((g) => [DEFAULT_GALLERY, ...g]));
+      });
+      source = 'database';
+    }
+    if (starting) {
+      await index.finishRebuild(k, from);
+      this.unsaved = Math.max(this.unsaved, this.opts.snapshotChanges);
+      log.info({ shard: k, source, position: from, ms: Date.now() - started }, 'search shard refilled; the change log after it replays next');
+      return;
+    }
+    const replayed = { count: 0 };
+    const catchUp = async () => {
+      for (;;) {
+        const { changes, rows } = await this.readChanges(from, 4096);
+        if (rows === 0) return;
+        replayed.count += await index.replay(k, changes);
+        from = changes[changes.length - 1].position;
+        if (this.stopped) throw new Error('search index follower stopped');
+      }
+    };
+    await catchUp();
+    const finish = async () => {
+      await catchUp();
+      // Another process may have pruned past `from` while we read: then the replay has a hole.
+      if ((await prunedThrough(sql)) > Math.max(horizon, from) && source !== 'database') {
+        await index.markFailed(k);
+        throw new Error('the change log was pruned during the rebuild');
+      }
+      const at = Math.max(from, this.applied);
+      await index.finishRebuild(k, at);
+      // Its durable snapshot is old (or gone): save soon, so a restart or the next heal starts from here
+      // and the log below it can be pruned.
+      this.unsaved = Math.max(this.unsaved, this.opts.snapshotChanges);
+    };
+    await this.inPass(finish);
+    log.info({ shard: k, source, replayed: replayed.count, position: Math.max(from, this.applied), ms: Date.now() - started }, 'search shard rebuilt and back in service');
+  }
+
+  /** Starts a snapshot beside the follower when one is due and none is running. */
+  private maybeSnapshot(): void {
+    if (this.unsaved === 0 || this.saving || this.stopped) return;
     const due = this.unsaved >= this.opts.snapshotChanges || Date.now() - this.savedAt >= this.opts.snapshotSeconds * 1000;
     if (!due) return;
+    this.saving = this.save('periodic').finally(() => {
+      this.saving = undefined;
+    });
+  }
+
+  /** Saves every live shard, logs each failure with its cause, and prunes the log the snapshots make redundant. */
+  private async save(why: string): Promise<void> {
     const unsaved = this.unsaved;
-    await this.opts.index.snapshot();
-    this.unsaved -= unsaved;
-    this.savedAt = Date.now();
+    let outcomes;
+    try {
+      outcomes = await this.opts.index.snapshot();
+    } catch (err) {
+      this.opts.log.warn({ err, why }, 'search index snapshot failed');
+      return;
+    }
+    const failed = outcomes.filter((o) => o.error);
+    for (const o of failed) this.opts.log.warn({ shard: o.shard, cause: o.error, why }, 'search shard snapshot could not be saved');
+    if (failed.length === 0) {
+      this.unsaved = Math.max(0, this.unsaved - unsaved);
+      this.savedAt = Date.now();
+    }
+    await this.prune();
+  }
+
+  /** Deletes the log below what every shard's durable snapshot covers; a shard without one keeps it all. */
+  private async prune(): Promise<void> {
+    const covered = this.opts.index.shards().map((s) => s.snapshotPosition);
+    if (covered.some((p) => p === undefined || p === null)) return;
+    const through = Math.min(...(covered as number[]));
+    try {
+      if (through <= (await prunedThrough(this.opts.sql))) return;
+      const deleted = await pruneChanges(this.opts.sql, through);
+      this.opts.log.info({ through, deleted, head: await lastPosition(this.opts.sql) }, 'change log pruned below the shard snapshots');
+    } catch (err) {
+      this.opts.log.warn({ err }, 'change log could not be pruned; trying again after the next snapshot');
+    }
   }
 }

@@ -58,7 +58,8 @@ async function addFace(): Promise<{ id: number; position: number }> {
 const findable = async (id: number) => {
   const [row] = await tdb.db.sql`SELECT embedding FROM faces WHERE id = ${id}`;
   const v = new Float32Array(new Uint8Array(row.embedding as Buffer).buffer.slice(0));
-  return (await index.search(v, 1)).matches.some((m) => m.id === id);
+  const [result] = await index.searchBatch(v, 1);
+  return result.matches.some((m) => m.id === id);
 };
 
 describe('IndexWrites.settle', () => {

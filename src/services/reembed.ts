@@ -237,22 +237,18 @@ export class EmbeddingMigration {
  * re-embedded cannot be found. Once it is done, the shards as they are.
  */
 export function duringMigration(index: FaceIndex, migration: EmbeddingMigration): FaceIndex {
-  return {
-    apply: (changes) => index.apply(changes),
-    async search(query, n, gallery) {
-      const result = await index.search(query, n, gallery);
-      if (!migration.running()) return result;
-      return { ...result, live: 0, missing: Array.from({ length: result.total }, (_, k) => k) };
-    },
-    shards() {
-      const shards = index.shards();
-      if (!migration.running()) return shards;
-      return shards.map((s) => (s.state === 'live' ? { ...s, state: 'rebuilding' as const } : s));
-    },
-    setOffline: (shard) => index.setOffline(shard),
-    setOnline: (shard) => index.setOnline(shard),
-    snapshot: () => index.snapshot(),
-    position: () => index.position(),
-    close: () => index.close(),
+  // Everything else is the index's own: the view inherits it (methods run with the view as
+  // `this`, which reaches the index's fields through the prototype).
+  const view: FaceIndex = Object.create(index);
+  view.searchBatch = async (queries, n, gallery) => {
+    const results = await index.searchBatch(queries, n, gallery);
+    if (!migration.running()) return results;
+    return results.map((r) => ({ ...r, live: 0, missing: Array.from({ length: r.total }, (_, k) => k) }));
   };
+  view.shards = () => {
+    const shards = index.shards();
+    if (!migration.running()) return shards;
+    return shards.map((s) => (s.state === 'live' ? { ...s, state: 'rebuilding' as const } : s));
+  };
+  return view;
 }

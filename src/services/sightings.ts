@@ -14,9 +14,8 @@ import { photoUrlOf, type PhotoInput } from './photo-source.js';
  * For each embedding row, the id of the most similar stored face when its
  * confidence reaches `threshold` (null: the most similar at all).
  */
-export async function bestMatches(index: FaceIndex, rows: Float32Array, dim: number, threshold: number | null): Promise<(number | undefined)[]> {
-  const count = rows.length / dim;
-  const found = await Promise.all(Array.from({ length: count }, (_, k) => index.search(rows.subarray(k * dim, (k + 1) * dim), 1, undefined)));
+export async function bestMatches(index: FaceIndex, rows: Float32Array, threshold: number | null): Promise<(number | undefined)[]> {
+  const found = await index.searchBatch(rows, 1);
   return found.map(({ matches: [best] }) =>
     best && (threshold === null || isVerified(toConfidence(best.similarity), threshold)) ? best.id : undefined,
   );

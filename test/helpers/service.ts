@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startServer, type RunningServer, type StartOptions } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { freshDatabase, type TestDatabase } from './database.js';
 
@@ -54,12 +54,12 @@ export interface DatabaseTestService extends TestService {
  * The real service with the database routes: a database and a data folder of
  * its own, both removed by `close()`.
  */
-export async function startDatabaseService(env: Record<string, string> = {}): Promise<DatabaseTestService> {
+export async function startDatabaseService(env: Record<string, string> = {}, log: Logger = createLogger('silent')): Promise<DatabaseTestService> {
   const tdb = await freshDatabase();
   const dir = await mkdtemp(path.join(os.tmpdir(), 'face-test-'));
   const config = testConfig({ FACE_DATA_DIR: dir, ...env });
   const engine = await openEngine(engineOptionsFrom(config));
-  const server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
+  const server = await startServer({ config, engine, db: tdb.db, log });
   return {
     base: `http://127.0.0.1:${server.port}`,
     config,

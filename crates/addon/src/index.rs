@@ -1,15 +1,16 @@
 //! Node.js bindings for `face-index`: the search shards.
 //!
 //! Arguments are copied into owned Rust values on the JavaScript thread; the work (applying
-//! changes, searching, snapshotting) runs on a thread of its own and the promise settles back
-//! on the JavaScript thread. Operator switches and the health report only touch atomics and
-//! briefly held locks, so they are synchronous.
+//! changes, searching, snapshotting, healing a shard) runs on the shard set's bounded worker
+//! pool and the promise settles back on the JavaScript thread. The health report, positions
+//! and the operator's offline switch only read or write atomics, so they are synchronous:
+//! none of them waits for a shard's lock.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use face_index::{IndexError, Scalar, ShardSet, ShardSetOptions};
+use face_index::{IndexError, Scalar, ShardSet, ShardSetOptions, Update};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -31,6 +32,10 @@ pub struct IndexOptions {
     /// Graph storage: "f32", "f16" or "i8".
     #[napi(ts_type = "\"f32\" | \"f16\" | \"i8\"")]
     pub scalar: String,
+    /// Worker threads of the index pool; 0 or absent means one per core.
+    pub threads: Option<u32>,
+    /// Keep exact f32 copies for re-ranking; absent chooses per scalar kind (only i8 keeps them).
+    pub keep_exact: Option<bool>,
 }
 
 /// One database change, applied in position order.
@@ -82,6 +87,20 @@ pub struct ShardInfo {
     pub memory_bytes: f64,
     /// Seconds since the last snapshot was written or loaded; absent when none.
     pub snapshot_age_s: Option<f64>,
+    /// Change position the last snapshot written or loaded covers; absent when none.
+    pub snapshot_position: Option<f64>,
+}
+
+/// What happened to one shard's snapshot (loading at open, reloading, or saving).
+#[napi(object)]
+pub struct ShardSnapshot {
+    pub shard: u32,
+    /// Position the snapshot covers; 0 when it could not be used.
+    pub position: f64,
+    /// Why the snapshot could not be loaded or saved; absent on success.
+    pub error: Option<String>,
+    /// Saving only: the shard was not live, so nothing was written (not an error).
+    pub skipped: bool,
 }
 
 /// Partitioned nearest-neighbour search over face embeddings.
@@ -89,12 +108,7 @@ pub struct ShardInfo {
 pub struct FaceIndex {
     set: Mutex<Option<Arc<ShardSet>>>,
     dir: PathBuf,
-}
-
-enum Op {
-    Upsert { id: u64, vector: Vec<f32>, galleries: Vec<String> },
-    Delete { id: u64 },
-    Galleries { id: u64, galleries: Vec<String> },
+    loaded: Vec<(u32, f64, Option<String>)>,
 }
 
 fn whole(name: &str, v: f64) -> std::result::Result<u64, IndexError> {
@@ -105,15 +119,15 @@ fn whole(name: &str, v: f64) -> std::result::Result<u64, IndexError> {
     }
 }
 
-fn owned_changes(changes: Vec<IndexChange>) -> std::result::Result<Vec<(u64, Op)>, IndexError> {
+fn owned_changes(changes: Vec<IndexChange>) -> std::result::Result<Vec<(u64, Update)>, IndexError> {
     changes
         .into_iter()
         .enumerate()
         .map(|(i, c)| {
             let position = whole("position", c.position)?;
             let id = whole("id", c.id)?;
-            let op = match c.op.as_str() {
-                "upsert" => Op::Upsert {
+            let update = match c.op.as_str() {
+                "upsert" => Update::Upsert {
                     id,
                     vector: c
                         .vector
@@ -121,16 +135,51 @@ fn owned_changes(changes: Vec<IndexChange>) -> std::result::Result<Vec<(u64, Op)
                         .ok_or_else(|| IndexError::BadOption(format!("change {i}: upsert needs a vector")))?,
                     galleries: c.galleries.unwrap_or_default(),
                 },
-                "delete" => Op::Delete { id },
-                "galleries" => Op::Galleries { id, galleries: c.galleries.unwrap_or_default() },
+                "delete" => Update::Remove { id },
+                "galleries" => Update::SetGalleries { id, galleries: c.galleries.unwrap_or_default() },
                 other => return Err(IndexError::BadOption(format!("change {i}: unknown op {other:?}"))),
             };
-            Ok((position, op))
+            Ok((position, update))
         })
         .collect()
 }
 
-/// Runs `work` on a thread of its own and settles the promise with its result.
+fn search_result(r: face_index::SearchResult, total: u32) -> IndexSearchResult {
+    IndexSearchResult {
+        matches: r.hits.iter().map(|h| IndexMatch { id: h.id as f64, similarity: h.similarity as f64 }).collect(),
+        live: r.searched.len() as u32,
+        total,
+        missing: r.skipped.iter().map(|s| s.shard as u32).collect(),
+    }
+}
+
+fn settle_in<R, T, W, F>(pending: PendingPromise<T>, work: W, to_js: F)
+where
+    R: Send + 'static,
+    T: ToNapiValue + 'static,
+    W: FnOnce() -> std::result::Result<R, IndexError> + Send + 'static,
+    F: FnOnce(Env, R) -> Result<T> + Send + 'static,
+{
+    let result =
+        catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| Err(IndexError::Native("panic in the index".into())));
+    pending.settle(result, to_js);
+}
+
+/// Runs `work` on the set's worker pool and settles the promise with its result.
+fn on_pool<'env, R, T, W, F>(env: &'env Env, set: &ShardSet, work: W, to_js: F) -> Result<Object<'env>>
+where
+    R: Send + 'static,
+    T: ToNapiValue + 'static,
+    W: FnOnce() -> std::result::Result<R, IndexError> + Send + 'static,
+    F: FnOnce(Env, R) -> Result<T> + Send + 'static,
+{
+    let (pending, promise) = PendingPromise::new(env)?;
+    set.spawn(move || settle_in(pending, work, to_js));
+    Ok(promise)
+}
+
+/// Runs `work` on a thread of its own and settles the promise with its result: only for
+/// opening, which happens once and before the set (and its pool) exists.
 fn off_thread<'env, R, T, W, F>(env: &'env Env, name: &str, work: W, to_js: F) -> Result<Object<'env>>
 where
     R: Send + 'static,
@@ -140,21 +189,22 @@ where
 {
     let (pending, promise) = PendingPromise::new(env)?;
     let in_thread = pending.clone();
-    let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
-        let result = catch_unwind(AssertUnwindSafe(work))
-            .unwrap_or_else(|_| Err(IndexError::Native("panic in the index".into())));
-        in_thread.settle(result, to_js);
-    });
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(move || settle_in(in_thread, work, to_js));
     if let Err(e) = spawned {
         pending.reject(IndexError::Native(format!("cannot start index thread: {e}")));
     }
     Ok(promise)
 }
 
+fn to_js_whole(v: u64) -> f64 {
+    v as f64
+}
+
 #[napi]
 impl FaceIndex {
     /// Creates the shards and loads each from its snapshot in `dir`. A shard without a usable
-    /// snapshot starts empty at position 0 and is filled by replaying the change log.
+    /// snapshot stays empty and rebuilding at position 0 (see `loadReport`): the caller
+    /// refills it and calls `finishRebuild`.
     #[napi(ts_return_type = "Promise<FaceIndex>")]
     pub fn open<'env>(env: &'env Env, opts: IndexOptions) -> Result<Object<'env>> {
         let dir = PathBuf::from(&opts.dir);
@@ -162,6 +212,8 @@ impl FaceIndex {
             let mut o = ShardSetOptions::new(opts.dims as usize);
             o.shards = opts.shards as usize;
             o.scalar = opts.scalar.parse::<Scalar>()?;
+            o.threads = opts.threads.unwrap_or(0) as usize;
+            o.keep_exact = opts.keep_exact;
             Ok(o)
         })();
         let options = match prepared {
@@ -175,21 +227,34 @@ impl FaceIndex {
             move || {
                 std::fs::create_dir_all(&in_thread).map_err(|e| IndexError::Io { path: in_thread.clone(), source: e })?;
                 let set = ShardSet::new(&options)?.with_similarity(Arc::new(face_engine::simd::dot));
-                // A failed load leaves the shard empty and rebuilding; the change log refills it.
-                let _ = set.load_all(&in_thread);
-                for k in set.needs_rebuild() {
-                    set.begin_rebuild(k)?;
-                    set.finish_rebuild(k, 0)?;
-                }
-                Ok(set)
+                let loaded = set
+                    .load_all(&in_thread)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, r)| match r {
+                        Ok(p) => (k as u32, to_js_whole(p), None),
+                        Err(e) => (k as u32, 0.0, Some(e.to_string())),
+                    })
+                    .collect::<Vec<_>>();
+                Ok((set, loaded))
             },
-            move |_env, set| Ok(FaceIndex { set: Mutex::new(Some(Arc::new(set))), dir }),
+            move |_env, (set, loaded)| Ok(FaceIndex { set: Mutex::new(Some(Arc::new(set))), dir, loaded }),
         )
     }
 
-    /// Applies changes in the given order; each must carry a higher position than the last
-    /// one its shard saw (lower ones are replays and are ignored). Every position up to the
-    /// last one given counts as offered: the caller feeds a gap-free log.
+    /// How each shard's snapshot loaded at open: its position, or why it could not be used.
+    #[napi]
+    pub fn load_report(&self) -> Vec<ShardSnapshot> {
+        self.loaded
+            .iter()
+            .map(|(shard, position, error)| ShardSnapshot { shard: *shard, position: *position, error: error.clone(), skipped: false })
+            .collect()
+    }
+
+    /// Applies changes in the given order, shards in parallel; each must carry a higher
+    /// position than the last one its shard saw (lower ones are replays and are ignored).
+    /// Every position up to the last one given counts as offered: the caller feeds a
+    /// gap-free log.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn apply<'env>(&self, env: &'env Env, changes: Vec<IndexChange>) -> Result<Object<'env>> {
         let prepared = self.set().and_then(|set| Ok((set, owned_changes(changes)?)));
@@ -197,54 +262,40 @@ impl FaceIndex {
             Ok(p) => p,
             Err(e) => return rejected::<(), _>(env, e),
         };
-        off_thread(
-            env,
-            "face-index-apply",
-            move || {
-                let mut last = None;
-                for (position, op) in changes {
-                    match op {
-                        Op::Upsert { id, vector, galleries } => set.upsert(id, &vector, &galleries, position)?,
-                        Op::Delete { id } => set.remove(id, position)?,
-                        Op::Galleries { id, galleries } => set.set_galleries(id, &galleries, position)?,
-                    };
-                    last = Some(position);
-                }
-                if let Some(p) = last {
-                    set.advance_to(p);
-                }
-                Ok(())
-            },
-            |_env, ()| Ok(()),
-        )
+        let worker = set.clone();
+        on_pool(env, &set, move || worker.apply_batch(changes), |_env, ()| Ok(()))
     }
 
-    /// Top `n` faces by cosine similarity over the live shards, optionally only in `gallery`.
-    #[napi(ts_return_type = "Promise<IndexSearchResult>")]
-    pub fn search<'env>(&self, env: &'env Env, query: Float32Array, n: u32, gallery: Option<String>) -> Result<Object<'env>> {
+    /// Top `n` faces by cosine similarity over the live shards for each of the queries
+    /// (`queries` holds them one after another, `dims` each), optionally only in `gallery`.
+    /// One call for all the faces of a photo: every query and shard pair runs on the pool.
+    #[napi(ts_return_type = "Promise<IndexSearchResult[]>")]
+    pub fn search_batch<'env>(
+        &self,
+        env: &'env Env,
+        queries: Float32Array,
+        n: u32,
+        gallery: Option<String>,
+    ) -> Result<Object<'env>> {
         let set = match self.set() {
             Ok(s) => s,
-            Err(e) => return rejected::<IndexSearchResult, _>(env, e),
+            Err(e) => return rejected::<Vec<IndexSearchResult>, _>(env, e),
         };
-        let query = query.to_vec();
-        off_thread(
+        let queries = queries.to_vec();
+        let worker = set.clone();
+        on_pool(
             env,
-            "face-index-search",
+            &set,
             move || {
-                let total = set.shard_count() as u32;
-                let r = set.search(&query, n as usize, gallery.as_deref())?;
-                Ok(IndexSearchResult {
-                    matches: r.hits.iter().map(|h| IndexMatch { id: h.id as f64, similarity: h.similarity as f64 }).collect(),
-                    live: r.searched.len() as u32,
-                    total,
-                    missing: r.skipped.iter().map(|s| s.shard as u32).collect(),
-                })
+                let total = worker.shard_count() as u32;
+                let results = worker.search_batch(&queries, n as usize, gallery.as_deref())?;
+                Ok(results.into_iter().map(|r| search_result(r, total)).collect::<Vec<_>>())
             },
             |_env, r| Ok(r),
         )
     }
 
-    /// Per-shard state, size, position and snapshot age.
+    /// Per-shard state, size, position and snapshot age, from published figures.
     #[napi]
     pub fn shards(&self, env: Env) -> Result<Vec<ShardInfo>> {
         let set = self.set().map_err(|e| js_error(&env, &e))?;
@@ -259,8 +310,16 @@ impl FaceIndex {
                 pending: h.pending as u32,
                 memory_bytes: h.memory_bytes as f64,
                 snapshot_age_s: h.snapshot_age.map(|d| d.as_secs_f64()),
+                snapshot_position: h.snapshot_position.map(to_js_whole),
             })
             .collect())
+    }
+
+    /// Threads in the index's worker pool.
+    #[napi]
+    pub fn threads(&self, env: Env) -> Result<u32> {
+        let set = self.set().map_err(|e| js_error(&env, &e))?;
+        Ok(set.threads() as u32)
     }
 
     /// Takes shard `k` out of search; it keeps applying changes.
@@ -277,30 +336,137 @@ impl FaceIndex {
         set.set_online(k as usize).map_err(|e| js_error(&env, &e))
     }
 
-    /// Snapshots every live shard into the index folder; resolves to the lowest position the
-    /// saved snapshots cover. Shards that are not live are skipped.
+    /// Takes shard `k` out of search as failed, to be rebuilt (`reload`, `replay`,
+    /// `finishRebuild`).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn mark_failed<'env>(&self, env: &'env Env, k: u32) -> Result<Object<'env>> {
+        let set = match self.set() {
+            Ok(s) => s,
+            Err(e) => return rejected::<(), _>(env, e),
+        };
+        let worker = set.clone();
+        on_pool(env, &set, move || worker.mark_failed(k as usize), |_env, ()| Ok(()))
+    }
+
+    /// Puts failed or rebuilding shard `k` back to its snapshot, still out of search. Resolves
+    /// to the snapshot's position, or to position 0 and the reason when there is no usable
+    /// snapshot (the shard is then empty).
+    #[napi(ts_return_type = "Promise<ShardSnapshot>")]
+    pub fn reload<'env>(&self, env: &'env Env, k: u32) -> Result<Object<'env>> {
+        let set = match self.set() {
+            Ok(s) => s,
+            Err(e) => return rejected::<ShardSnapshot, _>(env, e),
+        };
+        let (worker, dir) = (set.clone(), self.dir.clone());
+        on_pool(
+            env,
+            &set,
+            move || {
+                Ok(match worker.reload(k as usize, &dir) {
+                    Ok(p) => ShardSnapshot { shard: k, position: to_js_whole(p), error: None, skipped: false },
+                    Err(e @ (IndexError::NoSuchShard(_) | IndexError::WrongState { .. })) => return Err(e),
+                    Err(e) => ShardSnapshot { shard: k, position: 0.0, error: Some(e.to_string()), skipped: false },
+                })
+            },
+            |_env, r| Ok(r),
+        )
+    }
+
+    /// Empties rebuilding or failed shard `k` for a refill from the database.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn begin_rebuild<'env>(&self, env: &'env Env, k: u32) -> Result<Object<'env>> {
+        let set = match self.set() {
+            Ok(s) => s,
+            Err(e) => return rejected::<(), _>(env, e),
+        };
+        let worker = set.clone();
+        on_pool(env, &set, move || worker.begin_rebuild(k as usize), |_env, ()| Ok(()))
+    }
+
+    /// Adds the faces of a database scan that belong to rebuilding shard `k` (the others are
+    /// skipped): `ids` one per face, `vectors` one embedding after another, `galleries` one
+    /// list per face. Resolves to how many were taken.
     #[napi(ts_return_type = "Promise<number>")]
+    pub fn refill<'env>(
+        &self,
+        env: &'env Env,
+        k: u32,
+        ids: Float64Array,
+        vectors: Float32Array,
+        galleries: Vec<Vec<String>>,
+    ) -> Result<Object<'env>> {
+        let prepared = self.set().and_then(|set| {
+            let ids = ids.iter().map(|&id| whole("id", id)).collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok((set, ids))
+        });
+        let (set, ids) = match prepared {
+            Ok(p) => p,
+            Err(e) => return rejected::<f64, _>(env, e),
+        };
+        let vectors = vectors.to_vec();
+        let worker = set.clone();
+        on_pool(
+            env,
+            &set,
+            move || Ok(worker.refill(k as usize, &ids, &vectors, &galleries)? as f64),
+            |_env, n| Ok(n),
+        )
+    }
+
+    /// Applies logged changes to rebuilding shard `k` (changes of other shards, and positions
+    /// it already reflects, are skipped). Resolves to how many were applied.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn replay<'env>(&self, env: &'env Env, k: u32, changes: Vec<IndexChange>) -> Result<Object<'env>> {
+        let prepared = self.set().and_then(|set| Ok((set, owned_changes(changes)?)));
+        let (set, changes) = match prepared {
+            Ok(p) => p,
+            Err(e) => return rejected::<f64, _>(env, e),
+        };
+        let worker = set.clone();
+        on_pool(env, &set, move || Ok(worker.replay(k as usize, changes)? as f64), |_env, n| Ok(n))
+    }
+
+    /// Declares rebuilding shard `k` current as of `position` (every change up to it has
+    /// been refilled or replayed) and puts it back into search.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn finish_rebuild<'env>(&self, env: &'env Env, k: u32, position: f64) -> Result<Object<'env>> {
+        let prepared = self.set().and_then(|set| Ok((set, whole("position", position)?)));
+        let (set, position) = match prepared {
+            Ok(p) => p,
+            Err(e) => return rejected::<(), _>(env, e),
+        };
+        let worker = set.clone();
+        on_pool(env, &set, move || worker.finish_rebuild(k as usize, position), |_env, ()| Ok(()))
+    }
+
+    /// Snapshots every live shard into the index folder, one after another. Resolves to one
+    /// outcome per shard: the position saved, skipped (not live), or the error.
+    #[napi(ts_return_type = "Promise<ShardSnapshot[]>")]
     pub fn snapshot<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
         let set = match self.set() {
             Ok(s) => s,
-            Err(e) => return rejected::<f64, _>(env, e),
+            Err(e) => return rejected::<Vec<ShardSnapshot>, _>(env, e),
         };
-        let dir = self.dir.clone();
-        off_thread(
+        let (worker, dir) = (set.clone(), self.dir.clone());
+        on_pool(
             env,
-            "face-index-save",
+            &set,
             move || {
-                let mut lowest: Option<u64> = None;
-                for r in set.save_all(&dir) {
-                    match r {
-                        Ok(p) => lowest = Some(lowest.map_or(p, |l| l.min(p))),
-                        Err(IndexError::WrongState { .. }) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(lowest.unwrap_or(0) as f64)
+                Ok(worker
+                    .save_all(&dir)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, r)| {
+                        let shard = k as u32;
+                        match r {
+                            Ok(p) => ShardSnapshot { shard, position: to_js_whole(p), error: None, skipped: false },
+                            Err(IndexError::WrongState { .. }) => ShardSnapshot { shard, position: 0.0, error: None, skipped: true },
+                            Err(e) => ShardSnapshot { shard, position: 0.0, error: Some(e.to_string()), skipped: false },
+                        }
+                    })
+                    .collect::<Vec<_>>())
             },
-            |_env, p| Ok(p),
+            |_env, r| Ok(r),
         )
     }
 
