@@ -26,6 +26,11 @@
  * runs inside its pass, so no change is missed. Every snapshot load or save
  * failure is logged with its cause.
  *
+ * Faces enter the shards with their galleries other than `default`: every
+ * face is in `default`, so a search of it is a search without a filter
+ * (services/identify.ts), and naming it per face would cost a gallery entry
+ * for every face in memory and in every snapshot.
+ *
  * The shards hold the embeddings of one recogniser. A face embedded by
  * another (stored before a recogniser switch, not yet re-embedded by
  * services/reembed.ts) is left out of search, quietly: its re-embedding logs
@@ -37,7 +42,6 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { changesAfter, lastPosition, prunedThrough, pruneChanges, scanFaces, type LoggedChange } from '../db/change-log.js';
 import type { Sql } from '../db/client.js';
-import { DEFAULT_GALLERY } from '../db/galleries.js';
 import { fsyncDir } from '../db/photos.js';
 import { FIRST_RECOGNIZER } from '../db/reembed-store.js';
 import type { Logger } from '../log.js';
@@ -242,7 +246,7 @@ export class IndexSync {
       case 'gone':
         return { position, op: 'delete', id };
       case 'galleries':
-        return { position, op: 'galleries', id, galleries: [DEFAULT_GALLERY, ...r.galleries] };
+        return { position, op: 'galleries', id, galleries: r.galleries };
       case 'other-model':
         // Expected after a recogniser switch, for every such face: counted, not logged one by one.
         this.otherModel++;
@@ -254,7 +258,7 @@ export class IndexSync {
           this.opts.log.warn({ faceId: id, dims: r.embedding.length }, 'face embedding has the wrong size for the search index; not searchable');
           return { position, op: 'delete', id };
         }
-        return { position, op: 'upsert', id, vector: r.embedding, galleries: [DEFAULT_GALLERY, ...r.galleries] };
+        return { position, op: 'upsert', id, vector: r.embedding, galleries: r.galleries };
     }
   }
 
@@ -337,7 +341,7 @@ export class IndexSync {
     if (from < horizon) {
       await index.beginRebuild(k);
       from = await scanFaces(sql, this.opts.model, this.opts.dims, this.opts.refillPageSize ?? 4096, async (page) => {
-        await index.refill(k, page.ids, page.vectors, page.galleries.map((g) => [DEFAULT_GALLERY, ...g]));
+        await index.refill(k, page.ids, page.vectors, page.galleries);
       });
       source = 'database';
     }

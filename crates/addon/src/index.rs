@@ -48,7 +48,8 @@ pub struct IndexChange {
     pub id: f64,
     /// The face's embedding (upsert).
     pub vector: Option<Float32Array>,
-    /// Every gallery of the face, `default` included (upsert, galleries).
+    /// The galleries a gallery-restricted search finds the face in (upsert, galleries). The
+    /// service leaves out `default`, which holds every face and is searched unfiltered.
     pub galleries: Option<Vec<String>>,
 }
 
