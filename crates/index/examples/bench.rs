@@ -29,7 +29,7 @@
 //! --expansion-search (0 = usearch default 64; a list such as 64,128,256 sweeps it),
 //! --target-recall R (stop a sweep at the first value whose recall@10 reaches R),
 //! --oversample (4), --connectivity (0 = usearch default 16), --expansion-add (0 = usearch
-//! default 128), --clients (1,2), --batch (64; 0 skips the batched pass),
+//! default 128), --threads (the index's worker pool; 0 = cores), --clients (1,2), --batch (64; 0 skips the batched pass),
 //! --near SIGMA, --seed (1), --real STEM (bench/data/sface-real),
 //! --snapshots DIR (system temp dir), --dump DIR (see below), --dump-only.
 //!
@@ -82,6 +82,7 @@ struct Args {
     oversample: usize,
     connectivity: usize,
     expansion_add: usize,
+    threads: usize,
     clients: Vec<usize>,
     batch: usize,
     near: Option<f64>,
@@ -106,6 +107,7 @@ fn parse_args() -> Args {
         oversample: 4,
         connectivity: 0,
         expansion_add: 0,
+        threads: 0,
         clients: vec![1, 2],
         batch: 64,
         near: None,
@@ -150,6 +152,7 @@ fn parse_args() -> Args {
             "--oversample" => a.oversample = val().parse().expect("--oversample"),
             "--connectivity" => a.connectivity = val().parse().expect("--connectivity"),
             "--expansion-add" => a.expansion_add = val().parse().expect("--expansion-add"),
+            "--threads" => a.threads = val().parse().expect("--threads"),
             "--clients" => a.clients = list(val(), "--clients"),
             "--batch" => a.batch = val().parse().expect("--batch"),
             "--near" => a.near = Some(val().parse().expect("--near")),
@@ -348,6 +351,61 @@ impl TopK {
     }
 }
 
+/// Similarities of one gallery row with a block of queries (`qs` is `out.len()` rows of `d`).
+/// With AVX2 and FMA (checked at run time) eight queries share each load of the row, which
+/// makes the exact scan of millions of faces about four times faster than the reference
+/// [`dot`]; the summation order differs from it only by float rounding.
+fn block_dots(qs: &[f32], d: usize, row: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if d % 8 == 0 && std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has the features; every load stays inside `qs` and `row`, whose
+        // lengths are checked here.
+        assert!(qs.len() >= out.len() * d && row.len() == d);
+        unsafe { block_dots_avx2(qs, d, row, out) };
+        return;
+    }
+    for (o, q) in out.iter_mut().zip(qs.chunks_exact(d)) {
+        *o = dot(q, row);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block_dots_avx2(qs: &[f32], d: usize, row: &[f32], out: &mut [f32]) {
+    let m = out.len();
+    let mut i = 0;
+    while i + 8 <= m {
+        group_avx2::<8>(qs.as_ptr().add(i * d), d, row.as_ptr(), &mut out[i..i + 8]);
+        i += 8;
+    }
+    while i < m {
+        group_avx2::<1>(qs.as_ptr().add(i * d), d, row.as_ptr(), &mut out[i..i + 1]);
+        i += 1;
+    }
+}
+
+/// `N` queries (rows of `d` from `qs`) against one row: one accumulator per query.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn group_avx2<const N: usize>(qs: *const f32, d: usize, row: *const f32, out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut j = 0;
+    while j < d {
+        let r = _mm256_loadu_ps(row.add(j));
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(_mm256_loadu_ps(qs.add(k * d + j)), r, *a);
+        }
+        j += 8;
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        let s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+        *o = _mm_cvtss_f32(s);
+    }
+}
+
 /// Exact top-10 of every query: each thread scans its share of the gallery for blocks of
 /// queries (a gallery row is read once per block, not once per query), then the shares merge.
 fn exact_top(ds: &Dataset, threads: usize) -> Vec<TopK> {
@@ -361,13 +419,14 @@ fn exact_top(ds: &Dataset, threads: usize) -> Vec<TopK> {
                     let (from, to) = ((t * per).min(n), ((t + 1) * per).min(n));
                     let mut tops = vec![TopK::new(); ds.q()];
                     const BLOCK: usize = 16;
+                    let mut sims = [0f32; BLOCK];
                     for (b, qs) in ds.queries.chunks(BLOCK * d).enumerate() {
+                        let m = qs.len() / d;
                         let tops = &mut tops[b * BLOCK..];
-                        let mut worst: Vec<f32> = (0..qs.len() / d).map(|i| tops[i].worst()).collect();
+                        let mut worst: Vec<f32> = (0..m).map(|i| tops[i].worst()).collect();
                         for r in from..to {
-                            let row = &ds.gallery[r * d..(r + 1) * d];
-                            for (i, q) in qs.chunks_exact(d).enumerate() {
-                                let sim = dot(q, row);
+                            block_dots(qs, d, &ds.gallery[r * d..(r + 1) * d], &mut sims[..m]);
+                            for (i, &sim) in sims[..m].iter().enumerate() {
                                 if sim >= worst[i] {
                                     tops[i].offer(sim, r as u32);
                                     worst[i] = tops[i].worst();
@@ -625,6 +684,7 @@ fn options(a: &Args, dims: usize, kind: Scalar, ef: usize, exact: bool) -> Shard
     o.oversample = a.oversample;
     o.connectivity = a.connectivity;
     o.expansion_add = a.expansion_add;
+    o.threads = a.threads;
     o.keep_exact = Some(exact && kind != Scalar::F32);
     o
 }
@@ -908,5 +968,33 @@ fn main() {
             r.rank1.map_or("-".into(), |v| format!("{v:.4}"))
         ));
         println!("{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_dots_agree_with_the_reference_dot() {
+        for d in [128, 136, 100] {
+            let qs = unit_rows(13, d, 3, 1);
+            let row = unit_rows(1, d, 4, 1);
+            let mut out = [0f32; 13];
+            block_dots(&qs, d, &row, &mut out);
+            for (o, q) in out.iter().zip(qs.chunks_exact(d)) {
+                assert!((o - dot(q, &row)).abs() < 1e-6, "{d}: {o} vs {}", dot(q, &row));
+            }
+        }
+    }
+
+    #[test]
+    fn top_k_keeps_the_best_ten_best_first() {
+        let mut t = TopK::new();
+        for r in 0..100u32 {
+            t.offer(((r * 37) % 100) as f32, r);
+        }
+        let sims: Vec<f32> = t.hits.iter().map(|h| h.0).collect();
+        assert_eq!(sims, (90..100).rev().map(|v| v as f32).collect::<Vec<_>>());
     }
 }

@@ -5,14 +5,21 @@
 //!     node dist/bench/face-vectors.js        # once: bench/data/sface-real.{f32,json}
 //!     cargo run --release -p face-index --example face_model
 //!
+//! Then the same check through the index: each set split as the index bench splits it (a
+//! person's first photo enrolled, their other photos the queries, people with one photo as
+//! distractors) goes into one HNSW graph, and recall and rank-1 at small candidate lists
+//! show whether synthetic faces are as easy or as hard for the graph as real ones.
+//!
 //! Options: --real STEM (bench/data/sface-real), --within full|diagonal|both (both),
-//! --seed (1), --threads (cores). The numbers are in docs/face-vectors.md.
+//! --efs (10,16,32,64,128; below 10 is 10, the candidates asked for), --seed (1), --threads (cores). The numbers are in
+//! docs/face-vectors.md.
 
 mod faces;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use face_index::{dot, Scalar, ShardSet, ShardSetOptions};
 use faces::{FaceModel, FitReport, SetStats, Spectrum, Within};
 
 fn main() {
@@ -20,6 +27,7 @@ fn main() {
     let mut withins = vec![Within::Full, Within::Diagonal];
     let mut seed = 1u64;
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut efs = vec![10, 16, 32, 64, 128];
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -34,6 +42,7 @@ fn main() {
                 }
             }
             "--seed" => seed = val().parse().expect("--seed"),
+            "--efs" => efs = val().split(',').map(|v| v.parse().expect("--efs")).collect(),
             "--threads" => threads = val().parse().expect("--threads"),
             other => panic!("unknown option {other}"),
         }
@@ -58,6 +67,7 @@ fn main() {
     println!("real statistics in {:.1}s", t.elapsed().as_secs_f64());
 
     let mut columns = vec![("real".to_string(), real_stats)];
+    let mut graphs = vec![("real".to_string(), graph_check(&vectors, &person, real.dims, &efs))];
     for &within in &withins {
         let (model, report) = FaceModel::fit(&real, within);
         if within == withins[0] {
@@ -75,9 +85,95 @@ fn main() {
             gen_s,
             person.len() as f64 / gen_s
         );
+        graphs.push((format!("synthetic, {} within", name(within)), graph_check(&synthetic, &person, real.dims, &efs)));
         columns.push((format!("synthetic, {} within", name(within)), stats));
     }
     print_comparison(&columns);
+    print_graphs(&graphs, &efs);
+}
+
+/// Rank-1 of exact search, then per candidate list size (recall@1, recall@10, rank-1) of
+/// the queries against exact search.
+type GraphCheck = (f64, Vec<(f64, f64, f64)>);
+
+/// Rows are grouped by person (`person` ascending). Gallery: every person's first photo;
+/// queries: the other photos. One f32 shard built on one thread, so the graph depends on
+/// the data alone.
+fn graph_check(vectors: &[f32], person: &[u32], d: usize, efs: &[usize]) -> GraphCheck {
+    let mut gallery = Vec::new();
+    let mut gallery_person = Vec::new();
+    let mut queries = Vec::new();
+    let mut query_person = Vec::new();
+    for (r, &p) in person.iter().enumerate() {
+        let row = &vectors[r * d..(r + 1) * d];
+        if r == 0 || person[r - 1] != p {
+            gallery.extend_from_slice(row);
+            gallery_person.push(p);
+        } else {
+            queries.extend_from_slice(row);
+            query_person.push(p);
+        }
+    }
+    let truth: Vec<Vec<u64>> = queries
+        .chunks_exact(d)
+        .map(|q| {
+            let mut all: Vec<(f32, u64)> = gallery.chunks_exact(d).enumerate().map(|(i, g)| (dot(q, g), i as u64 + 1)).collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            all.into_iter().take(10).map(|h| h.1).collect()
+        })
+        .collect();
+    let exact_rank1 = truth.iter().zip(&query_person).filter(|(t, &p)| gallery_person[t[0] as usize - 1] == p).count() as f64
+        / query_person.len() as f64;
+    let ids: Vec<u64> = (1..=gallery_person.len() as u64).collect();
+    let none: Vec<Vec<&str>> = Vec::new();
+    let rows = efs
+        .iter()
+        .map(|&ef| {
+            let mut o = ShardSetOptions::new(d);
+            o.shards = 1;
+            o.threads = 1;
+            o.scalar = Scalar::F32;
+            o.expansion_search = ef;
+            let set = ShardSet::new(&o).unwrap();
+            set.rebuild_batch(&ids, &gallery, &none).unwrap();
+            set.finish_rebuild(0, 0).unwrap();
+            let (mut r1, mut r10, mut ident) = (0usize, 0usize, 0usize);
+            for ((q, t), &p) in queries.chunks_exact(d).zip(&truth).zip(&query_person) {
+                let hits: Vec<u64> = set.search(q, 10, None).unwrap().hits.iter().map(|h| h.id).collect();
+                r1 += (hits.first() == t.first()) as usize;
+                r10 += hits.iter().filter(|h| t.contains(h)).count();
+                ident += hits.first().is_some_and(|&h| gallery_person[h as usize - 1] == p) as usize;
+            }
+            let q = query_person.len() as f64;
+            (r1 as f64 / q, r10 as f64 / (q * 10.0), ident as f64 / q)
+        })
+        .collect();
+    (exact_rank1, rows)
+}
+
+fn print_graphs(graphs: &[(String, GraphCheck)], efs: &[usize]) {
+    println!();
+    println!("One HNSW graph (f32, usearch defaults) of each set's enrolled photos and one-photo people; recall@1 / recall@10 / rank-1 of the other photos:");
+    println!();
+    print!("| ef |");
+    for (name, _) in graphs {
+        print!(" {name} |");
+    }
+    println!();
+    println!("|{}|", vec!["---"; graphs.len() + 1].join("|"));
+    print!("| exact |");
+    for (_, g) in graphs {
+        print!(" 1 / 1 / {:.4} |", g.0);
+    }
+    println!();
+    for (i, ef) in efs.iter().enumerate() {
+        print!("| {ef} |");
+        for (_, g) in graphs {
+            let (a, b, c) = g.1[i];
+            print!(" {a:.4} / {b:.4} / {c:.4} |");
+        }
+        println!();
+    }
 }
 
 fn name(w: Within) -> &'static str {
