@@ -24,12 +24,12 @@ import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, sample } from '../helpers/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { request, TOKEN } from '../helpers/service.js';
+import { until } from '../helpers/until.js';
 
 const SHARDS = 4;
 /** The recogniser a fresh install runs: the manifest's default. The faces are enrolled with faceres. */
 const TARGET: string = JSON.parse(readFileSync(path.join(findProjectRoot(), 'models/manifest.json'), 'utf8')).defaults.recognizer;
 const auth = { Authorization: `Token ${TOKEN}` };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Enrolled {
   id: number;
@@ -58,16 +58,6 @@ async function health(base: string) {
   const r = await call(base, 'GET', '/health');
   expect(r.status).toBe(200);
   return r.json;
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const got = await probe();
-    if (got !== undefined) return got;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 const migrationDone = (base: string) => until('the migration to finish', async () => ((await health(base)).migration?.state === 'done' ? true : undefined));

@@ -15,6 +15,7 @@ import { startServer, type RunningServer } from '../../src/app.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
 import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
+import { until } from '../helpers/until.js';
 
 const lines: { msg: string; shard?: number; cause?: string }[] = [];
 const log = pino(
@@ -35,16 +36,6 @@ const TOTAL_FACES = PHOTOS.reduce((n, p) => n + SAMPLE_FACES[p], 0);
 
 const call = (method: string, url: string, body?: FormData | object) => request(base, method, url, body, AUTH);
 const shards = async () => (await call('GET', '/v0/admin/shards')).json;
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const allLive = () => until('every shard live', async () => ((await shards()).live === 2 ? true : undefined));
 const snapshotted = (position: number) =>

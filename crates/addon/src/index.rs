@@ -166,19 +166,6 @@ where
     pending.settle(result, to_js);
 }
 
-/// Runs `work` on the set's worker pool and settles the promise with its result.
-fn on_pool<'env, R, T, W, F>(env: &'env Env, set: &ShardSet, work: W, to_js: F) -> Result<Object<'env>>
-where
-    R: Send + 'static,
-    T: ToNapiValue + 'static,
-    W: FnOnce() -> std::result::Result<R, IndexError> + Send + 'static,
-    F: FnOnce(Env, R) -> Result<T> + Send + 'static,
-{
-    let (pending, promise) = PendingPromise::new(env)?;
-    set.spawn(move || settle_in(pending, work, to_js));
-    Ok(promise)
-}
-
 /// Runs `work` on a thread of its own and settles the promise with its result: only for
 /// opening, which happens once and before the set (and its pool) exists.
 fn off_thread<'env, R, T, W, F>(env: &'env Env, name: &str, work: W, to_js: F) -> Result<Object<'env>>
@@ -258,13 +245,11 @@ impl FaceIndex {
     /// gap-free log.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn apply<'env>(&self, env: &'env Env, changes: Vec<IndexChange>) -> Result<Object<'env>> {
-        let prepared = self.set().and_then(|set| Ok((set, owned_changes(changes)?)));
-        let (set, changes) = match prepared {
-            Ok(p) => p,
+        let changes = match owned_changes(changes) {
+            Ok(c) => c,
             Err(e) => return rejected::<(), _>(env, e),
         };
-        let worker = set.clone();
-        on_pool(env, &set, move || worker.apply_batch(changes), |_env, ()| Ok(()))
+        self.on_set(env, move |set| set.apply_batch(changes), |_env, ()| Ok(()))
     }
 
     /// Top `n` faces by cosine similarity over the live shards for each of the queries
@@ -278,18 +263,12 @@ impl FaceIndex {
         n: u32,
         gallery: Option<String>,
     ) -> Result<Object<'env>> {
-        let set = match self.set() {
-            Ok(s) => s,
-            Err(e) => return rejected::<Vec<IndexSearchResult>, _>(env, e),
-        };
         let queries = queries.to_vec();
-        let worker = set.clone();
-        on_pool(
+        self.on_set(
             env,
-            &set,
-            move || {
-                let total = worker.shard_count() as u32;
-                let results = worker.search_batch(&queries, n as usize, gallery.as_deref())?;
+            move |set| {
+                let total = set.shard_count() as u32;
+                let results = set.search_batch(&queries, n as usize, gallery.as_deref())?;
                 Ok(results.into_iter().map(|r| search_result(r, total)).collect::<Vec<_>>())
             },
             |_env, r| Ok(r),
@@ -341,12 +320,7 @@ impl FaceIndex {
     /// `finishRebuild`).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn mark_failed<'env>(&self, env: &'env Env, k: u32) -> Result<Object<'env>> {
-        let set = match self.set() {
-            Ok(s) => s,
-            Err(e) => return rejected::<(), _>(env, e),
-        };
-        let worker = set.clone();
-        on_pool(env, &set, move || worker.mark_failed(k as usize), |_env, ()| Ok(()))
+        self.on_set(env, move |set| set.mark_failed(k as usize), |_env, ()| Ok(()))
     }
 
     /// Puts failed or rebuilding shard `k` back to its snapshot, still out of search. Resolves
@@ -354,16 +328,11 @@ impl FaceIndex {
     /// snapshot (the shard is then empty).
     #[napi(ts_return_type = "Promise<ShardSnapshot>")]
     pub fn reload<'env>(&self, env: &'env Env, k: u32) -> Result<Object<'env>> {
-        let set = match self.set() {
-            Ok(s) => s,
-            Err(e) => return rejected::<ShardSnapshot, _>(env, e),
-        };
-        let (worker, dir) = (set.clone(), self.dir.clone());
-        on_pool(
+        let dir = self.dir.clone();
+        self.on_set(
             env,
-            &set,
-            move || {
-                Ok(match worker.reload(k as usize, &dir) {
+            move |set| {
+                Ok(match set.reload(k as usize, &dir) {
                     Ok(p) => ShardSnapshot { shard: k, position: to_js_whole(p), error: None, skipped: false },
                     Err(e @ (IndexError::NoSuchShard(_) | IndexError::WrongState { .. })) => return Err(e),
                     Err(e) => ShardSnapshot { shard: k, position: 0.0, error: Some(e.to_string()), skipped: false },
@@ -376,12 +345,7 @@ impl FaceIndex {
     /// Empties rebuilding or failed shard `k` for a refill from the database.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn begin_rebuild<'env>(&self, env: &'env Env, k: u32) -> Result<Object<'env>> {
-        let set = match self.set() {
-            Ok(s) => s,
-            Err(e) => return rejected::<(), _>(env, e),
-        };
-        let worker = set.clone();
-        on_pool(env, &set, move || worker.begin_rebuild(k as usize), |_env, ()| Ok(()))
+        self.on_set(env, move |set| set.begin_rebuild(k as usize), |_env, ()| Ok(()))
     }
 
     /// Adds the faces of a database scan that belong to rebuilding shard `k` (the others are
@@ -396,64 +360,45 @@ impl FaceIndex {
         vectors: Float32Array,
         galleries: Vec<Vec<String>>,
     ) -> Result<Object<'env>> {
-        let prepared = self.set().and_then(|set| {
-            let ids = ids.iter().map(|&id| whole("id", id)).collect::<std::result::Result<Vec<_>, _>>()?;
-            Ok((set, ids))
-        });
-        let (set, ids) = match prepared {
-            Ok(p) => p,
+        let ids = match ids.iter().map(|&id| whole("id", id)).collect::<std::result::Result<Vec<_>, _>>() {
+            Ok(ids) => ids,
             Err(e) => return rejected::<f64, _>(env, e),
         };
         let vectors = vectors.to_vec();
-        let worker = set.clone();
-        on_pool(
-            env,
-            &set,
-            move || Ok(worker.refill(k as usize, &ids, &vectors, &galleries)? as f64),
-            |_env, n| Ok(n),
-        )
+        self.on_set(env, move |set| Ok(set.refill(k as usize, &ids, &vectors, &galleries)? as f64), |_env, n| Ok(n))
     }
 
     /// Applies logged changes to rebuilding shard `k` (changes of other shards, and positions
     /// it already reflects, are skipped). Resolves to how many were applied.
     #[napi(ts_return_type = "Promise<number>")]
     pub fn replay<'env>(&self, env: &'env Env, k: u32, changes: Vec<IndexChange>) -> Result<Object<'env>> {
-        let prepared = self.set().and_then(|set| Ok((set, owned_changes(changes)?)));
-        let (set, changes) = match prepared {
-            Ok(p) => p,
+        let changes = match owned_changes(changes) {
+            Ok(c) => c,
             Err(e) => return rejected::<f64, _>(env, e),
         };
-        let worker = set.clone();
-        on_pool(env, &set, move || Ok(worker.replay(k as usize, changes)? as f64), |_env, n| Ok(n))
+        self.on_set(env, move |set| Ok(set.replay(k as usize, changes)? as f64), |_env, n| Ok(n))
     }
 
     /// Declares rebuilding shard `k` current as of `position` (every change up to it has
     /// been refilled or replayed) and puts it back into search.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn finish_rebuild<'env>(&self, env: &'env Env, k: u32, position: f64) -> Result<Object<'env>> {
-        let prepared = self.set().and_then(|set| Ok((set, whole("position", position)?)));
-        let (set, position) = match prepared {
+        let position = match whole("position", position) {
             Ok(p) => p,
             Err(e) => return rejected::<(), _>(env, e),
         };
-        let worker = set.clone();
-        on_pool(env, &set, move || worker.finish_rebuild(k as usize, position), |_env, ()| Ok(()))
+        self.on_set(env, move |set| set.finish_rebuild(k as usize, position), |_env, ()| Ok(()))
     }
 
     /// Snapshots every live shard into the index folder, one after another. Resolves to one
     /// outcome per shard: the position saved, skipped (not live), or the error.
     #[napi(ts_return_type = "Promise<ShardSnapshot[]>")]
     pub fn snapshot<'env>(&self, env: &'env Env) -> Result<Object<'env>> {
-        let set = match self.set() {
-            Ok(s) => s,
-            Err(e) => return rejected::<Vec<ShardSnapshot>, _>(env, e),
-        };
-        let (worker, dir) = (set.clone(), self.dir.clone());
-        on_pool(
+        let dir = self.dir.clone();
+        self.on_set(
             env,
-            &set,
-            move || {
-                Ok(worker
+            move |set| {
+                Ok(set
                     .save_all(&dir)
                     .into_iter()
                     .enumerate()
@@ -488,6 +433,25 @@ impl FaceIndex {
 }
 
 impl FaceIndex {
+    /// Runs `work` with the shards on their worker pool and settles the promise with its
+    /// result; rejects at once when the index is closed.
+    fn on_set<'env, R, T, W, F>(&self, env: &'env Env, work: W, to_js: F) -> Result<Object<'env>>
+    where
+        R: Send + 'static,
+        T: ToNapiValue + 'static,
+        W: FnOnce(&ShardSet) -> std::result::Result<R, IndexError> + Send + 'static,
+        F: FnOnce(Env, R) -> Result<T> + Send + 'static,
+    {
+        let set = match self.set() {
+            Ok(s) => s,
+            Err(e) => return rejected::<T, _>(env, e),
+        };
+        let (pending, promise) = PendingPromise::new(env)?;
+        let worker = set.clone();
+        set.spawn(move || settle_in(pending, move || work(&worker), to_js));
+        Ok(promise)
+    }
+
     fn set(&self) -> std::result::Result<Arc<ShardSet>, IndexError> {
         self.set
             .lock()

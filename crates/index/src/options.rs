@@ -90,7 +90,8 @@ pub struct ShardSetOptions {
     /// bytes per face (512 B at 128 dims) on top of the graph and is written into snapshots.
     /// Ignored for F32, whose graph already holds exact vectors.
     pub keep_exact: Option<bool>,
-    /// When re-ranking, fetch `n * oversample` candidates per shard before re-scoring.
+    /// Fetch `n * oversample` candidates per shard before re-scoring (with exact copies) and
+    /// before ordering ties by id.
     pub oversample: usize,
     /// Gallery-restricted searches on a shard where the gallery has at most this many
     /// members score those members directly instead of walking the graph: a filtered

@@ -812,12 +812,11 @@ impl Shard {
             return Ok(hits);
         }
 
-        let rerank = d.exact.is_some();
-        let want = if rerank {
-            n.saturating_mul(o.oversample)
-        } else {
-            n
-        };
+        // Oversampled with or without re-ranking: the graph walk returns equally similar faces
+        // (the same photo enrolled twice) in no fixed order, and the merge below breaks such
+        // ties by id only among the candidates it sees. The walk's candidate list is larger
+        // than this anyway, so the extra results cost next to nothing.
+        let want = n.saturating_mul(o.oversample);
         let matches = match gid {
             None => d.index.search(query, want),
             // The predicate runs inside the graph walk, so non-members are stepped through
