@@ -11,6 +11,7 @@
 //! show whether synthetic faces are as easy or as hard for the graph as real ones.
 //!
 //! Options: --real STEM (bench/data/sface-real), --within full|diagonal|both (both),
+//! --no-spread (one more column: every photo with the pooled noise, no per-photo scale),
 //! --efs (10,16,32,64,128; below 10 is 10, the candidates asked for), --seed (1), --threads (cores). The numbers are in
 //! docs/face-vectors.md.
 
@@ -28,6 +29,7 @@ fn main() {
     let mut seed = 1u64;
     let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut efs = vec![10, 16, 32, 64, 128];
+    let mut no_spread = false;
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -42,6 +44,7 @@ fn main() {
                 }
             }
             "--seed" => seed = val().parse().expect("--seed"),
+            "--no-spread" => no_spread = true,
             "--efs" => efs = val().split(',').map(|v| v.parse().expect("--efs")).collect(),
             "--threads" => threads = val().parse().expect("--threads"),
             other => panic!("unknown option {other}"),
@@ -68,25 +71,32 @@ fn main() {
 
     let mut columns = vec![("real".to_string(), real_stats)];
     let mut graphs = vec![("real".to_string(), graph_check(&vectors, &person, real.dims, &efs))];
-    for &within in &withins {
-        let (model, report) = FaceModel::fit(&real, within);
-        if within == withins[0] {
+    let mut variants: Vec<(Within, bool)> = withins.iter().map(|&w| (w, true)).collect();
+    if no_spread {
+        variants.push((withins[0], false));
+    }
+    for (within, spread) in variants {
+        let (mut model, report) = FaceModel::fit(&real, within);
+        if within == withins[0] && spread {
             print_fit(&report);
         }
+        if !spread {
+            model.spreads = vec![vec![1.0]];
+        }
+        let label = format!("synthetic, {} within{}", name(within), if spread { "" } else { ", no spread" });
         // Same people, same photo counts: only the vectors differ.
         let t = Instant::now();
         let synthetic = model.generate(&counts, seed, 0, threads);
         let gen_s = t.elapsed().as_secs_f64();
         let stats = faces::set_stats(&synthetic, &person, real.dims, threads);
         println!(
-            "synthetic ({}): {} photos generated in {:.3}s ({:.0} faces/s)",
-            name(within),
+            "{label}: {} photos generated in {:.3}s ({:.0} faces/s)",
             person.len(),
             gen_s,
             person.len() as f64 / gen_s
         );
-        graphs.push((format!("synthetic, {} within", name(within)), graph_check(&synthetic, &person, real.dims, &efs)));
-        columns.push((format!("synthetic, {} within", name(within)), stats));
+        graphs.push((label.clone(), graph_check(&synthetic, &person, real.dims, &efs)));
+        columns.push((label, stats));
     }
     print_comparison(&columns);
     print_graphs(&graphs, &efs);
@@ -134,6 +144,8 @@ fn graph_check(vectors: &[f32], person: &[u32], d: usize, efs: &[usize]) -> Grap
             o.threads = 1;
             o.scalar = Scalar::F32;
             o.expansion_search = ef;
+            // The graph's own answer: no extra candidates beyond the ten asked for.
+            o.oversample = 1;
             let set = ShardSet::new(&o).unwrap();
             set.rebuild_batch(&ids, &gallery, &none).unwrap();
             set.finish_rebuild(0, 0).unwrap();
