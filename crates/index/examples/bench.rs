@@ -118,7 +118,11 @@ fn parse_args() -> Args {
         dump: None,
         dump_only: false,
     };
-    let list = |v: String, what: &str| -> Vec<usize> { v.split(',').map(|x| x.parse().unwrap_or_else(|_| panic!("{what}"))).collect() };
+    let list = |v: String, what: &str| -> Vec<usize> {
+        v.split(',')
+            .map(|x| x.parse().unwrap_or_else(|_| panic!("{what}")))
+            .collect()
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -133,7 +137,12 @@ fn parse_args() -> Args {
             "--n" => a.n = val().parse().expect("--n"),
             "--dim" => a.dim = Some(val().parse().expect("--dim")),
             "--queries" => a.queries = Some(val().parse().expect("--queries")),
-            "--kinds" => a.kinds = val().split(',').map(|k| k.parse().expect("--kinds")).collect(),
+            "--kinds" => {
+                a.kinds = val()
+                    .split(',')
+                    .map(|k| k.parse().expect("--kinds"))
+                    .collect()
+            }
             "--exact" => {
                 a.exact = Some(
                     val()
@@ -244,18 +253,30 @@ fn random_data(a: &Args, threads: usize) -> Dataset {
         for (i, v) in queries.chunks_exact_mut(dim).enumerate() {
             let src = (mix64(a.seed ^ i as u64) % a.n as u64) as usize;
             let base = &gallery[src * dim..(src + 1) * dim];
-            v.iter_mut().zip(base).for_each(|(x, b)| *x = b + *x * sigma as f32);
+            v.iter_mut()
+                .zip(base)
+                .for_each(|(x, b)| *x = b + *x * sigma as f32);
             let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             v.iter_mut().for_each(|x| *x /= norm);
             sources.push(src as u32);
         }
         gallery_person = Some((0..a.n as u32).collect());
         query_person = Some(sources);
-        about.push(("queries".into(), format!("a stored vector plus noise of relative size {sigma}")));
+        about.push((
+            "queries".into(),
+            format!("a stored vector plus noise of relative size {sigma}"),
+        ));
     } else {
         about.push(("queries".into(), "fresh random unit vectors".into()));
     }
-    Dataset { dims: dim, gallery, queries, gallery_person, query_person, about }
+    Dataset {
+        dims: dim,
+        gallery,
+        queries,
+        gallery_person,
+        query_person,
+        about,
+    }
 }
 
 fn sface_data(a: &Args, threads: usize) -> Dataset {
@@ -279,7 +300,10 @@ fn sface_data(a: &Args, threads: usize) -> Dataset {
         }
     }
     let enrolled = gallery_person.len();
-    assert!(a.n >= enrolled, "--n must be at least the {enrolled} enrolled real people");
+    assert!(
+        a.n >= enrolled,
+        "--n must be at least the {enrolled} enrolled real people"
+    );
     let all_queries = query_person.len();
     if let Some(q) = a.queries.filter(|&q| q < all_queries) {
         // A seeded sample, kept in its original order.
@@ -291,7 +315,10 @@ fn sface_data(a: &Args, threads: usize) -> Dataset {
         }
         let mut keep = order[..q].to_vec();
         keep.sort_unstable();
-        queries = keep.iter().flat_map(|&i| queries[i * d..(i + 1) * d].to_vec()).collect();
+        queries = keep
+            .iter()
+            .flat_map(|&i| queries[i * d..(i + 1) * d].to_vec())
+            .collect();
         query_person = keep.iter().map(|&i| query_person[i]).collect();
     }
     let t = Instant::now();
@@ -330,7 +357,14 @@ fn sface_data(a: &Args, threads: usize) -> Dataset {
             ),
         ),
     ];
-    Dataset { dims: d, gallery, queries, gallery_person: Some(gallery_person), query_person: Some(query_person), about }
+    Dataset {
+        dims: d,
+        gallery,
+        queries,
+        gallery_person: Some(gallery_person),
+        query_person: Some(query_person),
+        about,
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -344,7 +378,9 @@ struct TopK {
 
 impl TopK {
     fn new() -> TopK {
-        TopK { hits: Vec::with_capacity(K + 1) }
+        TopK {
+            hits: Vec::with_capacity(K + 1),
+        }
     }
     fn worst(&self) -> f32 {
         if self.hits.len() < K {
@@ -354,10 +390,14 @@ impl TopK {
         }
     }
     fn offer(&mut self, s: f32, row: u32) {
-        if self.hits.len() == K && !(s > self.hits[K - 1].0 || (s == self.hits[K - 1].0 && row < self.hits[K - 1].1)) {
+        if self.hits.len() == K
+            && !(s > self.hits[K - 1].0 || (s == self.hits[K - 1].0 && row < self.hits[K - 1].1))
+        {
             return;
         }
-        let at = self.hits.partition_point(|&(t, r)| t > s || (t == s && r < row));
+        let at = self
+            .hits
+            .partition_point(|&(t, r)| t > s || (t == s && r < row));
         self.hits.insert(at, (s, row));
         self.hits.truncate(K);
     }
@@ -369,7 +409,10 @@ impl TopK {
 /// [`dot`]; the summation order differs from it only by float rounding.
 fn block_dots(qs: &[f32], d: usize, row: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if d % 8 == 0 && std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+    if d.is_multiple_of(8)
+        && std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("fma")
+    {
         // SAFETY: the CPU has the features; every load stays inside `qs` and `row`, whose
         // lengths are checked here.
         assert!(qs.len() >= out.len() * d && row.len() == d);
@@ -481,9 +524,18 @@ fn brute_one(gallery: &[f32], d: usize, q: &[f32]) -> TopK {
 // ---------------------------------------------------------------------------------------
 // Dump
 
-fn write_bin<T: Copy>(path: &Path, rows: usize, cols: usize, data: &[T], to_le: impl Fn(T) -> [u8; 4]) {
+fn write_bin<T: Copy>(
+    path: &Path,
+    rows: usize,
+    cols: usize,
+    data: &[T],
+    to_le: impl Fn(T) -> [u8; 4],
+) {
     assert_eq!(data.len(), rows * cols);
-    let mut w = BufWriter::with_capacity(1 << 20, fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    let mut w = BufWriter::with_capacity(
+        1 << 20,
+        fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    );
     w.write_all(&(rows as u32).to_le_bytes()).unwrap();
     w.write_all(&(cols as u32).to_le_bytes()).unwrap();
     for &v in data {
@@ -497,19 +549,61 @@ fn dump(dir: &Path, ds: &Dataset, truth: &[TopK], a: &Args) {
     let (n, q, d) = (ds.n(), ds.q(), ds.dims);
     write_bin(&dir.join("base.fbin"), n, d, &ds.gallery, f32::to_le_bytes);
     write_bin(&dir.join("query.fbin"), q, d, &ds.queries, f32::to_le_bytes);
-    let ids: Vec<i32> = truth.iter().flat_map(|t| t.hits.iter().map(|h| h.1 as i32)).collect();
-    let sims: Vec<f32> = truth.iter().flat_map(|t| t.hits.iter().map(|h| h.0)).collect();
-    write_bin(&dir.join("groundtruth.neighbors.ibin"), q, K, &ids, i32::to_le_bytes);
-    write_bin(&dir.join("groundtruth.distances.fbin"), q, K, &sims, f32::to_le_bytes);
+    let ids: Vec<i32> = truth
+        .iter()
+        .flat_map(|t| t.hits.iter().map(|h| h.1 as i32))
+        .collect();
+    let sims: Vec<f32> = truth
+        .iter()
+        .flat_map(|t| t.hits.iter().map(|h| h.0))
+        .collect();
+    write_bin(
+        &dir.join("groundtruth.neighbors.ibin"),
+        q,
+        K,
+        &ids,
+        i32::to_le_bytes,
+    );
+    write_bin(
+        &dir.join("groundtruth.distances.fbin"),
+        q,
+        K,
+        &sims,
+        f32::to_le_bytes,
+    );
     let person = |p: &Option<Vec<u32>>, rows: usize| -> Vec<i32> {
         match p {
-            Some(v) => v.iter().map(|&x| if x == NOBODY { -1 } else { x as i32 }).collect(),
+            Some(v) => v
+                .iter()
+                .map(|&x| if x == NOBODY { -1 } else { x as i32 })
+                .collect(),
             None => vec![-1; rows],
         }
     };
-    write_bin(&dir.join("base.person.ibin"), n, 1, &person(&ds.gallery_person, n), i32::to_le_bytes);
-    write_bin(&dir.join("query.person.ibin"), q, 1, &person(&ds.query_person, q), i32::to_le_bytes);
-    let about: Vec<String> = ds.about.iter().map(|(k, v)| format!("    \"{k}\": \"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))).collect();
+    write_bin(
+        &dir.join("base.person.ibin"),
+        n,
+        1,
+        &person(&ds.gallery_person, n),
+        i32::to_le_bytes,
+    );
+    write_bin(
+        &dir.join("query.person.ibin"),
+        q,
+        1,
+        &person(&ds.query_person, q),
+        i32::to_le_bytes,
+    );
+    let about: Vec<String> = ds
+        .about
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "    \"{k}\": \"{}\"",
+                v.replace('\\', "\\\\").replace('"', "\\\"")
+            )
+        })
+        .collect();
     let json = format!(
         "{{\n  \"dims\": {d},\n  \"base\": {n},\n  \"queries\": {q},\n  \"k\": {K},\n  \"metric\": \"inner product of unit vectors (cosine); larger is nearer\",\n  \
          \"ids\": \"row numbers from 0; the index bench stores row r as face id r + 1\",\n  \"seed\": {},\n  \"about\": {{\n{}\n  }}\n}}\n",
@@ -517,7 +611,10 @@ fn dump(dir: &Path, ds: &Dataset, truth: &[TopK], a: &Args) {
         about.join(",\n")
     );
     fs::write(dir.join("dataset.json"), json).unwrap();
-    println!("dumped gallery, queries and exact top-{K} to {}", dir.display());
+    println!(
+        "dumped gallery, queries and exact top-{K} to {}",
+        dir.display()
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -562,7 +659,9 @@ fn num(v: f64) -> String {
 /// `keep_exact: None` to off for f16 and on for i8).
 fn engine(kind: Scalar, exact: bool) -> String {
     match (kind, exact) {
-        (Scalar::F32, _) | (Scalar::F16, false) | (Scalar::I8, true) => format!("ours-{}", kind.as_str()),
+        (Scalar::F32, _) | (Scalar::F16, false) | (Scalar::I8, true) => {
+            format!("ours-{}", kind.as_str())
+        }
         (k, true) => format!("ours-{}-rerank", k.as_str()),
         (k, false) => format!("ours-{}-norerank", k.as_str()),
     }
@@ -570,11 +669,18 @@ fn engine(kind: Scalar, exact: bool) -> String {
 
 /// The machine may be shared: the 1-minute load average goes beside the timings.
 fn load_average() -> String {
-    fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next().map(str::to_owned)).unwrap_or_else(|| "?".into())
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
 }
 
 fn dir_bytes(dir: &Path) -> u64 {
-    fs::read_dir(dir).map_or(0, |it| it.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+    fs::read_dir(dir).map_or(0, |it| {
+        it.filter_map(|e| e.ok()?.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    })
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -665,7 +771,9 @@ fn timed_search(set: &ShardSet, ds: &Dataset, clients: usize) -> (Latency, Vec<V
                         .step_by(clients)
                         .map(|i| {
                             let t = Instant::now();
-                            let r = set.search(&ds.queries[i * d..(i + 1) * d], K, None).unwrap();
+                            let r = set
+                                .search(&ds.queries[i * d..(i + 1) * d], K, None)
+                                .unwrap();
                             (i, t.elapsed(), r.hits.iter().map(|h| h.id).collect())
                         })
                         .collect()
@@ -683,7 +791,12 @@ fn timed_search(set: &ShardSet, ds: &Dataset, clients: usize) -> (Latency, Vec<V
     }
     lat.sort();
     (
-        Latency { clients, p50: percentile(&lat, 0.5), p99: percentile(&lat, 0.99), qps: q as f64 / wall.as_secs_f64() },
+        Latency {
+            clients,
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            qps: q as f64 / wall.as_secs_f64(),
+        },
         found,
     )
 }
@@ -718,11 +831,18 @@ fn main() {
     for (k, v) in &ds.about {
         println!("  {k}: {v}");
     }
-    println!("data ready in {:.1}s, rss {:.0} MiB", t.elapsed().as_secs_f64(), rss_bytes() as f64 / 1048576.0);
+    println!(
+        "data ready in {:.1}s, rss {:.0} MiB",
+        t.elapsed().as_secs_f64(),
+        rss_bytes() as f64 / 1048576.0
+    );
 
     let t = Instant::now();
     let truth = exact_top(&ds, threads);
-    println!("exact top-{K} of {q} queries in {:.1}s on {threads} threads", t.elapsed().as_secs_f64());
+    println!(
+        "exact top-{K} of {q} queries in {:.1}s on {threads} threads",
+        t.elapsed().as_secs_f64()
+    );
     if let Some(dir) = &a.dump {
         dump(dir, &ds, &truth, &a);
         if a.dump_only {
@@ -737,7 +857,10 @@ fn main() {
     };
     let identifies = ds.query_person.is_some();
     let exact_rank1 = identifies.then(|| {
-        (0..q).filter(|&i| person_of_hit(i, truth[i].hits.first().map(|h| h.1 as u64))).count() as f64 / q as f64
+        (0..q)
+            .filter(|&i| person_of_hit(i, truth[i].hits.first().map(|h| h.1 as u64)))
+            .count() as f64
+            / q as f64
     });
 
     // The scan a service without an index would run, single-threaded, on up to 100 queries.
@@ -758,7 +881,12 @@ fn main() {
     let brute = SearchRow {
         label: "exact scan f32".into(),
         ef: 0,
-        latency: vec![Latency { clients: 1, p50: percentile(&brute_lat, 0.5), p99: percentile(&brute_lat, 0.99), qps: brute_qps }],
+        latency: vec![Latency {
+            clients: 1,
+            p50: percentile(&brute_lat, 0.5),
+            p99: percentile(&brute_lat, 0.99),
+            qps: brute_qps,
+        }],
         cpu1: f64::NAN,
         batch_qps: None,
         cpu_batch: f64::NAN,
@@ -766,7 +894,12 @@ fn main() {
         recall10: 1.0,
         rank1: exact_rank1,
     };
-    println!("{}", brute.json("ours-exact", 1, 1).replace("ours: exact scan f32", "ours: exact scan f32, 1 thread"));
+    println!(
+        "{}",
+        brute
+            .json("ours-exact", 1, 1)
+            .replace("ours: exact scan f32", "ours: exact scan f32, 1 thread")
+    );
 
     let ids: Vec<u64> = (1..=n as u64).collect();
     let none: Vec<Vec<&str>> = Vec::new();
@@ -778,9 +911,20 @@ fn main() {
     };
     let exact_list = a.exact.clone().unwrap_or(exact_default);
     for &kind in &a.kinds {
-        let variants: Vec<bool> = if kind == Scalar::F32 { vec![false] } else { exact_list.clone() };
+        let variants: Vec<bool> = if kind == Scalar::F32 {
+            vec![false]
+        } else {
+            exact_list.clone()
+        };
         let built_exact = variants.contains(&true);
-        let snap = |exact: bool| a.snapshots.join(format!("face-index-bench-{}-{}-{}", std::process::id(), kind.as_str(), if exact { "exact" } else { "plain" }));
+        let snap = |exact: bool| {
+            a.snapshots.join(format!(
+                "face-index-bench-{}-{}-{}",
+                std::process::id(),
+                kind.as_str(),
+                if exact { "exact" } else { "plain" }
+            ))
+        };
 
         // Build once, with the exact copies if any variant needs them.
         let o = options(&a, d, kind, a.expansion_search[0], built_exact);
@@ -792,7 +936,12 @@ fn main() {
         let chunk = 20_000;
         for (i, part) in ids.chunks(chunk).enumerate() {
             let start = i * chunk;
-            set.rebuild_batch(part, &ds.gallery[start * d..(start + part.len()) * d], &none).unwrap();
+            set.rebuild_batch(
+                part,
+                &ds.gallery[start * d..(start + part.len()) * d],
+                &none,
+            )
+            .unwrap();
         }
         for k in 0..set.shard_count() {
             set.finish_rebuild(k, 0).unwrap();
@@ -825,7 +974,8 @@ fn main() {
             if exact != built_exact {
                 // The same graph without the exact copies: what a service configured so
                 // would hold and snapshot.
-                let set = ShardSet::new(&options(&a, d, kind, a.expansion_search[0], exact)).unwrap();
+                let set =
+                    ShardSet::new(&options(&a, d, kind, a.expansion_search[0], exact)).unwrap();
                 for r in set.load_all(&built_dir) {
                     r.unwrap();
                 }
@@ -888,7 +1038,8 @@ fn main() {
                 });
                 let (mut hit1, mut hit10, mut ident) = (0usize, 0usize, 0usize);
                 for (i, ids) in found.iter().enumerate() {
-                    let truth_ids: Vec<u64> = truth[i].hits.iter().map(|h| h.1 as u64 + 1).collect();
+                    let truth_ids: Vec<u64> =
+                        truth[i].hits.iter().map(|h| h.1 as u64 + 1).collect();
                     hit1 += (ids.first() == truth_ids.first()) as usize;
                     hit10 += ids.iter().filter(|id| truth_ids.contains(id)).count();
                     ident += person_of_hit(i, ids.first().map(|id| id - 1)) as usize;
@@ -911,7 +1062,8 @@ fn main() {
                     load.as_secs_f64(),
                     row.recall10,
                     ms(row.latency[0].p50),
-                    row.rank1.map_or(String::new(), |r| format!(", rank-1 {r:.4}"))
+                    row.rank1
+                        .map_or(String::new(), |r| format!(", rank-1 {r:.4}"))
                 );
                 println!("{}", row.json(&key, shards, set.threads()));
                 let reached = a.target_recall.is_some_and(|r| row.recall10 >= r);
@@ -923,7 +1075,11 @@ fn main() {
             index_rows.push(IndexRow {
                 label: name,
                 build,
-                rss_per_face: if exact == built_exact { rss_per_face } else { f64::NAN },
+                rss_per_face: if exact == built_exact {
+                    rss_per_face
+                } else {
+                    f64::NAN
+                },
                 memory_per_face: memory as f64 / n as f64,
                 graph_per_face: graph as f64 / n as f64,
                 snapshot_per_face: dir_bytes(&dir) as f64 / n as f64,
@@ -940,9 +1096,17 @@ fn main() {
     println!("load average at the end {}", load_average());
     println!(
         "| {:<24} | {:>7} | {:>8} | {:>8} | {:>9} | {:>9} | {:>10} | {:>6} | {:>6} |",
-        "index", "build s", "faces/s", "RSS B/f", "memory B/f", "graph B/f", "snapshot B/f", "save s", "load s"
+        "index",
+        "build s",
+        "faces/s",
+        "RSS B/f",
+        "memory B/f",
+        "graph B/f",
+        "snapshot B/f",
+        "save s",
+        "load s"
     );
-    println!("|{}|", vec!["---"; 9].join("|"));
+    println!("|{}|", ["---"; 9].join("|"));
     for r in &index_rows {
         println!(
             "| {:<24} | {:>7.1} | {:>8.0} | {:>8} | {:>9.0} | {:>9.0} | {:>10.0} | {:>6.2} | {:>6.2} |",
@@ -962,14 +1126,27 @@ fn main() {
     for c in &a.clients {
         head.push_str(&format!(" p50 ms {c}c | p99 ms {c}c | QPS {c}c |"));
     }
-    head.push_str(&format!(" QPS batch | recall@1 | recall@10 | rank-1 |"));
+    head.push_str(" QPS batch | recall@1 | recall@10 | rank-1 |");
     println!("{head}");
     println!("|{}|", vec!["---"; 2 + 3 * a.clients.len() + 4].join("|"));
     for r in &search_rows {
-        let mut line = format!("| {:<24} | {:>4} |", r.label, if r.ef == 0 { "-".into() } else { r.ef.to_string() });
+        let mut line = format!(
+            "| {:<24} | {:>4} |",
+            r.label,
+            if r.ef == 0 {
+                "-".into()
+            } else {
+                r.ef.to_string()
+            }
+        );
         for c in &a.clients {
             match r.latency.iter().find(|l| l.clients == *c) {
-                Some(l) => line.push_str(&format!(" {:>9.3} | {:>9.3} | {:>7.0} |", ms(l.p50), ms(l.p99), l.qps)),
+                Some(l) => line.push_str(&format!(
+                    " {:>9.3} | {:>9.3} | {:>7.0} |",
+                    ms(l.p50),
+                    ms(l.p99),
+                    l.qps
+                )),
                 None => line.push_str(&format!(" {:>9} | {:>9} | {:>7} |", "-", "-", "-")),
             }
         }
@@ -996,7 +1173,11 @@ mod tests {
             let mut out = [0f32; 13];
             block_dots(&qs, d, &row, &mut out);
             for (o, q) in out.iter().zip(qs.chunks_exact(d)) {
-                assert!((o - dot(q, &row)).abs() < 1e-6, "{d}: {o} vs {}", dot(q, &row));
+                assert!(
+                    (o - dot(q, &row)).abs() < 1e-6,
+                    "{d}: {o} vs {}",
+                    dot(q, &row)
+                );
             }
         }
     }

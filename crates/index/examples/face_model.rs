@@ -45,14 +45,25 @@ fn main() {
             }
             "--seed" => seed = val().parse().expect("--seed"),
             "--no-spread" => no_spread = true,
-            "--efs" => efs = val().split(',').map(|v| v.parse().expect("--efs")).collect(),
+            "--efs" => {
+                efs = val()
+                    .split(',')
+                    .map(|v| v.parse().expect("--efs"))
+                    .collect()
+            }
             "--threads" => threads = val().parse().expect("--threads"),
             other => panic!("unknown option {other}"),
         }
     }
 
     let real = faces::load_real(&stem).unwrap_or_else(|e| panic!("{e}"));
-    println!("real: {} faces x {} dims ({}) from {}", real.count(), real.dims, real.model, stem.display());
+    println!(
+        "real: {} faces x {} dims ({}) from {}",
+        real.count(),
+        real.dims,
+        real.model,
+        stem.display()
+    );
 
     // The real set as the statistics see it: known people only, labelled 0..P.
     let people = real.people();
@@ -70,7 +81,10 @@ fn main() {
     println!("real statistics in {:.1}s", t.elapsed().as_secs_f64());
 
     let mut columns = vec![("real".to_string(), real_stats)];
-    let mut graphs = vec![("real".to_string(), graph_check(&vectors, &person, real.dims, &efs))];
+    let mut graphs = vec![(
+        "real".to_string(),
+        graph_check(&vectors, &person, real.dims, &efs),
+    )];
     let mut variants: Vec<(Within, bool)> = withins.iter().map(|&w| (w, true)).collect();
     if no_spread {
         variants.push((withins[0], false));
@@ -83,7 +97,11 @@ fn main() {
         if !spread {
             model.spreads = vec![vec![1.0]];
         }
-        let label = format!("synthetic, {} within{}", name(within), if spread { "" } else { ", no spread" });
+        let label = format!(
+            "synthetic, {} within{}",
+            name(within),
+            if spread { "" } else { ", no spread" }
+        );
         // Same people, same photo counts: only the vectors differ.
         let t = Instant::now();
         let synthetic = model.generate(&counts, seed, 0, threads);
@@ -95,7 +113,10 @@ fn main() {
             gen_s,
             person.len() as f64 / gen_s
         );
-        graphs.push((label.clone(), graph_check(&synthetic, &person, real.dims, &efs)));
+        graphs.push((
+            label.clone(),
+            graph_check(&synthetic, &person, real.dims, &efs),
+        ));
         columns.push((label, stats));
     }
     print_comparison(&columns);
@@ -127,12 +148,20 @@ fn graph_check(vectors: &[f32], person: &[u32], d: usize, efs: &[usize]) -> Grap
     let truth: Vec<Vec<u64>> = queries
         .chunks_exact(d)
         .map(|q| {
-            let mut all: Vec<(f32, u64)> = gallery.chunks_exact(d).enumerate().map(|(i, g)| (dot(q, g), i as u64 + 1)).collect();
+            let mut all: Vec<(f32, u64)> = gallery
+                .chunks_exact(d)
+                .enumerate()
+                .map(|(i, g)| (dot(q, g), i as u64 + 1))
+                .collect();
             all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             all.into_iter().take(10).map(|h| h.1).collect()
         })
         .collect();
-    let exact_rank1 = truth.iter().zip(&query_person).filter(|(t, &p)| gallery_person[t[0] as usize - 1] == p).count() as f64
+    let exact_rank1 = truth
+        .iter()
+        .zip(&query_person)
+        .filter(|(t, &p)| gallery_person[t[0] as usize - 1] == p)
+        .count() as f64
         / query_person.len() as f64;
     let ids: Vec<u64> = (1..=gallery_person.len() as u64).collect();
     let none: Vec<Vec<&str>> = Vec::new();
@@ -151,10 +180,19 @@ fn graph_check(vectors: &[f32], person: &[u32], d: usize, efs: &[usize]) -> Grap
             set.finish_rebuild(0, 0).unwrap();
             let (mut r1, mut r10, mut ident) = (0usize, 0usize, 0usize);
             for ((q, t), &p) in queries.chunks_exact(d).zip(&truth).zip(&query_person) {
-                let hits: Vec<u64> = set.search(q, 10, None).unwrap().hits.iter().map(|h| h.id).collect();
+                let hits: Vec<u64> = set
+                    .search(q, 10, None)
+                    .unwrap()
+                    .hits
+                    .iter()
+                    .map(|h| h.id)
+                    .collect();
                 r1 += (hits.first() == t.first()) as usize;
                 r10 += hits.iter().filter(|h| t.contains(h)).count();
-                ident += hits.first().is_some_and(|&h| gallery_person[h as usize - 1] == p) as usize;
+                ident += hits
+                    .first()
+                    .is_some_and(|&h| gallery_person[h as usize - 1] == p)
+                    as usize;
             }
             let q = query_person.len() as f64;
             (r1 as f64 / q, r10 as f64 / (q * 10.0), ident as f64 / q)
@@ -215,7 +253,11 @@ fn print_fit(r: &FitReport) {
     print_spectrum("within-person covariance", &r.within);
     print_spectrum("centre covariance, observed", &r.centres_observed);
     print_spectrum(
-        if r.centres_uncorrected { "centre covariance (uncorrected: the corrected one is not positive definite)" } else { "centre covariance, less photo noise" },
+        if r.centres_uncorrected {
+            "centre covariance (uncorrected: the corrected one is not positive definite)"
+        } else {
+            "centre covariance, less photo noise"
+        },
         &r.centres,
     );
     println!(
@@ -250,26 +292,53 @@ fn print_comparison(columns: &[(String, SetStats)]) {
         }
         println!();
     };
-    row("photos / same pairs / different pairs", &|s| format!("{} / {} / {}", s.photos, s.same.count(), s.different.count()));
+    row("photos / same pairs / different pairs", &|s| {
+        format!(
+            "{} / {} / {}",
+            s.photos,
+            s.same.count(),
+            s.different.count()
+        )
+    });
     for (label, h) in [
-        ("same-person cosine", (|s: &SetStats| &s.same) as fn(&SetStats) -> &faces::Histogram),
+        (
+            "same-person cosine",
+            (|s: &SetStats| &s.same) as fn(&SetStats) -> &faces::Histogram,
+        ),
         ("different-person cosine", |s| &s.different),
         ("nearest neighbour cosine (any)", |s| &s.nearest),
         ("nearest same-person cosine", |s| &s.nearest_same),
         ("nearest different-person cosine", |s| &s.nearest_different),
     ] {
-        row(&format!("{label}: mean"), &|s| format!("{:.4}", h(s).mean()));
+        row(&format!("{label}: mean"), &|s| {
+            format!("{:.4}", h(s).mean())
+        });
         for (q, ql) in [(0.01, "p1"), (0.5, "p50"), (0.99, "p99")] {
-            row(&format!("{label}: {ql}"), &|s| format!("{:.4}", h(s).quantile(q)));
+            row(&format!("{label}: {ql}"), &|s| {
+                format!("{:.4}", h(s).quantile(q))
+            });
         }
     }
-    row("different-person cosine: p99.9", &|s| format!("{:.4}", s.different.quantile(0.999)));
-    row("different-person cosine: p99.99", &|s| format!("{:.4}", s.different.quantile(0.9999)));
+    row("different-person cosine: p99.9", &|s| {
+        format!("{:.4}", s.different.quantile(0.999))
+    });
+    row("different-person cosine: p99.99", &|s| {
+        format!("{:.4}", s.different.quantile(0.9999))
+    });
     for (t, what) in [(0.3773, "default 0.3773"), (0.471, "strict 0.471")] {
-        row(&format!("different pairs above {what}"), &|s| format!("{:.2e}", s.different.share_above(t)));
-        row(&format!("same pairs at or below {what}"), &|s| format!("{:.4}", 1.0 - s.same.share_above(t)));
+        row(&format!("different pairs above {what}"), &|s| {
+            format!("{:.2e}", s.different.share_above(t))
+        });
+        row(&format!("same pairs at or below {what}"), &|s| {
+            format!("{:.4}", 1.0 - s.same.share_above(t))
+        });
     }
     row("nearest neighbour is same person (2+ photos)", &|s| {
-        format!("{:.4} ({}/{})", s.rank1_hits as f64 / s.rank1_of.max(1) as f64, s.rank1_hits, s.rank1_of)
+        format!(
+            "{:.4} ({}/{})",
+            s.rank1_hits as f64 / s.rank1_of.max(1) as f64,
+            s.rank1_hits,
+            s.rank1_of
+        )
     });
 }

@@ -66,33 +66,57 @@ pub fn load_real(stem: &Path) -> io::Result<RealFaces> {
         PathBuf::from(p)
     };
     let (json_path, f32_path) = (with(".json"), with(".f32"));
-    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {what}", json_path.display()));
+    let bad = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", json_path.display()),
+        )
+    };
     let json = fs::read_to_string(&json_path).map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("{}: {e} (write it with `node dist/bench/face-vectors.js`)", json_path.display()),
+            format!(
+                "{}: {e} (write it with `node dist/bench/face-vectors.js`)",
+                json_path.display()
+            ),
         )
     })?;
-    let field = |key: &str| top_level(&json, key).ok_or_else(|| bad(format!("no top-level \"{key}\"")));
+    let field =
+        |key: &str| top_level(&json, key).ok_or_else(|| bad(format!("no top-level \"{key}\"")));
     let number = |key: &str| -> io::Result<usize> {
-        field(key)?.parse().map_err(|_| bad(format!("\"{key}\" is not a count")))
+        field(key)?
+            .parse()
+            .map_err(|_| bad(format!("\"{key}\" is not a count")))
     };
     let dims = number("dims")?;
     let count = number("count")?;
-    let identity: Vec<i32> = int_array(field("identity")?).ok_or_else(|| bad("\"identity\" is not an array of integers".into()))?;
+    let identity: Vec<i32> = int_array(field("identity")?)
+        .ok_or_else(|| bad("\"identity\" is not an array of integers".into()))?;
     let model = field("model")?.trim_matches('"').to_string();
     if identity.len() != count || dims == 0 {
-        return Err(bad(format!("{} identities for {count} rows of {dims} dims", identity.len())));
+        return Err(bad(format!(
+            "{} identities for {count} rows of {dims} dims",
+            identity.len()
+        )));
     }
     let bytes = fs::read(&f32_path)?;
     if bytes.len() != count * dims * 4 {
-        return Err(bad(format!("{} holds {} bytes, not {count} x {dims} float32", f32_path.display(), bytes.len())));
+        return Err(bad(format!(
+            "{} holds {} bytes, not {count} x {dims} float32",
+            f32_path.display(),
+            bytes.len()
+        )));
     }
     let vectors = bytes
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
-    Ok(RealFaces { dims, vectors, identity, model })
+    Ok(RealFaces {
+        dims,
+        vectors,
+        identity,
+        model,
+    })
 }
 
 /// The raw text of a top-level member of a JSON object, without parsing the rest: the
@@ -234,7 +258,9 @@ fn mean_cov(rows: &[Vec<f64>], d: usize) -> (Vec<f64>, Vec<f64>) {
     let mut cov = vec![0.0; d * d];
     let mut c = vec![0.0; d];
     for r in rows {
-        c.iter_mut().zip(r.iter().zip(&mean)).for_each(|(c, (x, m))| *c = x - m);
+        c.iter_mut()
+            .zip(r.iter().zip(&mean))
+            .for_each(|(c, (x, m))| *c = x - m);
         add_outer(&mut cov, &c, 1.0);
     }
     cov.iter_mut().for_each(|v| *v /= n - 1.0);
@@ -284,7 +310,10 @@ pub fn cholesky(m: &[f64], d: usize) -> Option<Vec<f64>> {
 pub fn eigenvalues(m: &[f64], d: usize) -> Vec<f64> {
     let mut a = m.to_vec();
     for _sweep in 0..100 {
-        let off: f64 = (0..d).flat_map(|i| (0..d).filter(move |&j| j != i).map(move |j| (i, j))).map(|(i, j)| a[i * d + j].powi(2)).sum();
+        let off: f64 = (0..d)
+            .flat_map(|i| (0..d).filter(move |&j| j != i).map(move |j| (i, j)))
+            .map(|(i, j)| a[i * d + j].powi(2))
+            .sum();
         let diag: f64 = (0..d).map(|i| a[i * d + i].powi(2)).sum();
         if off <= 1e-22 * diag {
             break;
@@ -419,10 +448,14 @@ impl FaceModel {
             let n = rows.len() as f64;
             let mut c = vec![0.0; d];
             for &r in rows.iter() {
-                c.iter_mut().zip(real.row(r)).for_each(|(c, &x)| *c += x as f64 / n);
+                c.iter_mut()
+                    .zip(real.row(r))
+                    .for_each(|(c, &x)| *c += x as f64 / n);
             }
             for &r in rows.iter() {
-                e.iter_mut().zip(real.row(r).iter().zip(&c)).for_each(|(e, (&x, c))| *e = x as f64 - c);
+                e.iter_mut()
+                    .zip(real.row(r).iter().zip(&c))
+                    .for_each(|(e, (&x, c))| *e = x as f64 - c);
                 add_outer(&mut sw, &e, 1.0);
             }
             dof += rows.len() - 1;
@@ -440,7 +473,11 @@ impl FaceModel {
         let centres_observed = spectrum(&sc, d);
         // A centre averaged from n photos carries 1/n of the photo noise: take the mean of
         // that share out so sampled centres are not spread wider than real people are.
-        let corrected: Vec<f64> = sc.iter().zip(&sw).map(|(c, w)| c - noise_share * w).collect();
+        let corrected: Vec<f64> = sc
+            .iter()
+            .zip(&sw)
+            .map(|(c, w)| c - noise_share * w)
+            .collect();
         let (centre_cov, centre_chol, centres_uncorrected) = match cholesky(&corrected, d) {
             Some(l) => (corrected, l, false),
             None => {
@@ -459,15 +496,22 @@ impl FaceModel {
             let n = rows.len() as f64;
             let mut sum = vec![0.0; d];
             for &r in rows.iter() {
-                sum.iter_mut().zip(real.row(r)).for_each(|(s, &x)| *s += x as f64);
+                sum.iter_mut()
+                    .zip(real.row(r))
+                    .for_each(|(s, &x)| *s += x as f64);
             }
             let list = rows
                 .iter()
                 .map(|&r| {
-                    let d2: f64 = real.row(r).iter().zip(&sum).map(|(&x, s)| {
-                        let x = x as f64;
-                        (x - (s - x) / (n - 1.0)).powi(2)
-                    }).sum();
+                    let d2: f64 = real
+                        .row(r)
+                        .iter()
+                        .zip(&sum)
+                        .map(|(&x, s)| {
+                            let x = x as f64;
+                            (x - (s - x) / (n - 1.0)).powi(2)
+                        })
+                        .sum();
                     // A floor keeps near-duplicate photos (a negative estimate) possible but rare.
                     ((d2 - tr_w / (n - 1.0)) / tr_w).max(0.01)
                 })
@@ -476,14 +520,24 @@ impl FaceModel {
         }
         let all: Vec<f64> = spreads.iter().flatten().copied().collect();
         let mean_sq = all.iter().sum::<f64>() / all.len() as f64;
-        spreads.iter_mut().flatten().for_each(|v| *v = (*v / mean_sq).sqrt());
+        spreads
+            .iter_mut()
+            .flatten()
+            .for_each(|v| *v = (*v / mean_sq).sqrt());
         let mut sorted: Vec<f64> = spreads.iter().flatten().copied().collect();
         sorted.sort_by(f64::total_cmp);
         let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
         // One-way variance decomposition of log scale: between people vs total.
-        let logs: Vec<Vec<f64>> = spreads.iter().map(|l| l.iter().map(|v| v.ln()).collect()).collect();
+        let logs: Vec<Vec<f64>> = spreads
+            .iter()
+            .map(|l| l.iter().map(|v| v.ln()).collect())
+            .collect();
         let grand = logs.iter().flatten().sum::<f64>() / sorted.len() as f64;
-        let total_var = logs.iter().flatten().map(|v| (v - grand).powi(2)).sum::<f64>();
+        let total_var = logs
+            .iter()
+            .flatten()
+            .map(|v| (v - grand).powi(2))
+            .sum::<f64>();
         let within_var: f64 = logs
             .iter()
             .map(|l| {
@@ -493,7 +547,9 @@ impl FaceModel {
             .sum();
         let spread_between_people = 1.0 - within_var / total_var;
         let within_chol = match within {
-            Within::Full => cholesky(&sw, d).expect("within-person covariance is not positive definite"),
+            Within::Full => {
+                cholesky(&sw, d).expect("within-person covariance is not positive definite")
+            }
             Within::Diagonal => (0..d).map(|i| sw[i * d + i].sqrt()).collect(),
         };
         let report = FitReport {
@@ -509,7 +565,8 @@ impl FaceModel {
             centre_mean_norm: centre_mean.iter().map(|x| x * x).sum::<f64>().sqrt(),
             centre_norm,
             centres_uncorrected,
-            mean_photos_per_person: photo_counts.iter().map(|&c| c as f64).sum::<f64>() / photo_counts.len() as f64,
+            mean_photos_per_person: photo_counts.iter().map(|&c| c as f64).sum::<f64>()
+                / photo_counts.len() as f64,
             max_photos_per_person: photo_counts.iter().copied().max().unwrap_or(0),
             spread_people: spreads.len(),
             spread_photos: sorted.len(),
@@ -543,7 +600,8 @@ impl FaceModel {
         let mut counts = Vec::new();
         let mut total = 0usize;
         while total < photos {
-            let c = (self.photo_counts[rng.below(self.photo_counts.len())] as usize).min(photos - total);
+            let c = (self.photo_counts[rng.below(self.photo_counts.len())] as usize)
+                .min(photos - total);
             counts.push(c as u32);
             total += c;
         }
@@ -558,7 +616,10 @@ impl FaceModel {
         let mut centre = vec![0.0; d];
         z.iter_mut().for_each(|v| *v = rng.normal());
         lower_times(&self.centre_chol, &z, &mut centre);
-        centre.iter_mut().zip(&self.centre_mean).for_each(|(c, m)| *c += m);
+        centre
+            .iter_mut()
+            .zip(&self.centre_mean)
+            .for_each(|(c, m)| *c += m);
         let scale = self.centre_norm / norm(&centre);
         centre.iter_mut().for_each(|c| *c *= scale);
         let spreads = &self.spreads[rng.below(self.spreads.len())];
@@ -568,18 +629,31 @@ impl FaceModel {
             z.iter_mut().for_each(|v| *v = rng.normal());
             match self.within {
                 Within::Full => lower_times(&self.within_chol, &z, &mut x),
-                Within::Diagonal => x.iter_mut().zip(z.iter().zip(&self.within_chol)).for_each(|(x, (z, s))| *x = z * s),
+                Within::Diagonal => x
+                    .iter_mut()
+                    .zip(z.iter().zip(&self.within_chol))
+                    .for_each(|(x, (z, s))| *x = z * s),
             }
-            x.iter_mut().zip(&centre).for_each(|(x, c)| *x = c + spread * *x);
+            x.iter_mut()
+                .zip(&centre)
+                .for_each(|(x, c)| *x = c + spread * *x);
             let inv = 1.0 / norm(&x);
-            row.iter_mut().zip(&x).for_each(|(r, v)| *r = (v * inv) as f32);
+            row.iter_mut()
+                .zip(&x)
+                .for_each(|(r, v)| *r = (v * inv) as f32);
         }
     }
 
     /// The photos of people with these counts: rows person by person, generated on
     /// `threads` threads (a person's rows depend only on the seed and their index, so the
     /// result does not depend on the thread count). Person `p` is numbered `first_person + p`.
-    pub fn generate(&self, counts: &[u32], seed: u64, first_person: u64, threads: usize) -> Vec<f32> {
+    pub fn generate(
+        &self,
+        counts: &[u32],
+        seed: u64,
+        first_person: u64,
+        threads: usize,
+    ) -> Vec<f32> {
         let d = self.dims;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
         let mut data = vec![0f32; total * d];
@@ -602,8 +676,8 @@ impl FaceModel {
             for (from, to, chunk) in runs {
                 s.spawn(move || {
                     let mut at = 0;
-                    for p in from..to {
-                        let n = counts[p] as usize * d;
+                    for (p, &c) in counts.iter().enumerate().take(to).skip(from) {
+                        let n = c as usize * d;
                         self.person(seed, first_person + p as u64, &mut chunk[at..at + n]);
                         at += n;
                     }
@@ -617,7 +691,11 @@ impl FaceModel {
 fn lower_times(l: &[f64], z: &[f64], out: &mut [f64]) {
     let d = z.len();
     for i in 0..d {
-        out[i] = l[i * d..i * d + i + 1].iter().zip(z).map(|(a, b)| a * b).sum();
+        out[i] = l[i * d..i * d + i + 1]
+            .iter()
+            .zip(z)
+            .map(|(a, b)| a * b)
+            .sum();
     }
 }
 
@@ -647,7 +725,9 @@ impl Histogram {
     }
 
     pub fn add(&mut self, s: f32) {
-        let b = (((s as f64) + 1.0) * BINS_PER_UNIT).floor().clamp(0.0, (self.bins.len() - 1) as f64) as usize;
+        let b = (((s as f64) + 1.0) * BINS_PER_UNIT)
+            .floor()
+            .clamp(0.0, (self.bins.len() - 1) as f64) as usize;
         self.bins[b] += 1;
         self.count += 1;
         self.sum += s as f64;
@@ -683,7 +763,8 @@ impl Histogram {
     /// Share of entries strictly above `t` (to the bin resolution).
     pub fn share_above(&self, t: f64) -> f64 {
         let first = ((t + 1.0) * BINS_PER_UNIT).floor() as usize + 1;
-        self.bins[first.min(self.bins.len())..].iter().sum::<u64>() as f64 / self.count.max(1) as f64
+        self.bins[first.min(self.bins.len())..].iter().sum::<u64>() as f64
+            / self.count.max(1) as f64
     }
 }
 
@@ -789,7 +870,10 @@ mod tests {
         let j = r#"{"dims":128, "sources":[{"count":3}], "count" : 7,"identity":[1,-1, 2],"file":["a\"b"]}"#;
         assert_eq!(top_level(j, "dims"), Some("128"));
         assert_eq!(top_level(j, "count"), Some("7"));
-        assert_eq!(int_array(top_level(j, "identity").unwrap()), Some(vec![1, -1, 2]));
+        assert_eq!(
+            int_array(top_level(j, "identity").unwrap()),
+            Some(vec![1, -1, 2])
+        );
         assert_eq!(top_level(j, "file"), Some(r#"["a\"b"]"#));
         assert_eq!(top_level(j, "missing"), None);
     }
@@ -798,10 +882,16 @@ mod tests {
     fn cholesky_and_eigenvalues_agree_with_a_known_matrix() {
         let m = [4.0, 2.0, 2.0, 3.0];
         let l = cholesky(&m, 2).unwrap();
-        assert!((l[0] - 2.0).abs() < 1e-12 && (l[2] - 1.0).abs() < 1e-12 && (l[3] - 2f64.sqrt()).abs() < 1e-12);
+        assert!(
+            (l[0] - 2.0).abs() < 1e-12
+                && (l[2] - 1.0).abs() < 1e-12
+                && (l[3] - 2f64.sqrt()).abs() < 1e-12
+        );
         let ev = eigenvalues(&m, 2);
         let disc = (1.0f64 + 16.0).sqrt();
-        assert!((ev[0] - (7.0 + disc) / 2.0).abs() < 1e-9 && (ev[1] - (7.0 - disc) / 2.0).abs() < 1e-9);
+        assert!(
+            (ev[0] - (7.0 + disc) / 2.0).abs() < 1e-9 && (ev[1] - (7.0 - disc) / 2.0).abs() < 1e-9
+        );
         assert!(cholesky(&[1.0, 2.0, 2.0, 1.0], 2).is_none());
     }
 }
