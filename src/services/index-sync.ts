@@ -352,6 +352,7 @@ export class IndexSync {
       return;
     }
     const replayed = { count: 0 };
+    const replayFrom = from;
     const catchUp = async () => {
       for (;;) {
         const { changes, rows } = await this.readChanges(from, 4096);
@@ -364,8 +365,10 @@ export class IndexSync {
     await catchUp();
     const finish = async () => {
       await catchUp();
-      // Another process may have pruned past `from` while we read: then the replay has a hole.
-      if ((await prunedThrough(sql)) > Math.max(horizon, from) && source !== 'database') {
+      // Another process sharing the database may have pruned rows after `replayFrom` before they were
+      // read (this one never prunes past a shard's snapshot): then the replay may have a hole, and the
+      // next attempt refills from the database.
+      if ((await prunedThrough(sql)) > replayFrom) {
         await index.markFailed(k);
         throw new Error('the change log was pruned during the rebuild');
       }
