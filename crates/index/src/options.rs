@@ -113,6 +113,11 @@ pub struct ShardSetOptions {
     pub max_pending: usize,
 }
 
+/// What "0: one per core" resolves to.
+fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
 impl ShardSetOptions {
     pub fn new(dims: usize) -> Self {
         ShardSetOptions {
@@ -137,9 +142,7 @@ impl ShardSetOptions {
             return Err(IndexError::BadOption("dims must be at least 1".into()));
         }
         if o.shards == 0 {
-            o.shards = std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1);
+            o.shards = cores();
         }
         if o.shards > 4096 {
             return Err(IndexError::BadOption("more than 4096 shards".into()));
@@ -150,9 +153,7 @@ impl ShardSetOptions {
             Scalar::I8 => o.keep_exact.unwrap_or(true),
         });
         if o.threads == 0 {
-            o.threads = std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1);
+            o.threads = cores();
         }
         if o.threads > 1024 {
             return Err(IndexError::BadOption("more than 1024 index threads".into()));
