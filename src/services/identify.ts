@@ -101,8 +101,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', req.box !== undefined);
 
   const rows = pickRows(analysis, chosen);
-  const { dim } = analysis;
-  // Every face lives in default, so that restriction is no restriction and skips the filtered walk.
+  // Every face lives in default (the shards leave it implicit): searching it is searching unfiltered.
   const scope = gallery === DEFAULT_GALLERY ? undefined : gallery;
   const searches = await index.searchBatch(rows, req.n, scope);
   const now = liveServers(index.shards());
