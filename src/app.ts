@@ -4,30 +4,36 @@
  * and an engine of their own.
  */
 import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
+import { ClusterIndex } from './cluster/cluster-index.js';
 import { findProjectRoot, type Config } from './config.js';
 import type { Database } from './db/client.js';
 import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
+import { claimLayout, readLayout, SHARD_RULE, type SearchLayout } from './db/layout.js';
 import { HistoryStore } from './db/history-store.js';
 import { PhotoBlobs, PhotoStore } from './db/photos.js';
 import { ReembedStore } from './db/reembed-store.js';
 import { DbTokenVerifier } from './db/tokens.js';
+import type { RouteRegistry } from './http/registry.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import type { Engine } from './native/engine.js';
-import { openFaceIndex } from './native/face-index.js';
-import { buildRegistry, type DatabaseRoutes } from './routes/index.js';
+import { openFaceIndex, type FaceIndex } from './native/face-index.js';
+import { buildRegistry, buildShardRegistry, type DatabaseRoutes } from './routes/index.js';
 import { useCalibration } from './services/calibration.js';
 import { discardForeignSnapshots, IndexSync } from './services/index-sync.js';
 import { INDEX_WAIT_MS, IndexWrites } from './services/index-writes.js';
 import { PhotoSource } from './services/photo-source.js';
 import { duringMigration, EmbeddingMigration } from './services/reembed.js';
+import { localShards, type SearchShards } from './services/search-shards.js';
 
 export interface StartOptions {
   config: Config;
+  /** Runs the models: FACE_ROLE all and api (a shard server has none). */
   engine: Engine;
   /**
    * The migrated face database. With it the database routes are served, photo
@@ -49,8 +55,10 @@ export interface RunningServer {
   store?: FaceStore;
   /** The stored photos (absent without `db`). */
   photos?: PhotoStore;
-  /** The follower keeping the search shards in step with the database (absent without `db`). */
+  /** The follower keeping the search shards in step with the database (absent without `db`, and on an API node). */
   sync?: IndexSync;
+  /** The search shards as this process sees them: its own, or its shard servers' (absent without `db`). */
+  search?: SearchShards;
   /** Re-embedding of faces stored by another recogniser; absent when there are none. */
   migration?: EmbeddingMigration;
   /** What GET /metrics serves. */
@@ -83,95 +91,49 @@ function expireThumbnails(history: HistoryStore, days: number, log: Logger): Nod
   return timer;
 }
 
-export async function startServer({ config, engine, db, verifiers = [], indexWaitMs = INDEX_WAIT_MS, log = rootLog }: StartOptions): Promise<RunningServer> {
-  // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
-  useCalibration(engine.info().recognizer);
-  const metrics = new ServiceMetrics({ engine, log });
-  const photoSource = new PhotoSource(
-    {
-      timeoutMs: config.fetch.timeoutMs,
-      maxRedirects: config.fetch.maxRedirects,
-      maxBytes: config.maxUploadBytes,
-      allowPrivate: config.fetch.allowPrivate,
-    },
-    (outcome) => metrics.photoFetched(outcome),
-  );
-  const { recognizer, dim } = engine.info();
-  const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
-  let sync: IndexSync | undefined;
-  let migration: EmbeddingMigration | undefined;
-  let database: DatabaseRoutes | undefined;
-  if (db) {
-    const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
-    const store = new FaceStore(db.sql, photos, { model: recognizer, stream: db.stream });
-    const indexDir = path.join(config.dataDir, 'index');
-    await discardForeignSnapshots(indexDir, recognizer, log);
-    const index = await openFaceIndex({
-      dir: indexDir,
-      shards: config.index.shards,
-      dims: dim,
-      scalar: config.index.scalar,
-      threads: config.index.threads,
-      keepExact: config.index.exactCopies,
-    });
-    metrics.watchStore(index, db);
-    try {
-      sync = await IndexSync.start({
-        sql: db.sql,
-        index,
-        model: recognizer,
-        dims: dim,
-        log,
-        snapshotSeconds: config.index.snapshotSeconds,
-        snapshotChanges: config.index.snapshotChanges,
-      });
-    } catch (err) {
-      index.close();
-      throw err;
-    }
-    const follower = sync;
-    try {
-      // Decided before serving, so no answer counts the shards as live while faces are pending.
-      migration = await EmbeddingMigration.prepare({
-        store: new ReembedStore(db.sql),
-        readPhoto: (hash) => photos.read(hash),
-        engine,
-        caughtUp: (position) => follower.caughtUp(position),
-        log,
-      });
-    } catch (err) {
-      await follower.stop();
-      throw err;
-    }
-    database = {
-      store,
-      photos,
-      galleries: new GalleryStore(db.sql, photos),
-      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, db.stream),
-      // Identify sees the shards through the migration (none live while faces are pending) ...
-      index: migration ? duringMigration(index, migration) : index,
-      // ... writes see them as they are: a face stored during a migration is searchable at once.
-      writes: new IndexWrites(follower, index, log, indexWaitMs),
-      rebuildShard: (k) => follower.rebuild(k),
-    };
-  }
-  const history = database?.history;
-  const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
-  const registry = buildRegistry({
-    engine,
-    photos: photoSource,
-    serviceVersion: serviceVersion(),
-    database,
-    publicUrl: config.publicUrl,
-    migration,
-    identify: config.identify,
-    thumbnailSize: config.history.thumbnailSize,
-    minQuality: config.minQuality,
-    metrics,
+/** This process in `shard_snapshots`: which server last saved a shard. */
+const serverName = (config: Config) => `${config.role}@${os.hostname()}:${config.port || process.pid}`;
+
+/** The search shards held in this process, caught up with the change log: FACE_ROLE all and shard. */
+async function openHeldShards(
+  config: Config,
+  db: Database,
+  layout: { recognizer: string; dims: number },
+  log: Logger,
+): Promise<{ index: FaceIndex; sync: IndexSync }> {
+  const indexDir = path.join(config.dataDir, 'index');
+  await discardForeignSnapshots(indexDir, layout.recognizer, log);
+  const index = await openFaceIndex({
+    dir: indexDir,
+    shards: config.index.shards,
+    dims: layout.dims,
+    scalar: config.index.scalar,
+    threads: config.index.threads,
+    keepExact: config.index.exactCopies,
+    owned: config.role === 'shard' ? config.cluster.shardIds : undefined,
   });
-  const operatorVerifier = new StaticTokenVerifier(config.token);
-  const verifier = new AnyTokenVerifier([operatorVerifier, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
-  const server = await listen({
+  try {
+    const sync = await IndexSync.start({
+      sql: db.sql,
+      index,
+      model: layout.recognizer,
+      dims: layout.dims,
+      log,
+      snapshotSeconds: config.index.snapshotSeconds,
+      snapshotChanges: config.index.snapshotChanges,
+      shardCount: config.index.shards,
+      server: serverName(config),
+    });
+    return { index, sync };
+  } catch (err) {
+    index.close();
+    throw err;
+  }
+}
+
+/** Listens with the configured limits; every role serves through this. */
+function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier, operatorVerifier: TokenVerifier, metrics: ServiceMetrics, log: Logger) {
+  return listen({
     host: config.host,
     port: config.port,
     registry,
@@ -189,13 +151,114 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     log,
     observer: (sample) => metrics.requestFinished(sample),
   });
+}
+
+/** The search shards of an API node or of one process, and how a write waits for them. */
+async function openSearch(
+  config: Config,
+  db: Database,
+  layout: { recognizer: string; dims: number },
+  indexWaitMs: number,
+  log: Logger,
+): Promise<{ search: SearchShards; writes: IndexWrites; held?: { index: FaceIndex; sync: IndexSync }; close: () => Promise<void> }> {
+  if (config.role === 'api') {
+    const cluster = await ClusterIndex.start({
+      servers: config.cluster.servers ?? [],
+      shardCount: config.index.shards,
+      rule: SHARD_RULE,
+      recognizer: layout.recognizer,
+      dims: layout.dims,
+      token: config.token as string,
+      deadlineMs: config.cluster.deadlineMs,
+      log,
+    });
+    return { search: cluster, writes: new IndexWrites(cluster, log, indexWaitMs), close: async () => cluster.close() };
+  }
+  const held = await openHeldShards(config, db, layout, log);
+  const search = localShards(held.index, held.sync);
+  return { search, writes: new IndexWrites(search, log, indexWaitMs), held, close: () => held.sync.stop() };
+}
+
+export async function startServer({ config, engine, db, verifiers = [], indexWaitMs = INDEX_WAIT_MS, log = rootLog }: StartOptions): Promise<RunningServer> {
+  if (config.role === 'shard') throw new Error('startServer serves FACE_ROLE all and api; a shard server starts with startShardServer');
+  // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
+  useCalibration(engine.info().recognizer);
+  const metrics = new ServiceMetrics({ engine, log });
+  const photoSource = new PhotoSource(
+    {
+      timeoutMs: config.fetch.timeoutMs,
+      maxRedirects: config.fetch.maxRedirects,
+      maxBytes: config.maxUploadBytes,
+      allowPrivate: config.fetch.allowPrivate,
+    },
+    (outcome) => metrics.photoFetched(outcome),
+  );
+  const { recognizer, dim } = engine.info();
+  const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
+  let search: Awaited<ReturnType<typeof openSearch>> | undefined;
+  let migration: EmbeddingMigration | undefined;
+  let database: DatabaseRoutes | undefined;
+  if (db) {
+    const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
+    const store = new FaceStore(db.sql, photos, { model: recognizer, stream: db.stream });
+    // Refuses a shard count other than the deployment's; records the recogniser for shard servers.
+    await claimLayout(db.sql, { shards: config.index.shards, rule: SHARD_RULE, recognizer, dims: dim });
+    search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, log);
+    const opened = search;
+    metrics.watchStore(opened.search, db);
+    try {
+      // Decided before serving, so no answer counts the shards as live while faces are pending.
+      migration = await EmbeddingMigration.prepare({
+        store: new ReembedStore(db.sql),
+        readPhoto: (hash) => photos.read(hash),
+        engine,
+        caughtUp: async (position) => !(await opened.search.settle(position, false, undefined, INDEX_WAIT_MS)),
+        log,
+      });
+    } catch (err) {
+      await opened.close();
+      throw err;
+    }
+    // Identify sees the shards through the migration (none live while faces are pending) ...
+    const view = migration ? duringMigration(opened.search, migration) : opened.search;
+    const held = opened.held;
+    database = {
+      store,
+      photos,
+      galleries: new GalleryStore(db.sql, photos),
+      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, db.stream),
+      index: view,
+      // ... writes see them as they are: a face stored during a migration is searchable at once.
+      writes: opened.writes,
+      control: held ? { index: held.index, view, rebuild: (k) => held.sync.rebuild(k) } : undefined,
+    };
+  }
+  const history = database?.history;
+  const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
+  const registry = buildRegistry({
+    engine,
+    photos: photoSource,
+    serviceVersion: serviceVersion(),
+    database,
+    publicUrl: config.publicUrl,
+    migration,
+    identify: config.identify,
+    thumbnailSize: config.history.thumbnailSize,
+    minQuality: config.minQuality,
+    metrics,
+    role: config.role,
+  });
+  const operatorVerifier = new StaticTokenVerifier(config.token);
+  const verifier = new AnyTokenVerifier([operatorVerifier, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
+  const server = await serve(config, registry, verifier, operatorVerifier, metrics, log);
   migration?.start();
   let closing: Promise<void> | undefined;
   return {
     port: server.port,
     store: database?.store,
     photos: database?.photos,
-    sync,
+    sync: search?.held?.sync,
+    search: search?.search,
     migration,
     metrics,
     close() {
@@ -205,10 +268,82 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
         // Before the follower and the engine, which the batch in flight still uses.
         await migration?.stop();
         // After the last request, so the snapshot covers every answered write.
-        await sync?.stop();
+        await search?.close();
         metrics.close();
         engine.close();
         await dbTokens?.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+const LAYOUT_WAIT_MS = 1000;
+
+/**
+ * Waits for the recogniser an API node records (a shard server runs no
+ * models, so it learns which embeddings it holds from the database), checking
+ * the shard count on the way.
+ */
+async function awaitLayout(db: Database, config: Config, log: Logger): Promise<{ recognizer: string; dims: number }> {
+  await claimLayout(db.sql, { shards: config.index.shards, rule: SHARD_RULE });
+  for (let told = false; ; told = true) {
+    const layout: SearchLayout | undefined = await readLayout(db.sql);
+    if (layout?.recognizer && layout.dims) return { recognizer: layout.recognizer, dims: layout.dims };
+    if (!told) log.info('waiting for an API node to record which embeddings the shards hold');
+    await new Promise((r) => setTimeout(r, LAYOUT_WAIT_MS));
+  }
+}
+
+export interface ShardServer {
+  port: number;
+  sync: IndexSync;
+  index: FaceIndex;
+  metrics: ServiceMetrics;
+  close(): Promise<void>;
+}
+
+/**
+ * A shard server (FACE_ROLE=shard): the shards of FACE_SHARD_IDS, caught up
+ * with the change log before it listens, then following it and answering
+ * API nodes (routes/shard.ts). Only the operator token is accepted.
+ */
+export async function startShardServer({ config, db, log = rootLog }: { config: Config; db: Database; log?: Logger }): Promise<ShardServer> {
+  const layout = await awaitLayout(db, config, log);
+  const { index, sync } = await openHeldShards(config, db, layout, log);
+  const view = localShards(index, sync);
+  const metrics = new ServiceMetrics({ log });
+  metrics.watchStore(view, db);
+  const registry = buildShardRegistry({
+    index,
+    follower: sync,
+    layout: { shards: config.index.shards, rule: SHARD_RULE, ...layout },
+    maxN: config.identify.maxN,
+    view,
+    control: { index, view, rebuild: (k) => sync.rebuild(k) },
+    metrics,
+    serviceVersion: serviceVersion(),
+  });
+  const operator = new StaticTokenVerifier(config.token);
+  let server;
+  try {
+    server = await serve(config, registry, operator, operator, metrics, log);
+  } catch (err) {
+    await sync.stop();
+    throw err;
+  }
+  const listening = server;
+  let closing: Promise<void> | undefined;
+  return {
+    port: listening.port,
+    sync,
+    index,
+    metrics,
+    close() {
+      closing ??= (async () => {
+        await listening.close();
+        await sync.stop();
+        metrics.close();
       })();
       return closing;
     },

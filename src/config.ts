@@ -95,6 +95,24 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_MIN_FACE: intVar(40, 16),
     FACE_DETECT_THRESHOLD: z.coerce.number().min(0.05).max(0.99).optional(),
     FACE_SHARDS: intVar(cores, 1).pipe(z.number().max(4096)),
+    FACE_ROLE: z.enum(['all', 'api', 'shard']).default('all'),
+    FACE_SHARD_IDS: z
+      .string()
+      .regex(/^\d+(,\d+)*$/, 'expected shard numbers separated by commas, e.g. 0 or 2,3')
+      .transform((v) => v.split(',').map(Number))
+      .optional(),
+    FACE_SHARD_SERVERS: z
+      .string()
+      .transform((v) => v.split(',').map((e) => e.trim()).filter(Boolean))
+      .pipe(z.array(z.string().regex(/^\d+(\+\d+)*@https?:\/\/[^\s,@]+$/, 'expected <shards joined by +>@<http(s) base URL>, e.g. 2+3@http://shard-2:8080')).min(1))
+      .transform((entries) =>
+        entries.map((e) => {
+          const at = e.indexOf('@');
+          return { shards: e.slice(0, at).split('+').map(Number), url: e.slice(at + 1).replace(/\/+$/, '') };
+        }),
+      )
+      .optional(),
+    FACE_SHARD_DEADLINE_MS: intVar(1000, 1),
     // f16 halves graph memory at about 1e-3 similarity error and, on face
     // embeddings, keeps f32's recall@1 without exact copies (bench/RESULTS.md).
     FACE_INDEX_SCALAR: z.enum(['f32', 'f16', 'i8']).default('f16'),
@@ -171,6 +189,19 @@ export interface Config {
   requestTimeoutMs: number;
   shutdownTimeoutMs: number;
   fetch: { timeoutMs: number; maxRedirects: number; allowPrivate: boolean };
+  /**
+   * all: API, shards (and, without DATABASE_URL, PostgreSQL) in this process; api: the API,
+   * searching shard servers; shard: a shard server, holding `cluster.shardIds`.
+   */
+  role: 'all' | 'api' | 'shard';
+  cluster: {
+    /** Shard role: the shards held (default all of them). */
+    shardIds?: number[];
+    /** API role: every shard server and the shards it holds. */
+    servers?: { url: string; shards: number[] }[];
+    /** Longest wait for one call to a shard server. */
+    deadlineMs: number;
+  };
   /** Search shards: their number, graph storage, and how often they are snapshotted to `<dataDir>/index`. */
   index: {
     shards: number;
@@ -216,6 +247,13 @@ export function loadConfig(
     throw new Error(`invalid configuration: ${lines.join('; ')}`);
   }
   const e = parsed.data;
+  const roleProblems = [
+    e.FACE_ROLE !== 'all' && !e.DATABASE_URL && `DATABASE_URL: FACE_ROLE=${e.FACE_ROLE} needs the deployment's PostgreSQL (no embedded one)`,
+    e.FACE_ROLE !== 'all' && !e.FACE_TOKEN && `FACE_TOKEN: FACE_ROLE=${e.FACE_ROLE} needs the operator token the nodes share`,
+    e.FACE_ROLE === 'api' && !e.FACE_SHARD_SERVERS && 'FACE_SHARD_SERVERS: FACE_ROLE=api needs the shard servers to search',
+    e.FACE_SHARD_IDS?.some((k) => k >= e.FACE_SHARDS) && `FACE_SHARD_IDS: every shard must be below FACE_SHARDS=${e.FACE_SHARDS}`,
+  ].filter((p): p is string => typeof p === 'string');
+  if (roleProblems.length) throw new Error(`invalid configuration: ${roleProblems.join('; ')}`);
   return {
     port: e.PORT,
     host: e.HOST,
@@ -256,6 +294,8 @@ export function loadConfig(
       maxRedirects: e.FACE_FETCH_MAX_REDIRECTS,
       allowPrivate: e.FACE_FETCH_ALLOW_PRIVATE,
     },
+    role: e.FACE_ROLE,
+    cluster: { shardIds: e.FACE_SHARD_IDS, servers: e.FACE_SHARD_SERVERS, deadlineMs: e.FACE_SHARD_DEADLINE_MS },
     index: {
       shards: e.FACE_SHARDS,
       scalar: e.FACE_INDEX_SCALAR,

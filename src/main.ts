@@ -4,7 +4,7 @@
  * accepting, finish requests in progress, close the engine, close the
  * database, stop the embedded server). A second signal exits at once.
  */
-import { startServer } from './app.js';
+import { startServer, startShardServer, type RunningServer } from './app.js';
 import { loadConfig } from './config.js';
 import { openDatabase } from './db/open.js';
 import { TokenStore } from './db/tokens.js';
@@ -34,15 +34,23 @@ async function main(): Promise<void> {
     throw err;
   }
 
-  let server;
+  let server: Pick<RunningServer, 'close' | 'photos'>;
   try {
-    const engine = await openEngine(engineOptionsFrom(config));
-    server = await startServer({ config, engine, db: database.db, log });
-    const info = engine.info();
-    log.info(
-      { host: config.host, port: server.port, providers: info.providers, simd: info.simd, recognizer: info.recognizer },
-      'listening',
-    );
+    if (config.role === 'shard') {
+      // No models: a shard server only searches embeddings the API nodes made.
+      const shard = await startShardServer({ config, db: database.db, log });
+      server = shard;
+      log.info({ host: config.host, port: shard.port, role: config.role, shards: shard.index.shards().map((s) => s.shard) }, 'listening');
+    } else {
+      const engine = await openEngine(engineOptionsFrom(config));
+      const running = await startServer({ config, engine, db: database.db, log });
+      server = running;
+      const info = engine.info();
+      log.info(
+        { host: config.host, port: running.port, role: config.role, providers: info.providers, simd: info.simd, recognizer: info.recognizer },
+        'listening',
+      );
+    }
   } catch (err) {
     await cleanup();
     throw err;

@@ -50,7 +50,24 @@ export async function logChanges(tx: TransactionSql, faceIds: readonly (number |
       SELECT max(position) AS position FROM added`;
     last = Number(top.position);
   }
+  // Delivered at commit, to every process following the log (shard servers): they read it
+  // at once instead of at their next poll.
+  await tx`SELECT pg_notify(${CHANGE_CHANNEL}, ${String(last)})`;
   return last;
+}
+
+/** The LISTEN/NOTIFY channel on which every commit that logged changes announces its last position. */
+export const CHANGE_CHANNEL = 'face_changes';
+
+/**
+ * Calls `onChange` with the last position of every commit that logs changes,
+ * from now on, over a connection of its own that postgres.js re-opens after a
+ * drop. Notifications are a hint: one missed while reconnecting is found by
+ * the follower's poll. Resolves to the function that stops listening.
+ */
+export async function listenForChanges(sql: Sql, onChange: (position: number) => void): Promise<() => Promise<void>> {
+  const { unlisten } = await sql.listen(CHANGE_CHANNEL, (payload) => onChange(Number(payload)));
+  return unlisten;
 }
 
 /** The highest position logged so far (0 for an empty log), pruned rows included. */

@@ -47,8 +47,12 @@ export function isJsonType(type: string): boolean {
 }
 
 /** Chooses a parser for the Content-Type; unknown types fail with 415 only if a body actually arrives. */
-export function createBodyParser(contentType: string | undefined, limits: BodyLimits): BodyParser {
+export function createBodyParser(contentType: string | undefined, limits: BodyLimits, binary?: { mediaType: string; param: string }): BodyParser {
   const type = mediaType(contentType);
+  if (binary) {
+    if (type === binary.mediaType) return new BufferedParser(limits.maxBodyBytes, (buf) => ({ [binary.param]: buf }));
+    return new RefusingParser(type, binary.mediaType);
+  }
   const textLimit = Math.min(limits.maxTextBodyBytes ?? 1024 * KiB, limits.maxBodyBytes);
   if (isJsonType(type)) return new BufferedParser(textLimit, parseJsonBody);
   if (type === 'application/x-www-form-urlencoded') return new BufferedParser(textLimit, parseFormBody);
@@ -125,13 +129,14 @@ class BufferedParser implements BodyParser {
 }
 
 class RefusingParser implements BodyParser {
-  constructor(private readonly type: string) {}
+  constructor(
+    private readonly type: string,
+    private readonly accepted = 'application/json or multipart/form-data',
+  ) {}
 
   write(chunk: Buffer): void {
     if (chunk.length === 0) return;
-    const reason = this.type
-      ? `Unsupported Content-Type ${this.type}; use application/json or multipart/form-data`
-      : 'A request body needs a Content-Type: application/json or multipart/form-data';
+    const reason = this.type ? `Unsupported Content-Type ${this.type}; use ${this.accepted}` : `A request body needs a Content-Type: ${this.accepted}`;
     throw new HttpError(415, 'UNSUPPORTED_MEDIA_TYPE', reason);
   }
 

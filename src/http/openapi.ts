@@ -107,6 +107,10 @@ function operation(route: AnyRoute, components: Json): Json {
     const input = schemaOf(route.request, 'input', components);
     if (route.method === 'GET' || route.method === 'DELETE') {
       parameters.push(...parametersFrom(input, 'query'));
+    } else if (route.binaryBody) {
+      const { mediaType, param, description } = route.binaryBody;
+      parameters.push(...parametersFrom(input, 'query').filter((p) => p.name !== param));
+      op.requestBody = { required: true, description, content: { [mediaType]: { schema: { type: 'string', format: 'binary' } } } };
     } else {
       // One named schema referenced from every media type instead of three copies.
       const name = `${operationId(route)}_request`;

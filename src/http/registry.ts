@@ -116,6 +116,12 @@ export interface RouteDef<
    * string; on GET and DELETE only the query string.
    */
   request?: Req;
+  /**
+   * The body is raw bytes of `mediaType` instead of JSON or a form: they reach
+   * the request schema as the Buffer parameter `param`, and the schema's other
+   * parameters come from the query string.
+   */
+  binaryBody?: { mediaType: string; param: string; description: string };
   params?: Par;
   response: {
     status: number;

@@ -475,7 +475,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
           if (!budget.tryReserve(bytes)) throw overBudget();
           reserved += bytes;
         };
-        bodyPromise = ex.readBody(res, createBodyParser(headers['content-type'], opts.limits), admit);
+        bodyPromise = ex.readBody(res, createBodyParser(headers['content-type'], opts.limits, route.binaryBody), admit);
         // Failures are answered where they happen; this keeps an early one from being "unhandled".
         bodyPromise.catch(() => {});
       }

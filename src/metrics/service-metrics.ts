@@ -21,17 +21,18 @@ import type { ServerState } from '../http/registry.js';
 import type { FinishedRequest } from '../http/server.js';
 import type { Logger } from '../log.js';
 import type { Engine } from '../native/engine.js';
-import type { FaceIndex, ShardState } from '../native/face-index.js';
 import type { FetchOutcome } from '../services/photo-source.js';
+import type { SearchShards, ShardView } from '../services/search-shards.js';
 
 export interface MetricsSources {
-  engine: Engine;
+  /** Absent on a shard server, which runs no models. */
+  engine?: Engine;
   log: Logger;
 }
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
-const SHARD_STATES: readonly ShardState[] = ['loading', 'rebuilding', 'live', 'failed', 'offline'];
+const SHARD_STATES: readonly ShardView['state'][] = ['loading', 'rebuilding', 'live', 'failed', 'offline', 'unreachable'];
 
 /** How often model runs are moved from the engine into the histograms between scrapes. */
 const DRAIN_MS = 5_000;
@@ -48,7 +49,7 @@ export class ServiceMetrics {
   private readonly models: string[];
   private readonly drainTimer: NodeJS.Timeout;
   private runsDropped = 0;
-  private store?: { index: FaceIndex; db: Database };
+  private store?: { index: SearchShards; db: Database };
   /** Bounded: methods, route patterns and statuses are all few. */
   private readonly series = new Map<string, { count: Counter.Internal; latency: Histogram.Internal<string> }>();
 
@@ -168,13 +169,13 @@ export class ServiceMetrics {
 
   constructor(private readonly sources: MetricsSources) {
     collectDefaultMetrics({ register: this.registry });
-    this.models = sources.engine.info().models.map((m) => m.id);
+    this.models = sources.engine?.info().models.map((m) => m.id) ?? [];
     this.drainTimer = setInterval(() => this.drainEngine(), DRAIN_MS);
     this.drainTimer.unref();
   }
 
-  /** Adds the search shards and the database they follow (services with a database). */
-  watchStore(index: FaceIndex, db: Database): void {
+  /** Adds the search shards (held here, or on shard servers) and the database they follow (services with a database). */
+  watchStore(index: SearchShards, db: Database): void {
     this.store = { index, db };
   }
 
@@ -219,6 +220,7 @@ export class ServiceMetrics {
   }
 
   private drainEngine(): void {
+    if (!this.sources.engine) return;
     let stats;
     try {
       stats = this.sources.engine.stats();

@@ -147,6 +147,13 @@ class NativeIndexWrapper implements FaceIndex {
   }
 }
 
+/** The shard that owns face `id` among `shards` shards: the rule the index routes by (crates/index/src/route.rs). */
+export function shardOf(id: number, shards: number): number {
+  routing ??= loadAddon<typeof Addon>();
+  return routing.shardOf(id, shards);
+}
+let routing: typeof Addon | undefined;
+
 /** Creates the shards and loads their snapshots from `opts.dir`; shards without a usable one stay empty and rebuilding (`loadReport`). */
 export async function openFaceIndex(opts: IndexOptions, file: string = addonPath()): Promise<FaceIndex> {
   const binding = loadAddon<typeof Addon>(file);

@@ -1,5 +1,5 @@
 /**
- * GET /health: liveness and what the engine runs on (execution providers,
+ * GET /health, on every role: liveness and what the engine runs on (execution providers,
  * SIMD level, recogniser), plus the request load, and after a recogniser
  * switch the re-embedding of stored faces.
  *
@@ -11,12 +11,12 @@
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
 import type { Engine } from '../native/engine.js';
-import { liveServers } from '../services/identify.js';
-import type { FaceIndex } from '../native/face-index.js';
+import type { SearchShards } from '../services/search-shards.js';
 import type { EmbeddingMigration } from '../services/reembed.js';
 
 const healthResponse = z.object({
   status: z.literal('ok'),
+  role: z.enum(['all', 'api', 'shard']).meta({ description: 'FACE_ROLE: all in one process, an API node, or a shard server.' }),
   engine: z.object({
     providers: z.array(z.string()).meta({ description: 'Execution providers in use, in priority order.' }),
     simd: z.string().meta({ description: 'SIMD level of the similarity kernels.' }),
@@ -24,10 +24,12 @@ const healthResponse = z.object({
     detector: z.string().meta({ description: 'Manifest id of the face detector.' }),
     dim: z.number().int().meta({ description: 'Embedding dimension.' }),
     models: z.array(z.object({ id: z.string(), onnx: z.string() })),
-  }),
+  })
+    .optional()
+    .meta({ description: 'Absent on a shard server, which runs no models.' }),
   search: z
     .object({
-      live: z.number().int().meta({ description: 'Search shards in service.' }),
+      live: z.number().int().meta({ description: 'Search servers in service: shard servers (FACE_ROLE=api), held shards (shard), shards (all).' }),
       total: z.number().int(),
       faces: z.number().int().meta({ description: 'Faces held by the shards.' }),
     })
@@ -48,7 +50,14 @@ const healthResponse = z.object({
   max_inflight: z.number().int(),
 });
 
-export function registerHealth(registry: RouteRegistry, engine: Engine, index?: FaceIndex, migration?: EmbeddingMigration): void {
+export interface HealthDeps {
+  role: 'all' | 'api' | 'shard';
+  engine?: Engine;
+  index?: SearchShards;
+  migration?: EmbeddingMigration;
+}
+
+export function registerHealth(registry: RouteRegistry, { role, engine, index, migration }: HealthDeps): void {
   registry.define({
     method: 'GET',
     path: '/health',
@@ -59,17 +68,22 @@ export function registerHealth(registry: RouteRegistry, engine: Engine, index?: 
     response: { status: 200, description: 'The service is up.', schema: healthResponse },
     errors: [],
     async handler({ server }) {
-      const info = engine.info();
+      const info = engine?.info();
       return {
         status: 'ok' as const,
-        engine: {
-          providers: info.providers,
-          simd: info.simd,
-          recognizer: info.recognizer,
-          detector: info.detector,
-          dim: info.dim,
-          models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
-        },
+        role,
+        ...(info
+          ? {
+              engine: {
+                providers: info.providers,
+                simd: info.simd,
+                recognizer: info.recognizer,
+                detector: info.detector,
+                dim: info.dim,
+                models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
+              },
+            }
+          : {}),
         ...(index ? { search: searchSummary(index) } : {}),
         ...(migration ? { migration: migration.status() } : {}),
         inflight: server.inflight,
@@ -79,7 +93,7 @@ export function registerHealth(registry: RouteRegistry, engine: Engine, index?: 
   });
 }
 
-function searchSummary(index: FaceIndex) {
-  const shards = index.shards();
-  return { ...liveServers(shards), faces: shards.reduce((n, s) => n + s.size, 0) };
+function searchSummary(index: SearchShards) {
+  const { live, total } = index.servers();
+  return { live, total, faces: index.shards().reduce((n, s) => n + s.size, 0) };
 }

@@ -7,18 +7,19 @@
  * - Result keys are the face's box as `[x1, y1, x2, y2]` (JSON with ", "
  *   separators), in face order (biggest first); matches best first.
  * - Every identify answer, errors included, carries `X-Live-Servers:
- *   <live>/<total>`: shards that served the search (or, before one ran, that
- *   are live) out of all shards.
- * - With strict (body or FACE_IDENTIFY_STRICT) and any shard not live, the
- *   answer is 503 SHARDS_UNAVAILABLE naming the missing shards.
+ *   <live>/<total>`: search servers that served the search (or, before one
+ *   ran, that are live) out of all: the shard servers of a cluster, or the
+ *   shards of a single process.
+ * - With strict (body or FACE_IDENTIFY_STRICT) and any of them out, the
+ *   answer is 503 SHARDS_UNAVAILABLE naming the missing ones.
  * - `n` is at most FACE_IDENTIFY_MAX_N; more is 400.
  */
 import { z } from 'zod';
-import { invalid, notFound } from '../errors.js';
-import { boolParam, idParam, numberParam } from '../http/params.js';
+import { invalid } from '../errors.js';
+import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import type { Box } from '../services/faces.js';
-import { identify, liveServers, LIVE_SERVERS, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
+import { identify, liveServersHeader, LIVE_SERVERS, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
 import { baseUrl, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
 import { checkSightingFields, faceOutput, galleryName, mfSelectorParam, photoParam, sightingFields, thresholdParam } from './schemas.js';
@@ -26,8 +27,6 @@ import { checkSightingFields, faceOutput, galleryName, mfSelectorParam, photoPar
 export { LIVE_SERVERS };
 
 export interface IdentifyDeps extends IdentifyServiceDeps {
-  /** Starts rebuilding a search shard (POST /v0/admin/shards/:k/rebuild). */
-  rebuildShard(k: number): Promise<void>;
   publicUrl?: string;
   maxN: number;
 }
@@ -74,32 +73,6 @@ export const identifyResponse = z.object({
     .meta({ description: 'Only with cam_id: the history event recorded for each face searched, in the order of results.' }),
 });
 
-const shardLine = z.object({
-  shard: z.number().int(),
-  state: z.enum(['loading', 'rebuilding', 'live', 'failed', 'offline']),
-  size: z.number().int().meta({ description: 'Faces in the shard.' }),
-  position: z.number().int().meta({ description: 'Change-log position the shard reflects.' }),
-  pending: z.number().int().meta({ description: 'Changes buffered while the shard is not live (bounded: past 100,000 they are dropped and replayed from the change log instead).' }),
-  memory_bytes: z.number().int().meta({ description: 'Graph, gallery table and exact copies, measured at the last snapshot, load or rebuild and scaled by the faces since.' }),
-  snapshot_age_s: z.number().nullable().meta({ description: 'Seconds since its last snapshot was saved or loaded; null when none.' }),
-  snapshot_position: z
-    .number()
-    .int()
-    .nullable()
-    .meta({ description: 'Change-log position its last snapshot covers; null when none. The log is pruned below the lowest of these.' }),
-});
-
-const shardsResponse = z.object({
-  live: z.number().int(),
-  total: z.number().int(),
-  position: z.number().int().meta({ description: 'Lowest change-log position all shards reflect.' }),
-  shards: z.array(shardLine),
-});
-
-const shardParams = z.object({
-  k: idParam('Shard number, from 0.', { min: 0, max: 4095 }),
-});
-
 /** The result key of a face: its box as JSON text with ", " between the numbers. */
 export function resultKey(b: { x1: number; y1: number; x2: number; y2: number }): string {
   return `[${b.x1}, ${b.y1}, ${b.x2}, ${b.y2}]`;
@@ -118,10 +91,7 @@ function callerBox(input: { x1?: number; y1?: number; x2?: number; y2?: number }
 
 export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): void {
   const { index } = deps;
-  const headers = () => {
-    const { live, total } = liveServers(index.shards());
-    return { [LIVE_SERVERS]: `${live}/${total}` };
-  };
+  const headers = () => liveServersHeader(index.servers());
   const request = identifyRequestFor(deps.maxN);
 
   async function answer(
@@ -139,7 +109,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
       results[resultKey(r.face)] = r.matches.map((m) => ({ confidence: m.confidence, face: renderFace(m.face, base) }));
     }
     const body = found.sightings ? { results, sightings: found.sightings.map((e) => renderEvent(e, base)) } : { results };
-    return Reply.json(body, 200, { [LIVE_SERVERS]: `${found.live}/${found.total}` });
+    return Reply.json(body, 200, liveServersHeader(found));
   }
 
   const description =
@@ -176,82 +146,5 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     errors: [400, 401, 404, 413, 415, 422],
     headers,
     handler: ({ input, params, signal, headers: h }) => answer(input, params.gallery, signal, h),
-  });
-
-  const report = () => {
-    const shards = index.shards();
-    return {
-      ...liveServers(shards),
-      position: index.position(),
-      shards: shards.map((s) => ({
-        shard: s.shard,
-        state: s.state,
-        size: s.size,
-        position: s.position,
-        pending: s.pending,
-        memory_bytes: s.memoryBytes,
-        snapshot_age_s: s.snapshotAgeS ?? null,
-        snapshot_position: s.snapshotPosition ?? null,
-      })),
-    };
-  };
-
-  registry.define({
-    method: 'GET',
-    path: '/v0/admin/shards',
-    summary: 'State, size, position and snapshot age of every search shard',
-    description: 'Needs the operator token (FACE_TOKEN); API tokens from the store are refused.',
-    auth: 'operator',
-    limited: false,
-    response: { status: 200, description: 'The shards.', schema: shardsResponse },
-    errors: [401],
-    async handler() {
-      return report();
-    },
-  });
-
-  for (const [action, online] of [
-    ['offline', false],
-    ['online', true],
-  ] as const) {
-    registry.define({
-      method: 'POST',
-      path: `/v0/admin/shards/:k/${action}`,
-      summary: online ? 'Put a search shard back into service' : 'Take a search shard out of service (it keeps receiving changes)',
-      description: 'Needs the operator token (FACE_TOKEN); API tokens from the store are refused.',
-      auth: 'operator',
-      limited: false,
-      params: shardParams,
-      response: { status: 200, description: 'All shards after the change.', schema: shardsResponse },
-      errors: [400, 401, 404],
-      async handler({ params }) {
-        if (params.k >= index.shards().length) throw notFound(`No search shard ${params.k}`);
-        if (online) index.setOnline(params.k);
-        else index.setOffline(params.k);
-        return report();
-      },
-    });
-  }
-
-  registry.define({
-    method: 'POST',
-    path: '/v0/admin/shards/:k/rebuild',
-    summary: 'Rebuild a search shard while the others serve',
-    description:
-      'Needs the operator token (FACE_TOKEN); API tokens from the store are refused. Takes the shard out of search ' +
-      '(state failed, then rebuilding) and rebuilds it from its last snapshot plus the change log, or from the face ' +
-      'database when the snapshot is unusable or older than the pruned change log; it goes live again by itself. ' +
-      'Answers at once with the shards as they are; poll GET /v0/admin/shards to see it return. This is what happens ' +
-      'on its own to a shard that fails.',
-    auth: 'operator',
-    limited: false,
-    params: shardParams,
-    response: { status: 200, description: 'All shards once the rebuild has started.', schema: shardsResponse },
-    errors: [400, 401, 404, 503],
-    async handler({ params }) {
-      if (params.k >= index.shards().length) throw notFound(`No search shard ${params.k}`);
-      await deps.rebuildShard(params.k);
-      return report();
-    },
   });
 }

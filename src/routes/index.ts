@@ -7,9 +7,9 @@ import type { GalleryStore } from '../db/galleries.js';
 import type { HistoryStore } from '../db/history-store.js';
 import type { PhotoStore } from '../db/photos.js';
 import type { Engine } from '../native/engine.js';
-import type { FaceIndex } from '../native/face-index.js';
 import { FaceService } from '../services/faces.js';
 import type { IndexWrites } from '../services/index-writes.js';
+import type { SearchShards } from '../services/search-shards.js';
 import type { PhotoSource } from '../services/photo-source.js';
 import type { EmbeddingMigration } from '../services/reembed.js';
 import { registerDetect } from './detect.js';
@@ -24,6 +24,8 @@ import { registerListings } from './listings.js';
 import { registerPersons } from './persons.js';
 import { registerPhoto } from './photo.js';
 import { registerVerify } from './verify.js';
+import { registerShardsControl, registerShardsReport, type ShardControl } from './shards-admin.js';
+import { registerShardServer, type ShardServerDeps } from './shard.js';
 import type { ServiceMetrics } from '../metrics/service-metrics.js';
 
 /** The face database as the routes use it; all of it or none. */
@@ -33,11 +35,11 @@ export interface DatabaseRoutes {
   photos: PhotoStore;
   history: HistoryStore;
   /** The search shards as identify and /health see them. */
-  index: FaceIndex;
+  index: SearchShards;
   /** How writes wait for the search index. */
   writes: IndexWrites;
-  /** Takes a search shard out of service and rebuilds it from its snapshot and the change log (or the database). */
-  rebuildShard(k: number): Promise<void>;
+  /** The shards held in this process and their controls (absent on an API node, which holds none). */
+  control?: ShardControl;
 }
 
 export interface RouteDeps {
@@ -57,6 +59,8 @@ export interface RouteDeps {
   minQuality?: number;
   /** Served at /metrics when given. */
   metrics?: ServiceMetrics;
+  /** FACE_ROLE, shown by /health. */
+  role?: 'all' | 'api';
 }
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
@@ -82,8 +86,10 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     });
     registerHistory(registry, history, publicUrl);
     registerPersons(registry, { store, history, publicUrl });
+    registerShardsReport(registry, db.index);
+    if (db.control) registerShardsControl(registry, db.control);
   }
-  registerHealth(registry, deps.engine, db?.index, deps.migration);
+  registerHealth(registry, { role: deps.role ?? 'all', engine: deps.engine, index: db?.index, migration: deps.migration });
   if (deps.metrics) registerMetrics(registry, deps.metrics);
   registerDocs(registry, {
     title: 'Face recognition service',
@@ -91,6 +97,30 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     description:
       'Face detection, verification and identification over HTTP/JSON. Photos are uploaded (multipart/form-data) ' +
       'or given as http(s) URLs. Bounding boxes are returned with keys in the order x1, y1, x2, y2.',
+  });
+  return registry;
+}
+
+export interface ShardRouteDeps extends ShardServerDeps {
+  /** The held shards as /health and /v0/admin/shards report them. */
+  view: SearchShards;
+  control: ShardControl;
+  metrics: ServiceMetrics;
+  serviceVersion: string;
+}
+
+/** The routes of a shard server (FACE_ROLE=shard): no photos, no face database routes. */
+export function buildShardRegistry(deps: ShardRouteDeps): RouteRegistry {
+  const registry = new RouteRegistry();
+  registerShardServer(registry, deps);
+  registerShardsReport(registry, deps.view);
+  registerShardsControl(registry, deps.control);
+  registerHealth(registry, { role: 'shard', index: deps.view });
+  registerMetrics(registry, deps.metrics);
+  registerDocs(registry, {
+    title: 'Face recognition service: shard server',
+    serviceVersion: deps.serviceVersion,
+    description: 'A shard server of a face recognition cluster: it holds some search shards, follows the change log for them, and answers API nodes.',
   });
   return registry;
 }

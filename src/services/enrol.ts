@@ -10,11 +10,11 @@
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { unknownGallery, type GalleryStore } from '../db/galleries.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
-import type { FaceIndex } from '../native/face-index.js';
 import { resolveThreshold, type ThresholdPreset } from './calibration.js';
 import { boxOf, pickRows, requireQuality, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
 import type { IndexLag, IndexWrites } from './index-writes.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
+import type { SearchShards } from './search-shards.js';
 import { bestMatches, embedOptions, sightingOf } from './sightings.js';
 
 export interface EnrolDeps {
@@ -22,7 +22,7 @@ export interface EnrolDeps {
   store: FaceStore;
   galleries: GalleryStore;
   /** The shards as identify searches them (sighting matches). */
-  index: FaceIndex;
+  index: SearchShards;
   writes: IndexWrites;
   history: HistoryStore;
   /** Longer side of sighting thumbnails, in pixels. */
@@ -93,6 +93,6 @@ export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSi
         },
   );
 
-  const indexLag = await deps.writes.settle(written.position, true);
+  const indexLag = await deps.writes.settle(written.position, true, written.value.map((f) => f.id));
   return { faces: written.value, ...(sightings ? { sightings } : {}), ...(indexLag ? { indexLag } : {}) };
 }

@@ -21,20 +21,21 @@ export async function updateFace(deps: FaceChangeDeps, id: number, update: FaceU
   const written = await deps.store.updateFace(id, update);
   if (!written) throw unknownFace(id);
   // Only a gallery change is logged; it decides where the face can be found.
-  const indexLag = await deps.writes.settle(written.position, true);
+  const indexLag = await deps.writes.settle(written.position, true, [id]);
   return { face: written.value, ...(indexLag ? { indexLag } : {}) };
 }
 
 export async function deleteFace(deps: FaceChangeDeps, id: number): Promise<{ indexLag?: IndexLag }> {
   const deleted = await deps.store.deleteFace(id);
   if (!deleted) throw unknownFace(id);
-  const indexLag = await deps.writes.settle(deleted.position, false);
+  const indexLag = await deps.writes.settle(deleted.position, false, [id]);
   return indexLag ? { indexLag } : {};
 }
 
 export async function deleteGallery(deps: FaceChangeDeps, name: string): Promise<{ deleted: number; indexLag?: IndexLag }> {
   const gone = await deps.galleries.delete(name);
   if (!gone) throw unknownGallery([name], 'gallery');
+  // Its faces may be in any shard.
   const indexLag = await deps.writes.settle(gone.position, false);
   return { deleted: gone.deleted, ...(indexLag ? { indexLag } : {}) };
 }

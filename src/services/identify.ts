@@ -17,11 +17,11 @@ import type { FaceStore, StoredFace } from '../db/faces.js';
 import { DEFAULT_GALLERY, unknownGallery, type GalleryStore } from '../db/galleries.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import { DomainError } from '../errors.js';
-import type { FaceIndex, ShardInfo } from '../native/face-index.js';
 import type { FaceResult } from '../native/engine.js';
 import { isVerified, resolveThreshold, toConfidence, type ThresholdPreset } from './calibration.js';
 import { pickRows, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
 import type { PhotoInput } from './photo-source.js';
+import type { SearchShards, ServerCount } from './search-shards.js';
 import { embedOptions, sightingOf } from './sightings.js';
 
 /** `X-Live-Servers: <live>/<total>`: shards that served the search (or are live) out of all. */
@@ -31,7 +31,7 @@ export interface IdentifyDeps {
   faces: FaceService;
   store: FaceStore;
   galleries: GalleryStore;
-  index: FaceIndex;
+  index: SearchShards;
   history: HistoryStore;
   /** Longer side of sighting thumbnails, in pixels. */
   thumbnailSize: number;
@@ -69,15 +69,21 @@ export interface Identification {
   total: number;
 }
 
-export function liveServers(shards: ShardInfo[]): { live: number; total: number } {
-  return { live: shards.filter((s) => s.state === 'live').length, total: shards.length };
-}
+/** X-Live-Servers' value. */
+export const liveServersHeader = ({ live, total }: { live: number; total: number }) => ({ [LIVE_SERVERS]: `${live}/${total}` });
 
-const shardsUnavailable = (missing: number[], live: number, total: number) =>
-  new DomainError('SHARDS_UNAVAILABLE', `Search shards unavailable: ${missing.join(', ')}`, {
+const shardsUnavailable = (down: string[], live: number, total: number) =>
+  new DomainError('SHARDS_UNAVAILABLE', `Search shards unavailable: ${down.join(', ')}`, {
     retryAfterS: 1,
     headers: { [LIVE_SERVERS]: `${live}/${total}` },
   });
+
+/** Shard numbers in numeric order, server names after them. */
+const byNumberThenText = (a: string, b: string) => {
+  const [x, y] = [Number(a), Number(b)];
+  if (Number.isInteger(x) && Number.isInteger(y)) return x - y;
+  return a.localeCompare(b);
+};
 
 export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?: AbortSignal): Promise<Identification> {
   const { index } = deps;
@@ -85,12 +91,8 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   if (gallery !== undefined && !(await deps.galleries.exists(gallery))) throw unknownGallery([gallery], 'gallery');
   const strict = req.strict ?? deps.strict;
   if (strict) {
-    const shards = index.shards();
-    const down = shards.filter((s) => s.state !== 'live').map((s) => s.shard);
-    if (down.length) {
-      const { live, total } = liveServers(shards);
-      throw shardsUnavailable(down, live, total);
-    }
+    const { live, total, down } = index.servers();
+    if (down.length) throw shardsUnavailable(down, live, total);
   }
   const threshold = resolveThreshold(req.threshold);
   const camId = req.cam_id;
@@ -104,11 +106,11 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   // Every face lives in default (the shards leave it implicit): searching it is searching unfiltered.
   const scope = gallery === DEFAULT_GALLERY ? undefined : gallery;
   const searches = await index.searchBatch(rows, req.n, scope);
-  const now = liveServers(index.shards());
+  const now: ServerCount = index.servers();
   const live = searches.length ? Math.min(...searches.map((s) => s.live)) : now.live;
   const total = searches[0]?.total ?? now.total;
-  const missing = [...new Set(searches.flatMap((s) => s.missing))].sort((a, b) => a - b);
-  if (strict && missing.length) throw shardsUnavailable(missing, live, total);
+  const down = [...new Set(searches.flatMap((s) => s.down))].sort(byNumberThenText);
+  if (strict && down.length) throw shardsUnavailable(down, live, total);
 
   const kept = searches.map((s) =>
     s.matches

@@ -40,8 +40,9 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { changesAfter, lastPosition, prunedThrough, pruneChanges, scanFaces, type LoggedChange } from '../db/change-log.js';
+import { changesAfter, lastPosition, listenForChanges, prunedThrough, pruneChanges, scanFaces, type LoggedChange } from '../db/change-log.js';
 import type { Sql } from '../db/client.js';
+import { recordSnapshots, snapshotFloor } from '../db/layout.js';
 import { fsyncDir } from '../db/photos.js';
 import { FIRST_RECOGNIZER } from '../db/reembed-store.js';
 import type { Logger } from '../log.js';
@@ -101,6 +102,10 @@ export interface IndexSyncOptions {
   pollMs?: number;
   snapshotSeconds: number;
   snapshotChanges: number;
+  /** The deployment's shard count: the log is pruned below the snapshots of all of them, held here or not. */
+  shardCount: number;
+  /** Names this process in `shard_snapshots` (which server saved a shard). */
+  server: string;
 }
 
 interface Waiter {
@@ -122,6 +127,7 @@ export class IndexSync {
   private waiters: Waiter[] = [];
   private tasks: PassTask[] = [];
   private timer?: NodeJS.Timeout;
+  private unlisten?: () => Promise<void>;
   private unsaved = 0;
   private savedAt = Date.now();
   private saving?: Promise<void>;
@@ -154,6 +160,14 @@ export class IndexSync {
     opts.log.info({ from, to: sync.applied, otherRecognizer: sync.otherModel }, 'search index caught up with the change log');
     sync.timer = setInterval(() => sync.wake(), opts.pollMs ?? 1000);
     sync.timer.unref();
+    try {
+      // Commits by other processes (API nodes, when this is a shard server) wake the follower at once.
+      sync.unlisten = await listenForChanges(opts.sql, (position) => {
+        if (position > sync.applied) sync.wake();
+      });
+    } catch (err) {
+      opts.log.warn({ err }, 'cannot LISTEN for change-log notifications; following the log by polling only');
+    }
     return sync;
   }
 
@@ -225,6 +239,7 @@ export class IndexSync {
     if (this.stopped) return;
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    await this.unlisten?.().catch(() => {});
     await this.pass;
     for (const t of this.tasks.splice(0)) t.reject(new Error('search index follower stopped'));
     await Promise.allSettled([...this.healing.values()]);
@@ -408,16 +423,19 @@ export class IndexSync {
       this.unsaved = Math.max(0, this.unsaved - unsaved);
       this.savedAt = Date.now();
     }
-    await this.prune();
+    await this.prune(outcomes.filter((o) => !o.error && !o.skipped));
   }
 
-  /** Deletes the log below what every shard's durable snapshot covers; a shard without one keeps it all. */
-  private async prune(): Promise<void> {
-    const covered = this.opts.index.shards().map((s) => s.snapshotPosition);
-    if (covered.some((p) => p === undefined || p === null)) return;
-    const through = Math.min(...(covered as number[]));
+  /**
+   * Records where the shards just saved stand, then deletes the log below what
+   * the durable snapshot of every shard of the deployment covers (a shard
+   * without one, here or on another server, keeps it all).
+   */
+  private async prune(saved: { shard: number; position: number }[]): Promise<void> {
     try {
-      if (through <= (await prunedThrough(this.opts.sql))) return;
+      await recordSnapshots(this.opts.sql, saved, this.opts.server);
+      const through = await snapshotFloor(this.opts.sql, this.opts.shardCount);
+      if (through === undefined || through <= (await prunedThrough(this.opts.sql))) return;
       const deleted = await pruneChanges(this.opts.sql, through);
       this.opts.log.info({ through, deleted, head: await lastPosition(this.opts.sql) }, 'change log pruned below the shard snapshots');
     } catch (err) {

@@ -15,6 +15,7 @@ import { createLogger } from '../log.js';
 import { openFaceIndex, type FaceIndex } from '../native/face-index.js';
 import { IndexSync } from './index-sync.js';
 import { IndexWrites } from './index-writes.js';
+import { localShards } from './search-shards.js';
 
 let tdb: TestDatabase;
 let dir: string;
@@ -36,6 +37,8 @@ beforeAll(async () => {
     log: createLogger('silent'),
     snapshotSeconds: 3600,
     snapshotChanges: 1_000_000,
+    shardCount: SHARDS,
+    server: 'test',
   });
   store = new FaceStore(tdb.db.sql, new PhotoStore(tdb.db.sql, new PhotoBlobs(path.join(dir, 'photos'))), { model: 'test' });
 });
@@ -64,7 +67,7 @@ const findable = async (id: number) => {
 
 describe('IndexWrites.settle', () => {
   it('returns once search serves the write, with no lag', async () => {
-    const writes = new IndexWrites(sync, index);
+    const writes = new IndexWrites(localShards(index, sync));
     const { id, position } = await addFace();
     expect(await writes.settle(position, true)).toBeUndefined();
     expect(await findable(id)).toBe(true);
@@ -72,7 +75,7 @@ describe('IndexWrites.settle', () => {
   });
 
   it('flags an add at once while a shard is out of search, but not a delete', async () => {
-    const writes = new IndexWrites(sync, index, undefined, 5_000);
+    const writes = new IndexWrites(localShards(index, sync), undefined, 5_000);
     index.setOffline(1);
     try {
       const t0 = Date.now();
@@ -88,15 +91,16 @@ describe('IndexWrites.settle', () => {
   });
 
   it('gives up after its limit while the follower is stuck, and reports every shard behind', async () => {
-    const writes = new IndexWrites(sync, index, undefined, 300);
+    const writes = new IndexWrites(localShards(index, sync), undefined, 300);
     const { id } = await addFace();
-    // A change the follower cannot read while another session holds the faces table.
-    const position = (await transaction(tdb.db.sql, (tx) => logChanges(tx, [id], 'galleries'))) as number;
+    // A change the follower cannot read while another session holds the faces table (locked
+    // first: the commit's notification wakes the follower at once).
     const lock = await tdb.db.sql.reserve();
+    let position = 0;
     try {
       await lock`BEGIN`;
       await lock`LOCK TABLE faces IN ACCESS EXCLUSIVE MODE`;
-      sync.wake();
+      position = (await transaction(tdb.db.sql, (tx) => logChanges(tx, [id], 'galleries'))) as number;
       const t0 = Date.now();
       expect(await writes.settle(position, true)).toEqual({ behind: SHARDS, total: SHARDS });
       expect(Date.now() - t0).toBeGreaterThanOrEqual(290);
@@ -105,6 +109,6 @@ describe('IndexWrites.settle', () => {
       lock.release();
     }
     // Once the follower can read again, the same write settles.
-    expect(await new IndexWrites(sync, index).settle(position, true)).toBeUndefined();
+    expect(await new IndexWrites(localShards(index, sync)).settle(position, true)).toBeUndefined();
   });
 });

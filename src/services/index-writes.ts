@@ -20,47 +20,42 @@
  * offline shard applies them but is not searched, so a face added to it is
  * not found until it is back. Waiting would not help there (an operator
  * decides when a shard returns), so the write answers at once, flagged.
+ *
+ * On an API node of a cluster, the shard servers owning the changed faces are
+ * asked to reach the position (cluster/cluster-index.ts); the write does not
+ * wait for servers that own none of them, and a server that is down flags
+ * the write at once, for the same reasons.
  */
 import type { Logger } from '../log.js';
-import type { FaceIndex } from '../native/face-index.js';
+import type { IndexLag, SearchShards } from './search-shards.js';
 
-/** Search shards that do not serve a write yet, out of all shards. */
-export interface IndexLag {
-  behind: number;
-  total: number;
-}
-
-export interface IndexFollower {
-  /** True once the index has applied every change up to `position`; false after `timeoutMs`. */
-  caughtUp(position: number, timeoutMs?: number): Promise<boolean>;
-}
+export type { IndexLag };
 
 /** How long a write waits for the search index before it is acknowledged with a lag. */
 export const INDEX_WAIT_MS = 10_000;
 
 export class IndexWrites {
   constructor(
-    private readonly follower: IndexFollower,
     /** The shards as they are (not as a migration presents them to identify). */
-    private readonly index: FaceIndex,
+    private readonly shards: SearchShards,
     private readonly log?: Logger,
     private readonly timeoutMs = INDEX_WAIT_MS,
   ) {}
 
   /**
    * Waits until search reflects the change-log `position` (undefined: the
-   * write logged nothing, e.g. a meta-only update). `findable` says whether
-   * the write makes a face findable (add, gallery change): then a shard out
-   * of search also counts as behind; a delete is served by any shard that
-   * applied it, since a shard out of search shows nothing at all.
-   * Resolves to the lag when some shard does not serve it yet.
+   * write logged nothing, e.g. a meta-only update) on the shards owning
+   * `faceIds` (undefined: every shard, for writes that touch faces
+   * anywhere). `findable` says whether the write makes a face findable (add,
+   * gallery change): then a shard out of search also counts as behind; a
+   * delete is served by any shard that applied it, since a shard out of
+   * search shows nothing at all. Resolves to the lag when some shard does
+   * not serve it yet.
    */
-  async settle(position: number | undefined, findable: boolean): Promise<IndexLag | undefined> {
+  async settle(position: number | undefined, findable: boolean, faceIds?: readonly number[]): Promise<IndexLag | undefined> {
     if (position === undefined) return undefined;
-    const reached = await this.follower.caughtUp(position, this.timeoutMs);
-    if (!reached) this.log?.warn({ position, waitedMs: this.timeoutMs }, 'search index is behind the database; write acknowledged with X-Index-Lag');
-    const shards = this.index.shards();
-    const behind = shards.filter((s) => s.position < position || (findable && s.state !== 'live')).length;
-    return behind > 0 ? { behind, total: shards.length } : undefined;
+    const lag = await this.shards.settle(position, findable, faceIds, this.timeoutMs);
+    if (lag) this.log?.warn({ position, ...lag, waitLimitMs: this.timeoutMs }, 'search does not serve a write yet; acknowledged with X-Index-Lag');
+    return lag;
   }
 }

@@ -21,8 +21,8 @@
 import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Engine } from '../native/engine.js';
-import type { FaceIndex } from '../native/face-index.js';
 import type { PendingFace, ReembedCensus, Reembedding, ReembedStore } from '../db/reembed-store.js';
+import type { SearchShards } from './search-shards.js';
 
 export type MigrationState = 'running' | 'done';
 
@@ -236,19 +236,24 @@ export class EmbeddingMigration {
  * `rebuilding`, every shard missing from each search), because faces not yet
  * re-embedded cannot be found. Once it is done, the shards as they are.
  */
-export function duringMigration(index: FaceIndex, migration: EmbeddingMigration): FaceIndex {
-  // Everything else is the index's own: the view inherits it (methods run with the view as
-  // `this`, which reaches the index's fields through the prototype).
-  const view: FaceIndex = Object.create(index);
-  view.searchBatch = async (queries, n, gallery) => {
-    const results = await index.searchBatch(queries, n, gallery);
-    if (!migration.running()) return results;
-    return results.map((r) => ({ ...r, live: 0, missing: Array.from({ length: r.total }, (_, k) => k) }));
+export function duringMigration(index: SearchShards, migration: EmbeddingMigration): SearchShards {
+  return {
+    ...index,
+    async searchBatch(queries, n, gallery) {
+      const results = await index.searchBatch(queries, n, gallery);
+      if (!migration.running()) return results;
+      const all = index.shards().map((s) => s.shard);
+      return results.map((r) => ({ ...r, live: 0, missing: all, down: all.map(String) }));
+    },
+    shards() {
+      const shards = index.shards();
+      if (!migration.running()) return shards;
+      return shards.map((s) => (s.state === 'live' ? { ...s, state: 'rebuilding' as const } : s));
+    },
+    servers() {
+      const count = index.servers();
+      if (!migration.running()) return count;
+      return { live: 0, total: count.total, down: index.shards().map((s) => String(s.shard)) };
+    },
   };
-  view.shards = () => {
-    const shards = index.shards();
-    if (!migration.running()) return shards;
-    return shards.map((s) => (s.state === 'live' ? { ...s, state: 'rebuilding' as const } : s));
-  };
-  return view;
 }

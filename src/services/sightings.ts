@@ -4,17 +4,17 @@
  */
 import type { Sighting, SightingFace } from '../db/history-store.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
-import type { FaceIndex } from '../native/face-index.js';
 import { isVerified, toConfidence } from './calibration.js';
 import { boxOf } from './faces.js';
 import { sha256Hex } from '../db/photos.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
+import type { SearchShards } from './search-shards.js';
 
 /**
  * For each embedding row, the id of the most similar stored face when its
  * confidence reaches `threshold` (null: the most similar at all).
  */
-export async function bestMatches(index: FaceIndex, rows: Float32Array, threshold: number | null): Promise<(number | undefined)[]> {
+export async function bestMatches(index: SearchShards, rows: Float32Array, threshold: number | null): Promise<(number | undefined)[]> {
   const found = await index.searchBatch(rows, 1);
   return found.map(({ matches: [best] }) =>
     best && (threshold === null || isVerified(toConfidence(best.similarity), threshold)) ? best.id : undefined,

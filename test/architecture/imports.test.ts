@@ -88,11 +88,13 @@ describe('imports under src/', () => {
     expect(cycles(g).map((c) => c.join(' → '))).toEqual([]);
   });
 
-  it('point down only: db and native import no services, routes or http; services no routes or http; metrics only reads', () => {
+  it('point down only: db and native import no services, routes or http; services no routes, http or cluster; metrics only reads', () => {
     const forbidden: Record<string, string[]> = {
-      db: ['services', 'routes', 'http', 'metrics'],
-      native: ['services', 'routes', 'http', 'db', 'metrics'],
-      services: ['routes', 'http', 'metrics'],
+      db: ['services', 'routes', 'http', 'metrics', 'cluster'],
+      native: ['services', 'routes', 'http', 'db', 'metrics', 'cluster'],
+      services: ['routes', 'http', 'metrics', 'cluster'],
+      // The API node's client of shard servers: an adapter beside native, behind the services' interface.
+      cluster: ['routes', 'http', 'metrics', 'db'],
       // Metrics read every layer's numbers; only the routes (and app.ts) serve them.
       http: ['metrics'],
       metrics: ['routes'],

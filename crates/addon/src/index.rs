@@ -36,6 +36,19 @@ pub struct IndexOptions {
     pub threads: Option<u32>,
     /// Keep exact f32 copies for re-ranking; absent chooses per scalar kind (only i8 keeps them).
     pub keep_exact: Option<bool>,
+    /// The shards to hold, by number below `shards`; absent holds them all. Changes of faces
+    /// in other shards are skipped (a shard server of a multi-server deployment).
+    pub owned: Option<Vec<u32>>,
+}
+
+/// The shard that owns face `id` among `shards` shards: the rule the index routes by, for
+/// callers that must know which server holds a face.
+#[napi]
+pub fn shard_of(id: f64, shards: u32) -> Result<u32> {
+    if !(id >= 0.0 && id.fract() == 0.0 && id <= 9_007_199_254_740_991.0) || shards == 0 {
+        return Err(Error::new(Status::InvalidArg, "shardOf needs a whole id ≥ 0 and at least one shard"));
+    }
+    Ok(face_index::route::shard_of(id as u64, shards as usize) as u32)
 }
 
 /// One database change, applied in position order.
@@ -202,6 +215,7 @@ impl FaceIndex {
             o.scalar = opts.scalar.parse::<Scalar>()?;
             o.threads = opts.threads.unwrap_or(0) as usize;
             o.keep_exact = opts.keep_exact;
+            o.owned = opts.owned.as_ref().map(|ks| ks.iter().map(|&k| k as usize).collect());
             Ok(o)
         })();
         let options = match prepared {
@@ -216,9 +230,9 @@ impl FaceIndex {
                 std::fs::create_dir_all(&in_thread).map_err(|e| IndexError::Io { path: in_thread.clone(), source: e })?;
                 let set = ShardSet::new(&options)?.with_similarity(Arc::new(face_engine::simd::dot));
                 let loaded = set
-                    .load_all(&in_thread)
+                    .shard_ids()
                     .into_iter()
-                    .enumerate()
+                    .zip(set.load_all(&in_thread))
                     .map(|(k, r)| match r {
                         Ok(p) => (k as u32, to_js_whole(p), None),
                         Err(e) => (k as u32, 0.0, Some(e.to_string())),
@@ -267,7 +281,7 @@ impl FaceIndex {
         self.on_set(
             env,
             move |set| {
-                let total = set.shard_count() as u32;
+                let total = set.shard_ids().len() as u32;
                 let results = set.search_batch(&queries, n as usize, gallery.as_deref())?;
                 Ok(results.into_iter().map(|r| search_result(r, total)).collect::<Vec<_>>())
             },
@@ -399,9 +413,9 @@ impl FaceIndex {
             env,
             move |set| {
                 Ok(set
-                    .save_all(&dir)
+                    .shard_ids()
                     .into_iter()
-                    .enumerate()
+                    .zip(set.save_all(&dir))
                     .map(|(k, r)| {
                         let shard = k as u32;
                         match r {

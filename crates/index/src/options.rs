@@ -111,6 +111,11 @@ pub struct ShardSetOptions {
     /// ([`crate::ShardSet::finish_rebuild`] refuses an earlier position): a shard that is
     /// far behind is cheaper to replay than to hold in memory.
     pub max_pending: usize,
+    /// The shards this set holds, by number out of `shards`; `None` holds them all. A shard
+    /// server of a multi-server deployment holds a few: faces routed to the others are
+    /// skipped by [`crate::ShardSet::apply_batch`] and refills, and snapshots still record
+    /// the deployment's shard count, so a shard's files can move to another server.
+    pub owned: Option<Vec<usize>>,
 }
 
 /// What "0: one per core" resolves to.
@@ -132,6 +137,7 @@ impl ShardSetOptions {
             exact_scan_below: 2048,
             threads: 0,
             max_pending: 100_000,
+            owned: None,
         }
     }
 
@@ -158,6 +164,16 @@ impl ShardSetOptions {
         if o.threads > 1024 {
             return Err(IndexError::BadOption("more than 1024 index threads".into()));
         }
+        let mut owned = o.owned.take().unwrap_or_else(|| (0..o.shards).collect());
+        owned.sort_unstable();
+        owned.dedup();
+        if owned.is_empty() {
+            return Err(IndexError::BadOption("a shard set must hold at least one shard".into()));
+        }
+        if let Some(&k) = owned.iter().find(|&&k| k >= o.shards) {
+            return Err(IndexError::BadOption(format!("shard {k} is not below the shard count {}", o.shards)));
+        }
+        o.owned = Some(owned);
         o.oversample = o.oversample.max(1);
         o.max_pending = o.max_pending.max(1);
         Ok(o)

@@ -103,7 +103,10 @@ impl Update {
 /// the number of threads never grows with the load.
 pub struct ShardSet {
     opts: ShardSetOptions,
+    /// The shards held, in shard-number order ([`ShardSetOptions::owned`]).
     shards: Vec<Shard>,
+    /// Shard number → index in `shards`, for every shard of the deployment.
+    slots: Vec<Option<usize>>,
     similarity: Similarity,
     pool: rayon::ThreadPool,
 }
@@ -111,9 +114,15 @@ pub struct ShardSet {
 impl ShardSet {
     pub fn new(options: &ShardSetOptions) -> Result<ShardSet> {
         let opts = options.resolved()?;
-        let shards = (0..opts.shards)
-            .map(|k| Shard::new(k, &opts))
+        let owned = opts.owned.clone().unwrap_or_default();
+        let shards = owned
+            .iter()
+            .map(|&k| Shard::new(k, &opts))
             .collect::<Result<Vec<_>>>()?;
+        let mut slots = vec![None; opts.shards];
+        for (i, &k) in owned.iter().enumerate() {
+            slots[k] = Some(i);
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.threads)
             .thread_name(|i| format!("face-index-{i}"))
@@ -122,6 +131,7 @@ impl ShardSet {
         Ok(ShardSet {
             opts,
             shards,
+            slots,
             similarity: Arc::new(dot),
             pool,
         })
@@ -150,17 +160,28 @@ impl ShardSet {
         &self.opts
     }
 
+    /// The deployment's shard count (what routing and snapshots use), held or not.
     pub fn shard_count(&self) -> usize {
-        self.shards.len()
+        self.opts.shards
+    }
+
+    /// The numbers of the shards this set holds, ascending.
+    pub fn shard_ids(&self) -> Vec<usize> {
+        self.shards.iter().map(|s| s.k).collect()
     }
 
     /// The shard that owns `id` (see [`crate::route`]).
     pub fn shard_of(&self, id: u64) -> usize {
-        shard_of(id, self.shards.len())
+        shard_of(id, self.opts.shards)
     }
 
     fn shard(&self, k: usize) -> Result<&Shard> {
-        self.shards.get(k).ok_or(IndexError::NoSuchShard(k))
+        self.held(k).ok_or(IndexError::NoSuchShard(k))
+    }
+
+    /// Shard `k` when this set holds it.
+    fn held(&self, k: usize) -> Option<&Shard> {
+        self.slots.get(k).copied().flatten().map(|i| &self.shards[i])
     }
 
     fn normalised(&self, v: &[f32]) -> Result<Box<[f32]>> {
@@ -258,16 +279,19 @@ impl ShardSet {
         let last = changes.last().map(|(p, _)| *p);
         let mut by_shard: Vec<Vec<(u64, Change)>> = vec![Vec::new(); self.shards.len()];
         for (position, update) in changes {
-            let k = self.shard_of(update.id());
-            by_shard[k].push((position, self.to_change(update)?));
+            // Faces of shards held elsewhere: their positions still count as offered.
+            let Some(i) = self.slots[self.shard_of(update.id())] else {
+                continue;
+            };
+            by_shard[i].push((position, self.to_change(update)?));
         }
         let results: Vec<Result<()>> = self.pool.install(|| {
             by_shard
                 .into_par_iter()
                 .enumerate()
-                .map(|(k, list)| {
+                .map(|(i, list)| {
                     for (position, change) in list {
-                        self.shards[k].apply_positioned(change, position, &self.opts)?;
+                        self.shards[i].apply_positioned(change, position, &self.opts)?;
                     }
                     Ok(())
                 })
@@ -305,12 +329,12 @@ impl ShardSet {
 
     /// Whether face `id` is in its shard (whatever the shard's state).
     pub fn contains(&self, id: u64) -> bool {
-        self.shards[self.shard_of(id)].contains(id)
+        self.held(self.shard_of(id)).is_some_and(|s| s.contains(id))
     }
 
     /// Face `id`'s galleries as its shard currently has them.
     pub fn galleries_of(&self, id: u64) -> Vec<String> {
-        self.shards[self.shard_of(id)].galleries_of(id)
+        self.held(self.shard_of(id)).map_or_else(Vec::new, |s| s.galleries_of(id))
     }
 
     /// Top `n` faces by cosine similarity across all live shards, optionally only faces in
@@ -385,7 +409,7 @@ impl ShardSet {
                 }
                 Err(e) => out.skipped.push(SkippedShard {
                     shard: k,
-                    state: self.shards[k].state(),
+                    state: self.shard(k).map_or(ShardState::Failed, Shard::state),
                     error: Some(e.to_string()),
                 }),
             }
@@ -424,7 +448,7 @@ impl ShardSet {
     ) -> Result<bool> {
         let v = self.normalised(vector)?;
         let g = Self::gallery_list(galleries)?;
-        self.shards[self.shard_of(id)].rebuild_upsert(id, v, g, &self.opts)
+        self.shard(self.shard_of(id))?.rebuild_upsert(id, v, g, &self.opts)
     }
 
     /// [`ShardSet::rebuild_upsert`] for a batch: `vectors` is `ids.len() * dims` row-major,
@@ -462,12 +486,14 @@ impl ShardSet {
                 Some(list) => Self::gallery_list(list)?,
                 None => Vec::new(),
             };
-            by_shard[self.shard_of(ids[i])].push((ids[i], v, g));
+            if let Some(slot) = self.slots[self.shard_of(ids[i])] {
+                by_shard[slot].push((ids[i], v, g));
+            }
         }
         let mut taken = 0;
-        for (k, mut rows) in by_shard.into_iter().enumerate() {
+        for (slot, mut rows) in by_shard.into_iter().enumerate() {
             rows.reverse();
-            taken += self.shards[k].rebuild_bulk(rows, &self.opts)?;
+            taken += self.shards[slot].rebuild_bulk(rows, &self.opts)?;
         }
         Ok(taken)
     }
@@ -526,7 +552,7 @@ impl ShardSet {
 
     /// Snapshots shard `k` into `dir`; returns the position it covers.
     pub fn save(&self, k: usize, dir: &Path) -> Result<u64> {
-        self.shard(k)?.save(dir, self.shards.len(), &self.opts)
+        self.shard(k)?.save(dir, self.opts.shards, &self.opts)
     }
 
     /// Snapshots every live shard one after another (to bound disk bandwidth); a shard
@@ -534,14 +560,14 @@ impl ShardSet {
     pub fn save_all(&self, dir: &Path) -> Vec<Result<u64>> {
         self.shards
             .iter()
-            .map(|s| s.save(dir, self.shards.len(), &self.opts))
+            .map(|s| s.save(dir, self.opts.shards, &self.opts))
             .collect()
     }
 
     /// Loads shard `k` from `dir` and brings it live. An error means "rebuild this shard":
     /// it is left empty and rebuilding while the others keep serving.
     pub fn load(&self, k: usize, dir: &Path) -> Result<u64> {
-        self.shard(k)?.load(dir, self.shards.len(), &self.opts, true)
+        self.shard(k)?.load(dir, self.opts.shards, &self.opts, true)
     }
 
     /// Puts a failed (or rebuilding) shard `k` back to its snapshot in `dir`, still out of
@@ -549,7 +575,7 @@ impl ShardSet {
     /// ([`ShardSet::replay`]), then `finish_rebuild`. On an error (no usable snapshot) the
     /// shard is empty at position 0: refill it from the database or replay the whole log.
     pub fn reload(&self, k: usize, dir: &Path) -> Result<u64> {
-        self.shard(k)?.load(dir, self.shards.len(), &self.opts, false)
+        self.shard(k)?.load(dir, self.opts.shards, &self.opts, false)
     }
 
     /// Loads every shard from `dir` in parallel; per-shard results as in [`ShardSet::load`].
@@ -558,7 +584,7 @@ impl ShardSet {
             let handles: Vec<_> = self
                 .shards
                 .iter()
-                .map(|s| scope.spawn(move || s.load(dir, self.shards.len(), &self.opts, true)))
+                .map(|s| scope.spawn(move || s.load(dir, self.opts.shards, &self.opts, true)))
                 .collect();
             handles
                 .into_iter()

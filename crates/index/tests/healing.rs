@@ -170,3 +170,44 @@ fn the_pool_has_the_configured_threads() {
     let set = ShardSet::new(&o).unwrap();
     assert_eq!(set.threads(), 3);
 }
+
+/// A set holding some of the deployment's shards skips the others' faces, routes by the
+/// deployment's shard count, and writes snapshots another set holding that shard can load.
+#[test]
+fn a_set_holding_some_shards_skips_the_rest_and_shares_snapshots() {
+    let dims = 8;
+    let mut o = options(dims, 4, Scalar::F32);
+    o.threads = 2;
+    o.owned = Some(vec![2, 1]);
+    let part = ShardSet::new(&o).unwrap();
+    assert_eq!(part.shard_ids(), vec![1, 2]);
+    assert_eq!(part.shard_count(), 4);
+    let changes: Vec<(u64, Update)> = (1..=200u64)
+        .map(|id| (id, Update::Upsert { id, vector: (0..dims).map(|c| ((id * 7 + c as u64) % 13) as f32 + 1.0).collect(), galleries: vec![] }))
+        .collect();
+    for k in part.shard_ids() {
+        part.finish_rebuild(k, 0).unwrap();
+    }
+    part.apply_batch(changes.clone()).unwrap();
+    let held: Vec<u64> = (1..=200u64).filter(|&id| matches!(face_index::route::shard_of(id, 4), 1 | 2)).collect();
+    assert!(!held.is_empty() && held.len() < 200);
+    assert_eq!(part.len(), held.len());
+    for id in 1..=200u64 {
+        assert_eq!(part.contains(id), held.contains(&id), "face {id}");
+    }
+    assert!(part.state(0).is_err(), "shard 0 is held elsewhere");
+    assert_eq!(part.replay_from(), 200, "positions of skipped faces still count as offered");
+
+    let dir = temp_dir("owned");
+    part.save(2, &dir).unwrap();
+    let mut other = o.clone();
+    other.owned = Some(vec![2]);
+    let moved = ShardSet::new(&other).unwrap();
+    assert_eq!(moved.load(2, &dir).unwrap(), 200);
+    assert_eq!(moved.len(), held.iter().filter(|&&id| face_index::route::shard_of(id, 4) == 2).count());
+
+    let mut bad = o.clone();
+    bad.owned = Some(vec![4]);
+    assert!(ShardSet::new(&bad).is_err(), "shard 4 of 4 does not exist");
+    let _ = std::fs::remove_dir_all(&dir);
+}

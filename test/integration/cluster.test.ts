@@ -1,0 +1,255 @@
+/**
+ * A cluster on loopback, every part real and a process of its own: one
+ * PostgreSQL, four shard servers (FACE_ROLE=shard, one shard each) and two API
+ * nodes (FACE_ROLE=api) fanning out to them. Faces are the demo photos through
+ * the real models.
+ *
+ * It shows what the cluster promises: a face acknowledged by one API node is
+ * found through the other at once; with a shard server killed, answers say
+ * 3/4, strict ones name the missing server, the others search the three left;
+ * the restarted server catches up from its snapshot and the change log; and
+ * an API node killed in the middle of writes loses no acknowledged face.
+ */
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
+import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { request, type Answer } from '../helpers/service.js';
+import { until } from '../helpers/until.js';
+import { shardOf } from '../../src/native/face-index.js';
+
+const TOKEN = 'cluster-test-operator-token';
+const AUTH = { Authorization: `Token ${TOKEN}` };
+const SHARDS = 4;
+
+let tdb: TestDatabase;
+let dir: string;
+const ports: number[] = [];
+const shardServers: (ServiceProcess | undefined)[] = [];
+const apis: (ServiceProcess | undefined)[] = [];
+
+/** A port free now, for a server whose address the API nodes must know before it starts. */
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+const common = () => ({
+  ...process.env,
+  HOST: '127.0.0.1',
+  DATABASE_URL: tdb.url,
+  FACE_TOKEN: TOKEN,
+  FACE_SHARDS: String(SHARDS),
+  LOG_LEVEL: 'info',
+});
+
+function startShard(k: number): Promise<ServiceProcess> {
+  return startProcess({
+    ...common(),
+    FACE_ROLE: 'shard',
+    FACE_SHARD_IDS: String(k),
+    PORT: String(ports[k]),
+    FACE_DATA_DIR: path.join(dir, `shard-${k}`),
+    FACE_INDEX_THREADS: '1',
+    // Snapshot after every change, so a restart has one to start from.
+    FACE_INDEX_SNAPSHOT_CHANGES: '1',
+    FACE_INDEX_SNAPSHOT_SECONDS: '1',
+  });
+}
+
+function startApi(n: number): Promise<ServiceProcess> {
+  return startProcess({
+    ...common(),
+    FACE_ROLE: 'api',
+    PORT: '0',
+    FACE_DATA_DIR: path.join(dir, `api-${n}`),
+    FACE_SHARD_SERVERS: ports.map((p, k) => `${k}@http://127.0.0.1:${p}`).join(','),
+    FACE_INFERENCE_WORKERS: '1',
+    FACE_INTRA_THREADS: '1',
+  });
+}
+
+const api = (n: number) => apis[n]!.base;
+const call = (base: string, method: string, url: string, body?: FormData | object, headers: Record<string, string> = AUTH) =>
+  request(base, method, url, body, headers);
+
+/** Enrols every face of demo photo `n` through `base`; the ids acknowledged. */
+async function enrol(base: string, n: number): Promise<{ answer: Answer; ids: number[] }> {
+  const answer = await call(base, 'POST', '/v0/face/', form({ photo: sample(n), meta: `sample${n}`, mf_selector: 'all' }));
+  return { answer, ids: answer.status === 200 ? answer.json.results.map((f: { id: number }) => f.id) : [] };
+}
+
+/** The best match of every face on demo photo `n`, through `base`. */
+async function bestMatches(base: string, n: number, strict: boolean): Promise<{ answer: Answer; ids: number[] }> {
+  const answer = await call(base, 'POST', '/v0/identify/', form({ photo: sample(n), mf_selector: 'all', strict: String(strict) }));
+  const ids = answer.status === 200 ? Object.values(answer.json.results as Record<string, { face: { id: number } }[]>).flatMap((m) => (m[0] ? [m[0].face.id] : [])) : [];
+  return { answer, ids };
+}
+
+const shardsReport = async (n = 1) => {
+  const r = await call(api(n), 'GET', '/v0/admin/shards');
+  return r.json as { live: number; total: number; shards: { shard: number; state: string; size: number; server?: string }[] };
+};
+
+beforeAll(async () => {
+  await buildDist();
+  tdb = await freshDatabase();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'face-cluster-'));
+  for (let k = 0; k < SHARDS; k++) ports.push(await freePort());
+  // The shard servers wait for an API node to record which embeddings they hold; the API node
+  // counts them out until they answer.
+  const shards = Array.from({ length: SHARDS }, (_, k) => startShard(k));
+  apis[1] = await startApi(1);
+  (await Promise.all(shards)).forEach((s, k) => (shardServers[k] = s));
+  apis[2] = await startApi(2);
+  await until('every shard server live', async () => ((await shardsReport()).live === SHARDS ? true : undefined), 20_000);
+}, 240_000);
+
+afterAll(async () => {
+  for (const p of [...apis, ...shardServers]) {
+    if (p && p.child.exitCode === null && p.child.signalCode === null) {
+      p.child.kill('SIGTERM');
+      await p.exited;
+    }
+  }
+  await tdb?.drop();
+  await rm(dir, { recursive: true, force: true });
+}, 60_000);
+
+/** Every face ever acknowledged, by the photo it came from. */
+const acknowledged = new Map<number, number[]>();
+
+describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
+  it('refuses a node configured with another shard count', async () => {
+    const wrong = startProcess({ ...common(), FACE_SHARDS: '3', FACE_ROLE: 'shard', FACE_SHARD_IDS: '0', PORT: '0', FACE_DATA_DIR: path.join(dir, 'wrong') });
+    await expect(wrong).rejects.toThrow(/spread over 4 search shards/);
+  });
+
+  it('finds through API node 2 the faces API node 1 has just acknowledged', async () => {
+    for (const n of [1, 2, 4, 5]) {
+      const { answer, ids } = await enrol(api(1), n);
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get('x-index-lag')).toBeNull();
+      expect(ids).toHaveLength(SAMPLE_FACES[n]);
+      acknowledged.set(n, ids);
+      // Right after the acknowledgement, through the other node: every face is its own best match.
+      const found = await bestMatches(api(2), n, true);
+      expect(found.answer.status).toBe(200);
+      expect(found.answer.headers.get('x-live-servers')).toBe('4/4');
+      expect(new Set(found.ids)).toEqual(new Set(ids));
+    }
+    // The faces are spread over all four servers, and each holds exactly its shard's faces.
+    const report = await shardsReport();
+    expect(report.shards.map((s) => s.state)).toEqual(['live', 'live', 'live', 'live']);
+    expect(report.shards.reduce((n, s) => n + s.size, 0)).toBe([1, 2, 4, 5].reduce((k, n) => k + SAMPLE_FACES[n], 0));
+    expect(report.shards.filter((s) => s.size > 0).length).toBeGreaterThanOrEqual(3);
+    // Every role serves /health and /metrics.
+    for (const base of [api(1), shardServers[0]!.base]) {
+      expect((await call(base, 'GET', '/health', undefined, {})).status).toBe(200);
+      const m = await call(base, 'GET', '/metrics');
+      expect(m.status).toBe(200);
+      expect(m.text).toContain('face_index_faces');
+    }
+  });
+
+  it('with a shard server killed: 3/4, strict names it, non-strict searches the other three', async () => {
+    const report = await shardsReport();
+    // Kill the server of a shard that holds faces, once its snapshot is on disk.
+    const victim = report.shards.find((s) => s.size > 0)!.shard;
+    await until('its snapshot', async () => ((await readdir(path.join(dir, `shard-${victim}`, 'index'))).includes(`shard-${victim}.meta`) ? true : undefined), 10_000);
+    shardServers[victim]!.child.kill('SIGKILL');
+    await shardServers[victim]!.exited;
+
+    const loose = await bestMatches(api(2), 4, false);
+    expect(loose.answer.status).toBe(200);
+    expect(loose.answer.headers.get('x-live-servers')).toBe('3/4');
+    const strict = await bestMatches(api(1), 4, true);
+    expect(strict.answer.status).toBe(503);
+    expect(strict.answer.json.error).toBe('SHARDS_UNAVAILABLE');
+    expect(strict.answer.json.reason).toContain(`127.0.0.1:${ports[victim]} (shard ${victim})`);
+    expect(strict.answer.headers.get('x-live-servers')).toBe('3/4');
+
+    // Non-strict found every face the three live servers hold, and none of the dead one's.
+    const after = await shardsReport();
+    expect(after.shards[victim].state).toBe('unreachable');
+    expect(after.live).toBe(3);
+    const all = [...acknowledged.values()].flat();
+    const found = new Set((await Promise.all([1, 2, 4, 5].map((n) => bestMatches(api(2), n, false)))).flatMap((r) => r.ids));
+    const [lost, kept] = [all.filter((id) => shardOf(id, SHARDS) === victim), all.filter((id) => shardOf(id, SHARDS) !== victim)];
+    expect(lost.length).toBe(report.shards[victim].size);
+    for (const id of kept) expect(found.has(id)).toBe(true);
+    for (const id of lost) expect(found.has(id)).toBe(false);
+
+    // A write goes on: acknowledged, flagged when one of its faces belongs to the dead server.
+    const during = await enrol(api(1), 6);
+    expect(during.answer.status).toBe(200);
+    acknowledged.set(6, during.ids);
+  }, 60_000);
+
+  it('the restarted shard server catches up from its snapshot and the log, missing no acknowledged face', async () => {
+    const victim = (await shardsReport()).shards.find((s) => s.state === 'unreachable')!.shard;
+    shardServers[victim] = await startShard(victim);
+    const log = shardServers[victim]!.output();
+    // It loaded its snapshot (a position above 0) and replayed the log after it before listening.
+    const caught = /"from":(\d+),"to":(\d+)[^\n]*search index caught up/.exec(log);
+    expect(caught).not.toBeNull();
+    expect(Number(caught![1])).toBeGreaterThan(0);
+    expect(Number(caught![2])).toBeGreaterThanOrEqual(Number(caught![1]));
+    // Each API node sees it again at its next state poll (every second).
+    for (const n of [1, 2]) await until(`API node ${n} to see it back`, async () => ((await shardsReport(n)).live === SHARDS ? true : undefined), 10_000);
+    for (const [n, ids] of acknowledged) {
+      const found = await bestMatches(api(2), n, true);
+      expect(found.answer.status).toBe(200);
+      expect(found.answer.headers.get('x-live-servers')).toBe('4/4');
+      expect(new Set(found.ids)).toEqual(new Set(ids));
+    }
+  }, 90_000);
+
+  it('an API node killed in the middle of writes loses no acknowledged face', async () => {
+    const acked: { n: number; ids: number[] }[] = [];
+    let sent = 0;
+    const writer = async () => {
+      for (;;) {
+        const n = [1, 2, 3, 4, 5, 6][sent++ % 6];
+        let r;
+        try {
+          r = await enrol(api(1), n);
+        } catch {
+          return; // the node is gone: the connection was reset
+        }
+        if (r.answer.status === 200) acked.push({ n, ids: r.ids });
+      }
+    };
+    const writers = [writer(), writer(), writer()];
+    await until('four acknowledged writes', async () => (acked.length >= 4 ? true : undefined), 60_000);
+    apis[1]!.child.kill('SIGKILL');
+    await apis[1]!.exited;
+    await Promise.all(writers);
+    expect(acked.length).toBeGreaterThanOrEqual(4);
+
+    // Through the node left: every face acknowledged is stored and found, strictly, as itself.
+    for (const { n, ids } of acked) {
+      for (const id of ids) expect((await call(api(2), 'GET', `/v0/face/id/${id}/`)).status).toBe(200);
+      const found = await bestMatches(api(2), n, true);
+      expect(found.answer.status).toBe(200);
+      // Each face of the photo now has several stored copies; one of this write's is among the best.
+      const wide = await call(api(2), 'POST', '/v0/identify/', form({ photo: sample(n), mf_selector: 'all', n: '50', threshold: 'none', strict: 'true' }));
+      const seen = new Set(Object.values(wide.json.results as Record<string, { face: { id: number } }[]>).flatMap((m) => m.map((x) => x.face.id)));
+      for (const id of ids) expect(seen.has(id)).toBe(true);
+    }
+    // And the shard servers hold every face the database holds, written by any node.
+    const [{ n }] = await tdb.db.sql`SELECT count(*)::int AS n FROM faces`;
+    await until(
+      'the shards to hold every stored face',
+      async () => ((await call(api(2), 'GET', '/v0/admin/shards')).json.shards.reduce((k: number, s: { size: number }) => k + s.size, 0) === n ? true : undefined),
+      10_000,
+    );
+  }, 180_000);
+});
