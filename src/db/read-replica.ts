@@ -1,0 +1,339 @@
+/**
+ * Reads from a PostgreSQL streaming replica, never staler than a bound.
+ *
+ * A small pool on the replica (DATABASE_READ_URL) serves the reads that may
+ * be a little behind (listings, history searches, persons); everything else
+ * stays on the primary. The replica's staleness is measured every
+ * `intervalMs`, and a read goes to the replica only while
+ *
+ *     measured lag + age of that measurement ≤ maxLagMs
+ *
+ * else to the primary's listing pool (`Database.stream`). Adding the age
+ * keeps the bound between measurements too: a replica whose replay stopped
+ * right after a measurement grows older by exactly the time since, so a
+ * stopped, hung or unreachable replica (its probe fails or never answers)
+ * falls out of use by the time the bound is reached, without waiting for an
+ * error. The measuring interval is therefore a fraction of the bound.
+ *
+ * The lag, from one probe on each server (primary first). The primary's
+ * WAL position is remembered with the time its probe began: a replica that
+ * has replayed past a position P read at time t holds everything committed
+ * before t, so it is at most `now - t` behind. The lag is the smaller of
+ * two such bounds:
+ * - `now - t` for the latest remembered (t, P) that the replica's
+ *   `pg_last_wal_replay_lsn()` has passed: 0 when it has passed the position
+ *   read by this very probe;
+ * - `now() - pg_last_xact_replay_timestamp()`: the replica holds every
+ *   commit up to the last one it replayed (this one compares the replica's
+ *   clock with the primary's commit times, so the clocks must agree to well
+ *   under the bound).
+ * A read URL not in recovery (pointing at the primary itself) lags 0.
+ * The first bound keeps an idle primary's first write from looking like a
+ * lag as long as the time since the previous commit. The usual shortcut,
+ * "lag 0 when pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()", is not
+ * used: a standby whose WAL receiver is disconnected has replayed all it
+ * received and would report 0 forever while the primary moves on. The cost
+ * is one trivial query on the primary per interval. A commit made with
+ * `synchronous_commit = off` can be visible before its WAL is written (up
+ * to a few times `wal_writer_delay`), so such writes may be missed by up to
+ * that much more than the bound.
+ * Each probe also compares the two servers' system identifiers: a read URL
+ * that names another cluster (a typo, a stale DNS name) holds other data and
+ * is never read from, while a standby of this primary shares its identifier.
+ *
+ * How a caller reads: `reads` is a `Sql` that sends each query to the pool
+ * chosen at the moment the query is created (the tagged-template call), so
+ * a store takes it wherever it takes `Database.stream` and needs no change.
+ * A query started on the replica finishes there (a cursor keeps the
+ * snapshot it began with). Fragments nest across the two pools because
+ * postgres.js builds the text only when the outer query runs. `current()`
+ * is the pool for one read made of several queries that must see the same
+ * server. Neither is for writes: the replica refuses them.
+ *
+ * A read sent in the moment the replica fails, before the next probe
+ * notices (within one interval), fails like a read on a failed primary; it
+ * is not retried elsewhere.
+ *
+ * Long reads on a hot standby can be cancelled by replay conflicts
+ * (SQLSTATE 40001, "conflict with recovery"): give the replica
+ * `hot_standby_feedback = on` or a larger `max_standby_streaming_delay`
+ * when listings stream to slow clients.
+ */
+import postgres from 'postgres';
+import type { Logger } from '../log.js';
+import { STREAM_POOL, type Database, type Sql } from './client.js';
+
+/** Staleness allowed unless told otherwise (FACE_READ_MAX_LAG_MS). */
+export const DEFAULT_MAX_LAG_MS = 1000;
+
+export interface ReadReplicaOptions {
+  /** The replica (DATABASE_READ_URL): same cluster, same database name as the primary's. */
+  url: string;
+  /** Reads go to the replica only while it is at most this many milliseconds behind. */
+  maxLagMs?: number;
+  /** Replica pool size; a read beyond it waits, like one beyond `Database.stream`. */
+  max?: number;
+  /** Time between measurements; a quarter of the bound (at most 1 s, at least 50 ms) unless told. 0: only on `measure()`. */
+  intervalMs?: number;
+  /** A measurement that has not answered by then counts as failed. */
+  probeTimeoutMs?: number;
+  log?: Logger;
+}
+
+/**
+ * Why reads are on the primary now; absent while they are on the replica.
+ * - `starting`: no measurement yet; `closed`: after `close()`;
+ * - `lagging`, `stale`: measured lag + the measurement's age is over the
+ *   bound; `lagging` when the lag is the larger share, `stale` when the time
+ *   since the last measurement is (measurements are not answering);
+ * - `unreachable`: the last measurement failed (either server) or timed out;
+ * - `unknown`: the replica is behind and has replayed no transaction since
+ *   it started, so it cannot tell how far;
+ * - `other-cluster`: the read URL is not a standby of this primary (its
+ *   system identifier differs): it is never read from.
+ */
+export type FallbackReason = 'starting' | 'lagging' | 'stale' | 'unreachable' | 'unknown' | 'other-cluster' | 'closed';
+
+export interface ReplicaState {
+  /** The last measured lag in milliseconds; undefined before the first or after a failed one. */
+  lagMs: number | undefined;
+  /** Milliseconds since the last measurement began; undefined when there is none or it failed. */
+  ageMs: number | undefined;
+  usingReplica: boolean;
+  reason: FallbackReason | undefined;
+  /** Times reads moved from the replica to the primary. */
+  fallbacks: number;
+  /** The last failed measurement's message, while measurements fail. */
+  error: string | undefined;
+}
+
+interface Measurement {
+  /** When the probe began (Date.now()): the replica's lag is counted from here. */
+  at: number;
+  /** Undefined: see `fault`. */
+  lagMs: number | undefined;
+  fault?: 'unreachable' | 'unknown' | 'other-cluster';
+  error?: string;
+}
+
+export class ReadReplica {
+  /** Each query made through it runs on the pool `current()` picks when it is made; see the module comment. */
+  readonly reads: Sql;
+  /** The replica pool's name as the servers see it (application_name) and its size. */
+  readonly pool: { pool: 'replica'; applicationName: string; max: number };
+  readonly maxLagMs: number;
+
+  private readonly replica: Sql;
+  private readonly intervalMs: number;
+  private readonly probeTimeoutMs: number;
+  private readonly log?: Logger;
+  private last: Measurement | undefined;
+  /** The primary's WAL position at the start of each recent probe, for `replayedSince`. */
+  private positions: Array<{ at: number; lsn: bigint }> = [];
+  private probing: { since: number; done: Promise<number | undefined> } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private onReplica = false;
+  private fallbackCount = 0;
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Database,
+    opts: ReadReplicaOptions,
+  ) {
+    this.maxLagMs = opts.maxLagMs ?? DEFAULT_MAX_LAG_MS;
+    // 0 would never admit a read: every measurement has some age.
+    if (!(this.maxLagMs > 0)) throw new Error('maxLagMs must be more than 0');
+    this.intervalMs = opts.intervalMs ?? Math.min(1000, Math.max(50, Math.floor(this.maxLagMs / 4)));
+    this.probeTimeoutMs = opts.probeTimeoutMs ?? 5000;
+    this.log = opts.log;
+    const max = opts.max ?? STREAM_POOL;
+    // The process id tells this process's connections apart from another node's on the same server.
+    this.pool = { pool: 'replica', applicationName: `face-service-replica[${process.pid}]`, max };
+    this.replica = postgres(opts.url, {
+      max,
+      idle_timeout: 60,
+      connect_timeout: 10,
+      connection: { application_name: this.pool.applicationName },
+      onnotice: (notice) => this.log?.debug({ notice: notice.message }, 'postgres notice (replica)'),
+    });
+    this.reads = router(() => this.current(), () => this.close());
+    if (this.intervalMs > 0) {
+      this.timer = setInterval(() => void this.measure(), this.intervalMs);
+      // Measuring alone never keeps the process alive.
+      this.timer.unref();
+    }
+  }
+
+  /** A replica whose first measurement has been made, so reads can start there. */
+  static async open(db: Database, opts: ReadReplicaOptions): Promise<ReadReplica> {
+    const r = new ReadReplica(db, opts);
+    await r.measure();
+    return r;
+  }
+
+  /** The pool for a read starting now: the replica while it is within the bound, else `Database.stream`. */
+  current(): Sql {
+    return this.decide() ? this.replica : this.db.stream;
+  }
+
+  /** Whether a read starting now goes to the replica. */
+  usingReplica(): boolean {
+    return this.decide();
+  }
+
+  /** The last measured lag in milliseconds; undefined before the first measurement or while they fail. */
+  lagMs(): number | undefined {
+    return this.last?.lagMs;
+  }
+
+  /** Times reads moved from the replica to the primary. */
+  fallbacks(): number {
+    this.decide();
+    return this.fallbackCount;
+  }
+
+  state(): ReplicaState {
+    const using = this.decide();
+    const ok = this.last?.lagMs !== undefined ? this.last : undefined;
+    return {
+      lagMs: this.last?.lagMs,
+      ageMs: ok ? Date.now() - ok.at : undefined,
+      usingReplica: using,
+      reason: using ? undefined : this.reason(),
+      fallbacks: this.fallbackCount,
+      error: this.last?.error,
+    };
+  }
+
+  /**
+   * Measures the lag now and returns it (undefined: unknown or unreachable).
+   * Calls made while a measurement is under way share it, unless it has
+   * been waiting for longer than the probe timeout.
+   */
+  measure(): Promise<number | undefined> {
+    if (this.closing) return Promise.resolve(undefined);
+    const now = Date.now();
+    if (this.probing && now - this.probing.since < this.probeTimeoutMs) return this.probing.done;
+    const probing = { since: now, done: this.probe(now) };
+    this.probing = probing;
+    void probing.done.finally(() => {
+      if (this.probing === probing) this.probing = undefined;
+    });
+    return probing.done;
+  }
+
+  /** Stops measuring and closes the replica pool; reads made after go to the primary. */
+  close(timeoutS = 5): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.closing ??= this.replica.end({ timeout: timeoutS });
+    this.onReplica = false;
+    return this.closing;
+  }
+
+  private async probe(at: number): Promise<number | undefined> {
+    let timeout: NodeJS.Timeout | undefined;
+    let result: Measurement;
+    try {
+      const work = (async (): Promise<Measurement> => {
+        // The primary's position first: whatever the replica has replayed past it was committed before `at`.
+        const [p] = await this.db.sql<Array<{ lsn: string; system: string }>>`
+          SELECT pg_current_wal_lsn()::text AS lsn, (SELECT system_identifier FROM pg_control_system())::text AS system`;
+        this.remember(at, parseLsn(p.lsn));
+        const [r] = await this.replica<Array<{ system: string; recovery: boolean; replayed: string | null; behind_ms: number | null }>>`
+          SELECT (SELECT system_identifier FROM pg_control_system())::text AS system,
+            pg_is_in_recovery() AS recovery,
+            pg_last_wal_replay_lsn()::text AS replayed,
+            (extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1000)::float8 AS behind_ms`;
+        // A standby (or a promoted one) shares its primary's identifier; another cluster holds other data.
+        if (r.system !== p.system) {
+          return { at, lagMs: undefined, fault: 'other-cluster', error: 'the read URL is a server of another cluster than the primary' };
+        }
+        if (!r.recovery) return { at, lagMs: 0 };
+        const since = r.replayed === null ? undefined : this.replayedSince(parseLsn(r.replayed));
+        const bounds = [since !== undefined ? at - since : undefined, r.behind_ms ?? undefined].filter((b) => b !== undefined);
+        if (bounds.length === 0) {
+          return { at, lagMs: undefined, fault: 'unknown', error: 'the replica is behind and has replayed no transaction since it started' };
+        }
+        return { at, lagMs: Math.max(0, Math.min(...bounds)) };
+      })();
+      result = await Promise.race([
+        work,
+        new Promise<never>((_, reject) => {
+          timeout = setTimeout(() => reject(new Error(`no answer within ${this.probeTimeoutMs} ms`)), this.probeTimeoutMs);
+        }),
+      ]);
+    } catch (err) {
+      result = { at, lagMs: undefined, fault: 'unreachable', error: (err as Error).message };
+    } finally {
+      clearTimeout(timeout);
+    }
+    // A slow probe must not overwrite a newer one that finished first.
+    if (!this.last || this.last.at <= at) this.last = result;
+    this.decide();
+    return result.lagMs;
+  }
+
+  /** Records that the primary's WAL had reached `lsn` by time `at`; forgets what can no longer matter. */
+  private remember(at: number, lsn: bigint): void {
+    const keep = Math.max(2 * this.maxLagMs, 5000);
+    this.positions = this.positions.filter((p) => at - p.at <= keep);
+    this.positions.push({ at, lsn });
+  }
+
+  /** The latest time by which everything the primary had committed is replayed at `replayed`. */
+  private replayedSince(replayed: bigint): number | undefined {
+    let since: number | undefined;
+    for (const p of this.positions) if (p.lsn <= replayed && (since === undefined || p.at > since)) since = p.at;
+    return since;
+  }
+
+  /** Whether reads go to the replica now; counts and logs each move between the servers (shutting down is none). */
+  private decide(): boolean {
+    const m = this.last;
+    const using = !this.closing && m?.lagMs !== undefined && m.lagMs + (Date.now() - m.at) <= this.maxLagMs;
+    if (using !== this.onReplica && !this.closing) {
+      this.onReplica = using;
+      if (using) {
+        this.log?.info({ lagMs: m?.lagMs }, 'reads on the replica');
+      } else {
+        this.fallbackCount++;
+        this.log?.warn({ reason: this.reason(), lagMs: m?.lagMs, error: m?.error, maxLagMs: this.maxLagMs }, 'reads back on the primary');
+      }
+    }
+    return using;
+  }
+
+  private reason(): FallbackReason {
+    const m = this.last;
+    if (this.closing) return 'closed';
+    if (!m) return 'starting';
+    if (m.lagMs === undefined) return m.fault ?? 'unreachable';
+    // Over the bound by lag plus age: named after the larger share.
+    return m.lagMs >= Date.now() - m.at ? 'lagging' : 'stale';
+  }
+}
+
+/** A WAL position ("16/B374D848") as a number that compares like one. */
+function parseLsn(text: string): bigint {
+  const [hi, lo] = text.split('/');
+  return (BigInt(`0x${hi}`) << 32n) | BigInt(`0x${lo}`);
+}
+
+/**
+ * A `Sql` whose every use goes to the pool `pick` returns at that moment.
+ * Ending it ends what its owner opened (`end`), never the primary's pools.
+ */
+function router(pick: () => Sql, end: () => Promise<void>): Sql {
+  // An arrow function: callable, and without a `prototype` the proxy would have to report as its own.
+  const target = (() => {}) as unknown as object;
+  return new Proxy(target, {
+    apply: (_t, _this, args: unknown[]) => Reflect.apply(pick() as unknown as (...a: unknown[]) => unknown, undefined, args),
+    get: (_t, prop) => {
+      if (prop === 'end' || prop === 'close') return () => end();
+      const sql = pick();
+      const value = Reflect.get(sql, prop) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(sql) : value;
+    },
+  }) as Sql;
+}
