@@ -118,15 +118,15 @@ export class ClusterIndex implements SearchShards {
       this.seen[i].up = false;
       return;
     }
-    const held = [...state.held].sort((a, b) => a - b);
-    const want = [...servers[i].shards].sort((a, b) => a - b);
+    const held = new Set(state.held);
+    const want = servers[i].shards;
     const wrong =
       state.shard_count !== shardCount || state.rule !== rule
         ? `routes by ${state.shard_count} shards (${state.rule}), this deployment by ${shardCount} (${rule})`
         : state.recognizer !== recognizer || state.dims !== dims
           ? `holds ${state.recognizer} embeddings (${state.dims}-d), this node makes ${recognizer} (${dims}-d)`
-          : held.join(',') !== want.join(',')
-            ? `holds shards ${held.join(', ')}, FACE_SHARD_SERVERS says ${want.join(', ')}`
+          : want.some((k) => !held.has(k))
+            ? `holds shards ${state.held.join(', ')}, FACE_SHARD_SERVERS expects ${want.join(', ')} of it`
             : undefined;
     if (wrong) {
       if (starting) throw new Error(`shard server ${servers[i].url} ${wrong}`);
@@ -135,12 +135,19 @@ export class ClusterIndex implements SearchShards {
       return;
     }
     if (!this.seen[i].up && !starting) log.info({ server: servers[i].url }, 'shard server answers again');
-    this.seen[i] = { up: true, shards: state.shards, position: state.position };
+    this.note(i, state, false);
   }
 
-  private note(i: number, answer: { shards: WireShard[]; position: number }): void {
-    if (!this.seen[i].up) this.opts.log.info({ server: this.opts.servers[i].url }, 'shard server answers again');
-    this.seen[i] = { up: true, shards: answer.shards, position: answer.position };
+  /**
+   * Keeps what server `i` just said about the shards it is asked for. A
+   * server may hold more (a shard moving to another server, held by both for
+   * a while): the extra ones are not this node's to search or count.
+   */
+  private note(i: number, answer: { shards: WireShard[]; position: number }, tell = true): void {
+    if (tell && !this.seen[i].up) this.opts.log.info({ server: this.opts.servers[i].url }, 'shard server answers again');
+    const mine = new Set(this.opts.servers[i].shards);
+    const shards = answer.shards.filter((s) => mine.has(s.shard));
+    this.seen[i] = { up: true, shards, position: Math.min(...shards.map((s) => s.position)) };
   }
 
   /** Up, with every shard it holds live. */
@@ -156,7 +163,7 @@ export class ClusterIndex implements SearchShards {
     }
     const answers = await Promise.all(
       this.clients.map((c, i) =>
-        c.search(queries, n, gallery, this.opts.deadlineMs).then(
+        c.search(queries, n, gallery, this.opts.servers[i].shards, this.opts.deadlineMs).then(
           (a) => {
             this.note(i, a);
             return a;

@@ -27,8 +27,9 @@ export class ShardClient {
     return schema.parse(JSON.parse(text));
   }
 
-  search(queries: Float32Array, n: number, gallery: string | undefined, deadlineMs: number): Promise<SearchAnswer> {
-    const q = new URLSearchParams({ n: String(n), ...(gallery !== undefined ? { gallery } : {}) });
+  /** Searches the shards named in `shards` of those the server holds. */
+  search(queries: Float32Array, n: number, gallery: string | undefined, shards: number[], deadlineMs: number): Promise<SearchAnswer> {
+    const q = new URLSearchParams({ n: String(n), shards: shards.join(','), ...(gallery !== undefined ? { gallery } : {}) });
     return this.call(`/v0/shard/search?${q}`, searchAnswer, deadlineMs, {
       method: 'POST',
       headers: { 'content-type': VECTORS_TYPE },

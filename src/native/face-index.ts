@@ -28,8 +28,11 @@ export type IndexChange =
 export interface FaceIndex {
   /** Applies changes in order; all positions up to the last one count as seen (feed a gap-free log). */
   apply(changes: IndexChange[]): Promise<void>;
-  /** One search per query (`queries` holds them one after another), in the order given: one native call. */
-  searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<IndexSearchResult[]>;
+  /**
+   * One search per query (`queries` holds them one after another), in the order given: one
+   * native call. `shards`: only these of the held shards (a shard moving away is left out).
+   */
+  searchBatch(queries: Float32Array, n: number, gallery?: string, shards?: number[]): Promise<IndexSearchResult[]>;
   /** Read from atomics: never waits for a shard's lock, so it is safe on the event loop. */
   shards(): ShardInfo[];
   /** Threads in the index's worker pool. */
@@ -75,10 +78,10 @@ class NativeIndexWrapper implements FaceIndex {
     await this.native.apply(changes);
   }
 
-  async searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<IndexSearchResult[]> {
+  async searchBatch(queries: Float32Array, n: number, gallery?: string, shards?: number[]): Promise<IndexSearchResult[]> {
     if (queries.length === 0) return [];
     try {
-      return await this.native.searchBatch(queries, n, gallery ?? null);
+      return await this.native.searchBatch(queries, n, gallery ?? null, shards ?? null);
     } catch (err) {
       throw mapIndexError(err);
     }

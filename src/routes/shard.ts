@@ -42,13 +42,23 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
       vectors: z.custom<Buffer>((v) => Buffer.isBuffer(v), { message: `expected a ${VECTORS_TYPE} body` }),
       n: numberParam(z.number().int().min(1).max(deps.maxN)).meta({ description: `Matches per query, 1 to ${deps.maxN}.` }),
       gallery: galleryName.optional().meta({ description: 'Only faces of this gallery (absent: all).' }),
+      shards: z
+        .string()
+        .regex(/^\d+(,\d+)*$/, 'expected shard numbers separated by commas')
+        .transform((v) => v.split(',').map(Number))
+        .optional()
+        .meta({
+          description:
+            'Only these of the held shards (absent: all). An API node names the shards it expects of this server, so a ' +
+            'shard that is being moved to another server is searched on one of them only.',
+        }),
     }),
     response: { status: 200, description: 'The matches per query.', schema: searchAnswer },
     errors: [400, 401, 413, 415],
     async handler({ input }) {
       const queries = decodeQueries(input.vectors, layout.dims);
       if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${layout.dims} float32 values`);
-      const results = await index.searchBatch(queries, input.n, input.gallery);
+      const results = await index.searchBatch(queries, input.n, input.gallery, input.shards);
       return { ...served(), results: results.map((r) => ({ matches: r.matches, missing: r.missing })) };
     },
   });

@@ -50,13 +50,13 @@ const common = () => ({
   LOG_LEVEL: 'info',
 });
 
-function startShard(k: number): Promise<ServiceProcess> {
+function startShard(k: number, held = String(k), port = ports[k], data = `shard-${k}`): Promise<ServiceProcess> {
   return startProcess({
     ...common(),
     FACE_ROLE: 'shard',
-    FACE_SHARD_IDS: String(k),
-    PORT: String(ports[k]),
-    FACE_DATA_DIR: path.join(dir, `shard-${k}`),
+    FACE_SHARD_IDS: held,
+    PORT: String(port),
+    FACE_DATA_DIR: path.join(dir, data),
     FACE_INDEX_THREADS: '1',
     // Snapshot after every change, so a restart has one to start from.
     FACE_INDEX_SNAPSHOT_CHANGES: '1',
@@ -64,13 +64,14 @@ function startShard(k: number): Promise<ServiceProcess> {
   });
 }
 
-function startApi(n: number): Promise<ServiceProcess> {
+function startApi(n: number, servers = ports.map((p, k) => `${k}@http://127.0.0.1:${p}`).join(',')): Promise<ServiceProcess> {
   return startProcess({
     ...common(),
     FACE_ROLE: 'api',
     PORT: '0',
-    FACE_DATA_DIR: path.join(dir, `api-${n}`),
-    FACE_SHARD_SERVERS: ports.map((p, k) => `${k}@http://127.0.0.1:${p}`).join(','),
+    // API nodes share the photo store, as behind a load balancer they would share a volume.
+    FACE_DATA_DIR: path.join(dir, 'api'),
+    FACE_SHARD_SERVERS: servers,
     FACE_INFERENCE_WORKERS: '1',
     FACE_INTRA_THREADS: '1',
   });
@@ -210,6 +211,34 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
       expect(found.answer.headers.get('x-live-servers')).toBe('4/4');
       expect(new Set(found.ids)).toEqual(new Set(ids));
     }
+  }, 90_000);
+
+  it('moves a shard to a new server that also holds another, searching each shard once', async () => {
+    // The new server holds shards 2 and 3 and builds both from the database and the log; an API
+    // node that takes shard 3 from it and shard 2 from its old server must not count shard 2 twice.
+    const extra = await freePort();
+    const mover = await startShard(3, '2,3', extra, 'mover');
+    shardServers.push(mover);
+    const servers = ports.map((p, k) => `${k}@http://127.0.0.1:${k === 3 ? extra : p}`).join(',');
+    apis[3] = await startApi(3, servers);
+    await until('API node 3 to see every server', async () => ((await shardsReport(3)).live === SHARDS ? true : undefined), 10_000);
+    const report = await shardsReport(3);
+    expect(report.shards[3].server).toBe(`http://127.0.0.1:${extra}`);
+    const all = [...acknowledged.values()].flat();
+    expect(report.shards.reduce((n, s) => n + s.size, 0)).toBe(all.length);
+    for (const [n, ids] of acknowledged) {
+      const wide = await call(api(3), 'POST', '/v0/identify/', form({ photo: sample(n), mf_selector: 'all', n: '50', threshold: 'none', strict: 'true' }));
+      expect(wide.status).toBe(200);
+      expect(wide.headers.get('x-live-servers')).toBe('4/4');
+      for (const matches of Object.values(wide.json.results as Record<string, { face: { id: number } }[]>)) {
+        const seen = matches.map((m) => m.face.id);
+        expect(new Set(seen).size).toBe(seen.length);
+        expect(seen.length).toBe(Math.min(50, all.length));
+      }
+      expect(new Set((await bestMatches(api(3), n, true)).ids)).toEqual(new Set(ids));
+    }
+    apis[3]!.child.kill('SIGTERM');
+    await apis[3]!.exited;
   }, 90_000);
 
   it('an API node killed in the middle of writes loses no acknowledged face', async () => {

@@ -267,8 +267,9 @@ impl FaceIndex {
     }
 
     /// Top `n` faces by cosine similarity over the live shards for each of the queries
-    /// (`queries` holds them one after another, `dims` each), optionally only in `gallery`.
-    /// One call for all the faces of a photo: every query and shard pair runs on the pool.
+    /// (`queries` holds them one after another, `dims` each), optionally only in `gallery`
+    /// and only over the held shards named in `shards`. One call for all the faces of a
+    /// photo: every query and shard pair runs on the pool.
     #[napi(ts_return_type = "Promise<IndexSearchResult[]>")]
     pub fn search_batch<'env>(
         &self,
@@ -276,13 +277,18 @@ impl FaceIndex {
         queries: Float32Array,
         n: u32,
         gallery: Option<String>,
+        shards: Option<Vec<u32>>,
     ) -> Result<Object<'env>> {
         let queries = queries.to_vec();
+        let only: Option<Vec<usize>> = shards.map(|ks| ks.into_iter().map(|k| k as usize).collect());
         self.on_set(
             env,
             move |set| {
-                let total = set.shard_ids().len() as u32;
-                let results = set.search_batch(&queries, n as usize, gallery.as_deref())?;
+                let total = match &only {
+                    Some(ks) => ks.iter().filter(|&&k| set.shard_ids().contains(&k)).count() as u32,
+                    None => set.shard_ids().len() as u32,
+                };
+                let results = set.search_batch_in(&queries, n as usize, gallery.as_deref(), only.as_deref())?;
                 Ok(results.into_iter().map(|r| search_result(r, total)).collect::<Vec<_>>())
             },
             |_env, r| Ok(r),

@@ -358,6 +358,19 @@ impl ShardSet {
         n: usize,
         gallery: Option<&str>,
     ) -> Result<Vec<SearchResult>> {
+        self.search_batch_in(queries, n, gallery, None)
+    }
+
+    /// [`ShardSet::search_batch`] over only the held shards named in `only` (all when
+    /// `None`); the others are neither searched nor reported. A server holding a shard
+    /// that is moving to another is asked this way for the rest of its shards.
+    pub fn search_batch_in(
+        &self,
+        queries: &[f32],
+        n: usize,
+        gallery: Option<&str>,
+        only: Option<&[usize]>,
+    ) -> Result<Vec<SearchResult>> {
         let dims = self.opts.dims;
         if queries.is_empty() || queries.len() % dims != 0 {
             return Err(IndexError::Dimensions {
@@ -369,8 +382,11 @@ impl ShardSet {
             .chunks_exact(dims)
             .map(|q| self.normalised(q))
             .collect::<Result<Vec<_>>>()?;
-        let (live, down): (Vec<&Shard>, Vec<&Shard>) =
-            self.shards.iter().partition(|s| s.searchable());
+        let (live, down): (Vec<&Shard>, Vec<&Shard>) = self
+            .shards
+            .iter()
+            .filter(|s| only.is_none_or(|o| o.contains(&s.k)))
+            .partition(|s| s.searchable());
         let skipped: Vec<SkippedShard> = down
             .iter()
             .map(|s| SkippedShard {
