@@ -13,6 +13,7 @@ import type { Database } from './db/client.js';
 import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
 import { claimLayout, readLayout, SHARD_RULE, type SearchLayout } from './db/layout.js';
+import { ReadReplica } from './db/read-replica.js';
 import { HistoryStore } from './db/history-store.js';
 import { PhotoBlobs, PhotoStore } from './db/photos.js';
 import { ReembedStore } from './db/reembed-store.js';
@@ -198,12 +199,22 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   let search: Awaited<ReturnType<typeof openSearch>> | undefined;
   let migration: EmbeddingMigration | undefined;
   let database: DatabaseRoutes | undefined;
+  let replica: ReadReplica | undefined;
   if (db) {
+    // Listings, history search and persons read from the replica while it is within the lag bound.
+    replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
+    const reads = replica?.reads ?? db.stream;
+    if (replica) metrics.watchReplica(replica);
     const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
-    const store = new FaceStore(db.sql, photos, { model: recognizer, stream: db.stream });
-    // Refuses a shard count other than the deployment's; records the recogniser for shard servers.
-    await claimLayout(db.sql, { shards: config.index.shards, rule: SHARD_RULE, recognizer, dims: dim });
-    search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, log);
+    const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads });
+    try {
+      // Refuses a shard count other than the deployment's; records the recogniser for shard servers.
+      await claimLayout(db.sql, { shards: config.index.shards, rule: SHARD_RULE, recognizer, dims: dim });
+      search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, log);
+    } catch (err) {
+      await replica?.close();
+      throw err;
+    }
     const opened = search;
     metrics.watchStore(opened.search, db);
     try {
@@ -217,6 +228,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       });
     } catch (err) {
       await opened.close();
+      await replica?.close();
       throw err;
     }
     // Identify sees the shards through the migration (none live while faces are pending) ...
@@ -226,7 +238,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       store,
       photos,
       galleries: new GalleryStore(db.sql, photos),
-      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, db.stream),
+      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads),
       index: view,
       // ... writes see them as they are: a face stored during a migration is searchable at once.
       writes: opened.writes,
@@ -265,6 +277,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       closing ??= (async () => {
         if (expiry) clearInterval(expiry);
         await server.close();
+        await replica?.close();
         // Before the follower and the engine, which the batch in flight still uses.
         await migration?.stop();
         // After the last request, so the snapshot covers every answered write.

@@ -51,6 +51,8 @@ function envSchema(root: string, cores: number, totalMem: number) {
     HOST: z.string().default('0.0.0.0'),
     FACE_TOKEN: z.string().optional(),
     DATABASE_URL: z.string().optional(),
+    DATABASE_READ_URL: z.string().optional(),
+    FACE_READ_MAX_LAG_MS: intVar(1000, 1),
     FACE_PG_PORT: intVar(0, 0).pipe(z.number().max(65535)),
     FACE_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
     FACE_DB_POOL: intVar(20, 1),
@@ -141,6 +143,10 @@ export interface Config {
   /** Bootstrap API token; requests bearing it are accepted. */
   token?: string;
   databaseUrl?: string;
+  /** A streaming replica of DATABASE_URL for read-only routes (listings, history search, persons). */
+  databaseReadUrl?: string;
+  /** Reads leave the replica for the primary while it lags more than this. */
+  readMaxLagMs: number;
   /** Port for the embedded PostgreSQL (used without DATABASE_URL); undefined picks a free one. */
   pgPort?: number;
   /** Base URL clients reach this service at, for links it hands out (photo URLs). */
@@ -251,6 +257,7 @@ export function loadConfig(
     e.FACE_ROLE !== 'all' && !e.DATABASE_URL && `DATABASE_URL: FACE_ROLE=${e.FACE_ROLE} needs the deployment's PostgreSQL (no embedded one)`,
     e.FACE_ROLE !== 'all' && !e.FACE_TOKEN && `FACE_TOKEN: FACE_ROLE=${e.FACE_ROLE} needs the operator token the nodes share`,
     e.FACE_ROLE === 'api' && !e.FACE_SHARD_SERVERS && 'FACE_SHARD_SERVERS: FACE_ROLE=api needs the shard servers to search',
+    e.DATABASE_READ_URL && !e.DATABASE_URL && 'DATABASE_READ_URL: a replica needs its primary in DATABASE_URL',
     e.FACE_SHARD_IDS?.some((k) => k >= e.FACE_SHARDS) && `FACE_SHARD_IDS: every shard must be below FACE_SHARDS=${e.FACE_SHARDS}`,
   ].filter((p): p is string => typeof p === 'string');
   if (roleProblems.length) throw new Error(`invalid configuration: ${roleProblems.join('; ')}`);
@@ -259,6 +266,8 @@ export function loadConfig(
     host: e.HOST,
     token: e.FACE_TOKEN,
     databaseUrl: e.DATABASE_URL,
+    databaseReadUrl: e.DATABASE_READ_URL,
+    readMaxLagMs: e.FACE_READ_MAX_LAG_MS,
     pgPort: e.FACE_PG_PORT || undefined,
     publicUrl: e.FACE_PUBLIC_URL,
     dbPool: e.FACE_DB_POOL,

@@ -17,6 +17,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { poolUsage, type Database } from '../db/client.js';
 import { lastPosition } from '../db/change-log.js';
+import type { ReadReplica } from '../db/read-replica.js';
 import type { ServerState } from '../http/registry.js';
 import type { FinishedRequest } from '../http/server.js';
 import type { Logger } from '../log.js';
@@ -50,6 +51,7 @@ export class ServiceMetrics {
   private readonly drainTimer: NodeJS.Timeout;
   private runsDropped = 0;
   private store?: { index: SearchShards; db: Database };
+  private replica?: ReadReplica;
   /** Bounded: methods, route patterns and statuses are all few. */
   private readonly series = new Map<string, { count: Counter.Internal; latency: Histogram.Internal<string> }>();
 
@@ -160,6 +162,21 @@ export class ServiceMetrics {
     help: 'Scrapes whose database gauges (connections, index lag) could not be read in time and kept their previous values.',
     registers: [this.registry],
   });
+  private readonly replicaLag = new Gauge({
+    name: 'face_db_replica_lag_seconds',
+    help: 'Lag of the read replica (DATABASE_READ_URL) at its last measurement; NaN while it cannot be measured.',
+    registers: [this.registry],
+  });
+  private readonly replicaInUse = new Gauge({
+    name: 'face_db_replica_in_use',
+    help: '1 while read-only routes read from the replica, 0 while they fall back to the primary (lagging past FACE_READ_MAX_LAG_MS, or unreachable).',
+    registers: [this.registry],
+  });
+  private readonly replicaFallbacks = new Gauge({
+    name: 'face_db_replica_fallbacks',
+    help: 'Times reads moved from the replica to the primary since start.',
+    registers: [this.registry],
+  });
   private readonly fetches = new Counter({
     name: 'face_photo_fetch_total',
     help: 'Photo URL fetches, by outcome: ok, bad_url, dns, refused_address, http_status, redirects, too_large, timeout, network, cancelled.',
@@ -177,6 +194,11 @@ export class ServiceMetrics {
   /** Adds the search shards (held here, or on shard servers) and the database they follow (services with a database). */
   watchStore(index: SearchShards, db: Database): void {
     this.store = { index, db };
+  }
+
+  /** Adds the read replica's lag and whether reads use it. */
+  watchReplica(replica: ReadReplica): void {
+    this.replica = replica;
   }
 
   get contentType(): string {
@@ -211,6 +233,7 @@ export class ServiceMetrics {
     this.bodyBytes.set(server.bodyBytes);
     this.bodyBytesLimit.set(server.maxBodyBytes);
     this.drainEngine();
+    this.readReplica();
     await this.readStore();
     return this.registry.metrics();
   }
@@ -241,6 +264,14 @@ export class ServiceMetrics {
       this.runsLost.inc(stats.runsDropped - this.runsDropped);
       this.runsDropped = stats.runsDropped;
     }
+  }
+
+  private readReplica(): void {
+    if (!this.replica) return;
+    const state = this.replica.state();
+    this.replicaLag.set(state.lagMs === undefined ? NaN : state.lagMs / 1000);
+    this.replicaInUse.set(state.usingReplica ? 1 : 0);
+    this.replicaFallbacks.set(state.fallbacks);
   }
 
   /** Shards and database gauges. The database is asked on the listings pool, with a deadline, so a saturated main pool cannot stall a scrape. */
