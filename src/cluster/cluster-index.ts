@@ -147,7 +147,7 @@ export class ClusterIndex implements SearchShards {
     if (tell && !this.seen[i].up) this.opts.log.info({ server: this.opts.servers[i].url }, 'shard server answers again');
     const mine = new Set(this.opts.servers[i].shards);
     const shards = answer.shards.filter((s) => mine.has(s.shard));
-    this.seen[i] = { up: true, shards, position: Math.min(...shards.map((s) => s.position)) };
+    this.seen[i] = { up: true, shards, position: shards.length ? Math.min(...shards.map((s) => s.position)) : 0 };
   }
 
   /** Up, with every shard it holds live. */
@@ -183,7 +183,9 @@ export class ClusterIndex implements SearchShards {
       const down: string[] = [];
       let live = 0;
       got.forEach((r, i) => {
-        const lost = r ? r.missing : this.opts.servers[i].shards;
+        // A server restarted without a shard it should hold does not list it as missing: it no longer has it.
+        const held = new Set(answers[i]?.shards.map((x) => x.shard));
+        const lost = r ? [...r.missing, ...this.opts.servers[i].shards.filter((k) => !held.has(k))] : this.opts.servers[i].shards;
         if (lost.length === 0) live++;
         else {
           missing.push(...lost);
