@@ -7,6 +7,7 @@ import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js
 import { DomainError } from '../errors.js';
 import { FaceStore } from './faces.js';
 import { PhotoBlobs, PhotoStore } from './photos.js';
+import { ensureSightingPartitions } from './history-partitions.js';
 import { HistoryStore, type HistoryEvent, type HistoryFilter, type HistoryListing, type SightingFace } from './history-store.js';
 
 let tdb: TestDatabase;
@@ -131,6 +132,26 @@ describe('recording sightings', () => {
     expect(await history.thumbnail(987654)).toBeUndefined();
     // Nothing left to expire at the front: the sweep stops at once.
     expect(await history.expireThumbnails(30 * 86_400, 2)).toBe(0);
+  });
+
+  it('the friend window, a person’s newest sightings, thumbnails and cursors reach across a month boundary', async () => {
+    const sql = tdb.db.sql;
+    await ensureSightingPartitions(sql, { now: new Date('2025-02-10T00:00:00Z'), since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 0 });
+    const dave = await addFace('dave');
+    const sight = async (seenAt: string) =>
+      (await history.record({ camId: 'c', seenAt, photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: dave })] }))[0];
+    const a = await sight('2025-01-31T23:20:00Z');
+    const b = await sight('2025-01-31T23:50:00Z');
+    const c = await sight('2025-02-01T00:10:00Z');
+    const parts = await sql`SELECT id, tableoid::regclass::text AS part FROM sightings ORDER BY id`;
+    expect(parts.map((r) => r.part)).toEqual(['sightings_2025_01', 'sightings_2025_01', 'sightings_2025_02']);
+    // The third within the hour, counting the two of the month before.
+    expect([a.friend, b.friend, c.friend]).toEqual([false, false, true]);
+    expect((await history.person(c.person_id))?.recent.map((e) => e.id)).toEqual([c.id, b.id, a.id]);
+    expect(await history.thumbnail(a.id)).toEqual(JPEG);
+    const next = await history.search({}, { limit: 1, maxId: c.id });
+    expect((await drain(next)).map((e) => e.id)).toEqual([b.id]);
+    expect(next.nextMaxId()).toBe(b.id);
   });
 
   it('a failed sighting leaves no person, event or thumbnail behind', async () => {

@@ -8,6 +8,10 @@
  * face that was rolled back. Sightings are append-only (a trigger refuses
  * UPDATE and DELETE).
  *
+ * sightings is partitioned by month of seen_at (007-sightings-partitioned.sql,
+ * history-partitions.ts): a bound on seen_at lets the planner skip whole
+ * months; a lookup by id alone probes every month's index.
+ *
  * Lock order, after whatever the caller holds: matched face rows (ascending
  * id), then per-person advisory locks (ascending id). The person lock makes
  * "count this person's recent sightings, then add one" atomic, so two
@@ -226,7 +230,9 @@ export class HistoryStore {
       const [cursor] = await this.sql`
         SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${page.maxId}`;
       if (!cursor) throw invalid('max_id', `max_id: no history event ${page.maxId}`);
-      after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId})`;
+      // The row comparison alone is the order; the plain bound on seen_at says the same for
+      // partition pruning, which cannot see into a row comparison: months after the cursor are skipped.
+      after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId}) AND s.seen_at <= ${cursor.at}::timestamptz`;
     }
     const conditions = sql`
       ${filter.personId !== undefined ? sql`s.person_id = ${filter.personId}` : sql`true`}
