@@ -14,6 +14,7 @@ import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
 import { claimLayout, readLayout, SHARD_RULE, type SearchLayout } from './db/layout.js';
 import { ReadReplica } from './db/read-replica.js';
+import { ensureSightingPartitions } from './db/history-partitions.js';
 import { HistoryStore } from './db/history-store.js';
 import { PhotoBlobs, PhotoStore } from './db/photos.js';
 import { ReembedStore } from './db/reembed-store.js';
@@ -180,6 +181,26 @@ async function openSearch(
   return { search, writes: new IndexWrites(search, log, indexWaitMs), held, close: () => held.sync.stop() };
 }
 
+const PARTITION_SWEEP_MS = 24 * 60 * 60_000;
+
+/**
+ * Creates the sightings partitions of this month and the next three now and
+ * then daily (and moves rows the default partition caught into their month);
+ * any number of API nodes may do it at once. The timer does not keep the
+ * process alive.
+ */
+function maintainSightingPartitions(db: Database, log: Logger): NodeJS.Timeout {
+  const run = () =>
+    ensureSightingPartitions(db.sql, { monthsAhead: 3 }).then(
+      (made) => made.length > 0 && log.info({ partitions: made }, 'created sightings partitions'),
+      (err) => log.warn({ err }, 'sightings partitions could not be created; retrying tomorrow (inserts go to the default partition meanwhile)'),
+    );
+  void run();
+  const timer = setInterval(run, PARTITION_SWEEP_MS);
+  timer.unref();
+  return timer;
+}
+
 export async function startServer({ config, engine, db, verifiers = [], indexWaitMs = INDEX_WAIT_MS, log = rootLog }: StartOptions): Promise<RunningServer> {
   if (config.role === 'shard') throw new Error('startServer serves FACE_ROLE all and api; a shard server starts with startShardServer');
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
@@ -201,7 +222,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   let database: DatabaseRoutes | undefined;
   let replica: ReadReplica | undefined;
   if (db) {
-    // Listings, history search and persons read from the replica while it is within the lag bound.
+    // Listings, history search and person views read from the replica while it is within the lag bound.
     replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
     const reads = replica?.reads ?? db.stream;
     if (replica) metrics.watchReplica(replica);
@@ -238,7 +259,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       store,
       photos,
       galleries: new GalleryStore(db.sql, photos),
-      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads),
+      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads),
       index: view,
       // ... writes see them as they are: a face stored during a migration is searchable at once.
       writes: opened.writes,
@@ -247,6 +268,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   }
   const history = database?.history;
   const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
+  const partitions = db ? maintainSightingPartitions(db, log) : undefined;
   const registry = buildRegistry({
     engine,
     photos: photoSource,
@@ -276,6 +298,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     close() {
       closing ??= (async () => {
         if (expiry) clearInterval(expiry);
+        if (partitions) clearInterval(partitions);
         await server.close();
         await replica?.close();
         // Before the follower and the engine, which the batch in flight still uses.

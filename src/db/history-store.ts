@@ -130,14 +130,22 @@ const personLockKey = (id: number) => id % 0x7fffffff;
 
 export class HistoryStore {
   private readonly stream: Sql;
+  private readonly views: Sql;
 
-  /** `stream` is the pool searches stream from (Database.stream); the main pool when absent. */
+  /**
+   * `stream` is the pool searches stream from (Database.stream); `views` the
+   * one person views read from (a read replica's; short queries, so not the
+   * listings pool, where slow readers may hold every connection). Both the
+   * main pool when absent.
+   */
   constructor(
     private readonly sql: Sql,
     private readonly rule: FriendRule,
     stream?: Sql,
+    views?: Sql,
   ) {
     this.stream = stream ?? sql;
+    this.views = views ?? sql;
   }
 
   /** Records a sighting in a transaction of its own (identify). */
@@ -282,7 +290,7 @@ export class HistoryStore {
 
   /** The person with counts, faces and newest sightings; undefined when unknown. */
   async person(id: number): Promise<Person | undefined> {
-    const sql = this.sql;
+    const sql = this.views;
     const [p] = await sql`
       SELECT id, to_char(created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,
         (SELECT count(*)::bigint FROM sightings s WHERE s.person_id = p.id) AS sightings,

@@ -53,6 +53,11 @@ describe('DATABASE_READ_URL', () => {
     const history = await request(base, 'GET', '/v0/history/search?cam_id=door', undefined, AUTH);
     expect(history.status).toBe(200);
     expect(JSON.stringify(history.json)).not.toContain('door');
+    // A person view too: the sighting's person is on the primary only.
+    const person = added.json.sightings[0].person_id;
+    const view = await request(base, 'GET', `/person/id/${person}`, undefined, AUTH);
+    expect(view.status).toBe(404);
+    expect(view.json.reason).toBe(`No person with id ${person}`);
     const metrics = await request(base, 'GET', '/metrics', undefined, AUTH);
     expect(metrics.text).toMatch(/^face_db_replica_in_use 1$/m);
     expect(metrics.text).toMatch(/^face_db_replica_lag_seconds 0$/m);
