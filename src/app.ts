@@ -172,6 +172,7 @@ async function openSearch(
       dims: layout.dims,
       token: config.token as string,
       deadlineMs: config.cluster.deadlineMs,
+      maxBehindMs: config.cluster.maxBehindMs,
       log,
     });
     return { search: cluster, writes: new IndexWrites(cluster, log, indexWaitMs), close: async () => cluster.close() };

@@ -115,6 +115,7 @@ function envSchema(root: string, cores: number, totalMem: number) {
       )
       .optional(),
     FACE_SHARD_DEADLINE_MS: intVar(1000, 1),
+    FACE_SHARD_MAX_BEHIND_MS: intVar(2000, 0),
     // f16 halves graph memory at about 1e-3 similarity error and, on face
     // embeddings, keeps f32's recall@1 without exact copies (bench/RESULTS.md).
     FACE_INDEX_SCALAR: z.enum(['f32', 'f16', 'i8']).default('f16'),
@@ -207,6 +208,8 @@ export interface Config {
     servers?: { url: string; shards: number[] }[];
     /** Longest wait for one call to a shard server. */
     deadlineMs: number;
+    /** A shard server that has left a committed change unapplied for longer is not caught up (not live). */
+    maxBehindMs: number;
   };
   /** Search shards: their number, graph storage, and how often they are snapshotted to `<dataDir>/index`. */
   index: {
@@ -304,7 +307,7 @@ export function loadConfig(
       allowPrivate: e.FACE_FETCH_ALLOW_PRIVATE,
     },
     role: e.FACE_ROLE,
-    cluster: { shardIds: e.FACE_SHARD_IDS, servers: e.FACE_SHARD_SERVERS, deadlineMs: e.FACE_SHARD_DEADLINE_MS },
+    cluster: { shardIds: e.FACE_SHARD_IDS, servers: e.FACE_SHARD_SERVERS, deadlineMs: e.FACE_SHARD_DEADLINE_MS, maxBehindMs: e.FACE_SHARD_MAX_BEHIND_MS },
     index: {
       shards: e.FACE_SHARDS,
       scalar: e.FACE_INDEX_SCALAR,

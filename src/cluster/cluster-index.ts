@@ -36,6 +36,8 @@ export interface ClusterOptions {
   token: string;
   /** Each call to a shard server: a search, a state poll. */
   deadlineMs: number;
+  /** A server that has left a committed change unapplied for longer is not caught up: out of X-Live-Servers. */
+  maxBehindMs: number;
   pollMs?: number;
   log: Logger;
 }
@@ -45,6 +47,7 @@ interface Seen {
   up: boolean;
   shards: WireShard[];
   position: number;
+  behindMs: number;
 }
 
 /** Every shard below `shardCount` held by exactly one server; throws naming what is wrong. */
@@ -80,7 +83,7 @@ export class ClusterIndex implements SearchShards {
   private constructor(private readonly opts: ClusterOptions) {
     checkOwnership(opts.servers, opts.shardCount);
     this.clients = opts.servers.map((s) => new ShardClient(s.url, opts.token));
-    this.seen = opts.servers.map(() => ({ up: false, shards: [], position: 0 }));
+    this.seen = opts.servers.map(() => ({ up: false, shards: [], position: 0, behindMs: 0 }));
     this.serverOf = new Array<number>(opts.shardCount);
     opts.servers.forEach((s, i) => s.shards.forEach((k) => (this.serverOf[k] = i)));
   }
@@ -143,17 +146,17 @@ export class ClusterIndex implements SearchShards {
    * server may hold more (a shard moving to another server, held by both for
    * a while): the extra ones are not this node's to search or count.
    */
-  private note(i: number, answer: { shards: WireShard[]; position: number }, tell = true): void {
+  private note(i: number, answer: { shards: WireShard[]; position: number; behind_ms: number }, tell = true): void {
     if (tell && !this.seen[i].up) this.opts.log.info({ server: this.opts.servers[i].url }, 'shard server answers again');
     const mine = new Set(this.opts.servers[i].shards);
     const shards = answer.shards.filter((s) => mine.has(s.shard));
-    this.seen[i] = { up: true, shards, position: shards.length ? Math.min(...shards.map((s) => s.position)) : 0 };
+    this.seen[i] = { up: true, shards, position: shards.length ? Math.min(...shards.map((s) => s.position)) : 0, behindMs: answer.behind_ms };
   }
 
-  /** Up, with every shard it holds live. */
+  /** Up, caught up with the log, with every shard it holds live. */
   private live(i: number): boolean {
     const s = this.seen[i];
-    return s.up && s.shards.length === this.opts.servers[i].shards.length && s.shards.every((x) => x.state === 'live');
+    return s.up && s.behindMs <= this.opts.maxBehindMs && s.shards.length === this.opts.servers[i].shards.length && s.shards.every((x) => x.state === 'live');
   }
 
   async searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<SearchOutcome[]> {
@@ -185,7 +188,8 @@ export class ClusterIndex implements SearchShards {
       got.forEach((r, i) => {
         // A server restarted without a shard it should hold does not list it as missing: it no longer has it.
         const held = new Set(answers[i]?.shards.map((x) => x.shard));
-        const lost = r ? [...r.missing, ...this.opts.servers[i].shards.filter((k) => !held.has(k))] : this.opts.servers[i].shards;
+        const behind = (answers[i]?.behind_ms ?? 0) > this.opts.maxBehindMs;
+        const lost = r && !behind ? [...r.missing, ...this.opts.servers[i].shards.filter((k) => !held.has(k))] : this.opts.servers[i].shards;
         if (lost.length === 0) live++;
         else {
           missing.push(...lost);

@@ -26,6 +26,10 @@ export type WireShard = z.infer<typeof wireShard>;
 
 const served = {
   position: z.number().int().min(0).meta({ description: 'Lowest change-log position the held shards reflect.' }),
+  behind_ms: z
+    .number()
+    .min(0)
+    .meta({ description: 'How long a committed change has been waiting to be applied here (0: caught up with every change announced).' }),
   shards: z.array(wireShard).meta({ description: 'The held shards as they are now.' }),
 };
 

@@ -15,7 +15,7 @@ import { galleryName } from './schemas.js';
 
 export interface ShardServerDeps {
   index: FaceIndex;
-  follower: IndexFollower;
+  follower: IndexFollower & { behindMs(): number };
   layout: { shards: number; rule: string; recognizer: string; dims: number };
   /** Largest `n` a search may ask for (FACE_IDENTIFY_MAX_N). */
   maxN: number;
@@ -26,7 +26,7 @@ const MAX_WAIT_MS = 20_000;
 
 export function registerShardServer(registry: RouteRegistry, deps: ShardServerDeps): void {
   const { index, follower, layout } = deps;
-  const served = () => ({ position: index.position(), shards: index.shards().map(wire) });
+  const served = () => ({ position: index.position(), behind_ms: follower.behindMs(), shards: index.shards().map(wire) });
 
   registry.define({
     method: 'POST',

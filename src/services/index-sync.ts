@@ -128,6 +128,9 @@ export class IndexSync {
   private tasks: PassTask[] = [];
   private timer?: NodeJS.Timeout;
   private unlisten?: () => Promise<void>;
+  /** Highest position announced by a commit's notification, and since when one is unapplied. */
+  private announced = 0;
+  private behindSince?: number;
   private unsaved = 0;
   private savedAt = Date.now();
   private saving?: Promise<void>;
@@ -162,9 +165,7 @@ export class IndexSync {
     sync.timer.unref();
     try {
       // Commits by other processes (API nodes, when this is a shard server) wake the follower at once.
-      sync.unlisten = await listenForChanges(opts.sql, (position) => {
-        if (position > sync.applied) sync.wake();
-      });
+      sync.unlisten = await listenForChanges(opts.sql, (position) => sync.heard(position));
     } catch (err) {
       opts.log.warn({ err }, 'cannot LISTEN for change-log notifications; following the log by polling only');
     }
@@ -174,6 +175,24 @@ export class IndexSync {
   /** Highest change-log position the index reflects. */
   position(): number {
     return this.applied;
+  }
+
+  /**
+   * For how long a change announced by a commit has been waiting to be
+   * applied (0: every announced change is applied). A follower that cannot
+   * read the log (the database is unreachable or a lock holds it) grows this
+   * while its shards stay live: a shard server reports it, and API nodes count
+   * a server far behind as not caught up.
+   */
+  behindMs(): number {
+    return this.behindSince === undefined ? 0 : Date.now() - this.behindSince;
+  }
+
+  private heard(position: number): void {
+    if (position <= this.applied) return;
+    this.announced = Math.max(this.announced, position);
+    this.behindSince ??= Date.now();
+    this.wake();
   }
 
   /**
@@ -285,6 +304,7 @@ export class IndexSync {
       await this.opts.index.apply(changes);
       this.applied = changes[changes.length - 1].position;
       this.unsaved += changes.length;
+      if (this.applied >= this.announced) this.behindSince = undefined;
       this.release();
       if (rows < this.pageSize) return;
     }

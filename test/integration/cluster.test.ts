@@ -20,6 +20,8 @@ import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { request, type Answer } from '../helpers/service.js';
 import { until } from '../helpers/until.js';
+import { logChanges } from '../../src/db/change-log.js';
+import { transaction } from '../../src/db/client.js';
 import { shardOf } from '../../src/native/face-index.js';
 
 const TOKEN = 'cluster-test-operator-token';
@@ -159,6 +161,22 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
       expect(m.text).toContain('face_index_faces');
     }
   });
+
+  it('counts shard servers that cannot follow the log as not caught up, until they are', async () => {
+    // A change every follower is stuck behind: its read joins the faces table, locked here.
+    const lock = await tdb.db.sql.reserve();
+    try {
+      await lock`BEGIN`;
+      await lock`LOCK TABLE faces IN ACCESS EXCLUSIVE MODE`;
+      await transaction(tdb.db.sql, (tx) => logChanges(tx, [[...acknowledged.values()].flat()[0]], 'galleries'));
+      // Past FACE_SHARD_MAX_BEHIND_MS (2 s), each server reports it and the API node counts it out.
+      await until('every server counted behind', async () => ((await shardsReport(2)).live === 0 ? true : undefined), 15_000);
+    } finally {
+      await lock`ROLLBACK`;
+      lock.release();
+    }
+    await until('every server caught up again', async () => ((await shardsReport(2)).live === SHARDS ? true : undefined), 15_000);
+  }, 40_000);
 
   it('with a shard server killed: 3/4, strict names it, non-strict searches the other three', async () => {
     const report = await shardsReport();
