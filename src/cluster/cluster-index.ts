@@ -48,6 +48,8 @@ interface Seen {
   shards: WireShard[];
   position: number;
   behindMs: number;
+  /** Why it does not fit this deployment, as its last state said; left out of searches and writes until it does. */
+  misfit?: string;
 }
 
 /** Every shard below `shardCount` held by exactly one server; throws naming what is wrong. */
@@ -133,8 +135,8 @@ export class ClusterIndex implements SearchShards {
             : undefined;
     if (wrong) {
       if (starting) throw new Error(`shard server ${servers[i].url} ${wrong}`);
-      if (this.seen[i].up) log.error({ server: servers[i].url, problem: wrong }, 'shard server does not match this deployment; searching without it');
-      this.seen[i].up = false;
+      if (!this.seen[i].misfit) log.error({ server: servers[i].url, problem: wrong }, 'shard server does not match this deployment; searching without it');
+      this.seen[i] = { ...this.seen[i], up: false, misfit: wrong };
       return;
     }
     if (!this.seen[i].up && !starting) log.info({ server: servers[i].url }, 'shard server answers again');
@@ -159,26 +161,31 @@ export class ClusterIndex implements SearchShards {
     return s.up && s.behindMs <= this.opts.maxBehindMs && s.shards.length === this.opts.servers[i].shards.length && s.shards.every((x) => x.state === 'live');
   }
 
+  /**
+   * Server `i`'s answer to a search; undefined when it is out (it missed its
+   * last call, or does not fit the deployment) or misses this one. A server
+   * out is not asked until a state poll finds it back (within a second), so
+   * one that stopped answering costs searches no deadline each.
+   */
+  private async ask(i: number, queries: Float32Array, n: number, gallery: string | undefined): Promise<SearchAnswer | undefined> {
+    if (!this.seen[i].up) return undefined;
+    try {
+      const answer = await this.clients[i].search(queries, n, gallery, this.opts.servers[i].shards, this.opts.deadlineMs);
+      this.note(i, answer);
+      return answer;
+    } catch (err) {
+      if (this.seen[i].up) this.opts.log.warn({ server: this.opts.servers[i].url, err: (err as Error).message }, 'shard server missed a search; searching without it');
+      this.seen[i].up = false;
+      return undefined;
+    }
+  }
+
   async searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<SearchOutcome[]> {
     const count = queries.length / this.opts.dims;
     if (!Number.isInteger(count) || count === 0) {
       throw new DomainError('BAD_PARAM', `queries must be whole ${this.opts.dims}-value embeddings`);
     }
-    const answers = await Promise.all(
-      this.clients.map((c, i) =>
-        c.search(queries, n, gallery, this.opts.servers[i].shards, this.opts.deadlineMs).then(
-          (a) => {
-            this.note(i, a);
-            return a;
-          },
-          (err: Error) => {
-            if (this.seen[i].up) this.opts.log.warn({ server: this.opts.servers[i].url, err: err.message }, 'shard server missed a search; searching without it');
-            this.seen[i].up = false;
-            return undefined;
-          },
-        ),
-      ),
-    );
+    const answers = await Promise.all(this.clients.map((_, i) => this.ask(i, queries, n, gallery)));
     const total = this.clients.length;
     return Array.from({ length: count }, (_, q) => {
       const got = answers.map((a) => a?.results[q]);
