@@ -712,8 +712,8 @@ async function runLayout(ctx: Context, servers: number): Promise<LayoutReport> {
       startS: s.startMs / 1000,
       refills: s
         .logs()
-        .filter((l) => typeof l.msg === 'string' && l.msg.startsWith('search shard refilled'))
-        .map((l) => ({ shard: l.shard as number, source: l.source as string, ms: l.ms as number })),
+        .filter((l) => typeof l.msg === 'string' && l.msg.startsWith('search shards refilled'))
+        .flatMap((l) => (l.shards as number[]).map((shard) => ({ shard, source: l.source as string, ms: l.ms as number }))),
       memory: memoryOf(s.pid),
       indexBytes: states[i].shards.reduce((n, sh) => n + sh.memoryBytes, 0),
     }));
@@ -736,7 +736,7 @@ async function runLayout(ctx: Context, servers: number): Promise<LayoutReport> {
     nodes.push(...reloaded);
     const reloadS = (performance.now() - t1) / 1000;
     for (const s of reloaded) {
-      if (s.logs().some((l) => typeof l.msg === 'string' && l.msg.startsWith('search shard refilled'))) throw new Error(`${s.name} refilled instead of loading its snapshots`);
+      if (s.logs().some((l) => typeof l.msg === 'string' && l.msg.startsWith('search shards refilled'))) throw new Error(`${s.name} refilled instead of loading its snapshots`);
     }
     await timedCalls(opts.concurrency, 2, fanOut);
     const loaded = reloaded.map((s) => memoryOf(s.pid));

@@ -153,9 +153,7 @@ export class IndexSync {
     for (const r of opts.index.loadReport()) {
       if (r.error) opts.log.warn({ shard: r.shard, cause: r.error }, 'search shard snapshot could not be loaded; rebuilding the shard');
     }
-    for (const s of opts.index.shards()) {
-      if (s.state !== 'live') await sync.heal(s.shard, { starting: true });
-    }
+    await sync.healAtStart(opts.index.shards().filter((s) => s.state !== 'live').map((s) => s.shard));
     // Every shard is live now, each at its own position; the drain takes each from there.
     sync.applied = opts.index.position();
     const from = sync.applied;
@@ -346,7 +344,7 @@ export class IndexSync {
       if ((s.state !== 'failed' && s.state !== 'rebuilding') || this.healing.has(s.shard)) continue;
       const k = s.shard;
       this.opts.log.warn({ shard: k, state: s.state }, 'search shard out of service; rebuilding it while the others serve');
-      const healing = this.heal(k, { starting: false })
+      const healing = this.heal(k)
         .catch((err) => this.opts.log.error({ err, shard: k }, 'search shard rebuild failed; retrying at the next poll'))
         .finally(() => this.healing.delete(k));
       this.healing.set(k, healing);
@@ -358,33 +356,18 @@ export class IndexSync {
    * after that point. All but the last stretch of the replay runs beside the
    * follower (the shard buffers or drops what arrives meanwhile: the replay
    * covers it); the rest, and going live, run inside the pass so nothing is
-   * missed between the two. At start (`starting`) the snapshot load was just
-   * tried and nothing serves yet: the shard goes live where the snapshot or
-   * scan left it and the first drain replays the log for all shards at once.
+   * missed between the two.
    */
-  private async heal(k: number, { starting }: { starting: boolean }): Promise<void> {
+  private async heal(k: number): Promise<void> {
     const { index, log, sql } = this.opts;
     const started = Date.now();
-    let from = 0;
-    if (!starting) {
-      const snapshot = await index.reload(k);
-      if (snapshot.error) log.warn({ shard: k, cause: snapshot.error }, 'search shard snapshot could not be loaded; rebuilding the shard from the database');
-      from = snapshot.position;
-    }
+    const snapshot = await index.reload(k);
+    if (snapshot.error) log.warn({ shard: k, cause: snapshot.error }, 'search shard snapshot could not be loaded; rebuilding the shard from the database');
+    let from = snapshot.position;
     let source = from > 0 ? 'snapshot' : 'log';
-    const horizon = await prunedThrough(sql);
-    if (from < horizon) {
-      await index.beginRebuild(k);
-      from = await scanFaces(sql, this.opts.model, this.opts.dims, this.opts.refillPageSize ?? 4096, async (page) => {
-        await index.refill(k, page.ids, page.vectors, page.galleries);
-      });
+    if (from < (await prunedThrough(sql))) {
+      from = await this.refill([k]);
       source = 'database';
-    }
-    if (starting) {
-      await index.finishRebuild(k, from);
-      this.unsaved = Math.max(this.unsaved, this.opts.snapshotChanges);
-      log.info({ shard: k, source, position: from, ms: Date.now() - started }, 'search shard refilled; the change log after it replays next');
-      return;
     }
     const replayed = { count: 0 };
     const replayFrom = from;
@@ -415,6 +398,34 @@ export class IndexSync {
     };
     await this.inPass(finish);
     log.info({ shard: k, source, replayed: replayed.count, position: Math.max(from, this.applied), ms: Date.now() - started }, 'search shard rebuilt and back in service');
+  }
+
+  /**
+   * At start, the shards whose snapshot could not be loaded (just tried;
+   * nothing serves yet): empty, they replay the log with the others at the
+   * first drain, unless the log was pruned, when one database scan fills
+   * them all. They go live where that leaves them.
+   */
+  private async healAtStart(ks: number[]): Promise<void> {
+    if (ks.length === 0) return;
+    const started = Date.now();
+    const scanned = 0 < (await prunedThrough(this.opts.sql));
+    const from = scanned ? await this.refill(ks) : 0;
+    for (const k of ks) await this.opts.index.finishRebuild(k, from);
+    this.unsaved = Math.max(this.unsaved, this.opts.snapshotChanges);
+    this.opts.log.info({ shards: ks, source: scanned ? 'database' : 'log', position: from, ms: Date.now() - started }, 'search shards refilled; the change log after them replays next');
+  }
+
+  /**
+   * Empties shards `ks` and fills them from one scan of the faces table (each
+   * takes its own faces); resolves to the change position the scan reflects.
+   */
+  private async refill(ks: number[]): Promise<number> {
+    const { index } = this.opts;
+    for (const k of ks) await index.beginRebuild(k);
+    return scanFaces(this.opts.sql, this.opts.model, this.opts.dims, this.opts.refillPageSize ?? 4096, async (page) => {
+      for (const k of ks) await index.refill(k, page.ids, page.vectors, page.galleries);
+    });
   }
 
   /** Starts a snapshot beside the follower when one is due and none is running. */
