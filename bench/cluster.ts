@@ -63,6 +63,7 @@ import { migrate } from '../src/db/migrate.js';
 import { openDatabase, type OpenDatabase } from '../src/db/open.js';
 import { openFaceIndex } from '../src/native/face-index.js';
 import { parseOptions, runAsScript } from './args.js';
+import { Rng } from './fuzz/outcome.js';
 import { generatorLine, runLoad, type GeneratorCpu, type LoadResult, type Sample } from './http-load.js';
 import { Client, demoPhotos } from './load.js';
 import { describeMachine, machineLine } from './machine.js';
@@ -137,18 +138,6 @@ interface Vectors {
   source: string;
 }
 
-/** mulberry32: small, seeded, good enough for test data. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0 || 0x9e3779b9;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function gaussian(uniform: () => number): () => number {
   let spare: number | undefined;
   return () => {
@@ -178,7 +167,8 @@ function normalise(v: Float32Array | Float64Array, out: Float32Array, at = 0): v
  */
 function synthetic(count: number, queryCount: number, seed: number): Vectors {
   const dims = 128;
-  const uniform = rng(seed);
+  const seeded = new Rng(seed);
+  const uniform = () => seeded.next();
   const g = gaussian(uniform);
   const MEAN_LENGTH = 0.2948;
   const centreSd = Math.sqrt(0.5722 / dims);
