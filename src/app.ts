@@ -2,6 +2,10 @@
  * Assembles the HTTP service from configuration, an engine and a token
  * verifier. main.ts uses it with the native engine; tests use it with port 0
  * and an engine of their own.
+ *
+ * By FACE_ROLE: `startServer` serves the API with the search shards in this
+ * process (all) or on shard servers (api); `startShardServer` serves a shard
+ * server, which runs no models.
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
