@@ -21,6 +21,7 @@ import { EnrolClient, FatalError } from './enrol-client.js';
 import { Progress, formatDuration } from './enrol-progress.js';
 import { countPhotos, CsvHeaderError, csvSource, folderSource, type Photo, type PhotoSource } from './enrol-sources.js';
 import { FingerprintSet, fingerprint } from './fingerprint-set.js';
+import { runCli } from './run.js';
 
 const USAGE = `usage: npm run enrol -- <folder | file.csv> [options]
 
@@ -418,10 +419,4 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err) => {
-    process.stderr.write(`enrol: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runCli('enrol', main, { stack: true });

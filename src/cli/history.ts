@@ -10,10 +10,8 @@
  * month. Same database as the service (DATABASE_URL, else the embedded server
  * in FACE_DATA_DIR).
  */
-import { loadConfig } from '../config.js';
 import { detachSightingPartitionsBefore, listSightingPartitions } from '../db/history-partitions.js';
-import { openDatabase } from '../db/open.js';
-import { createLogger } from '../log.js';
+import { runCli, withServiceDatabase } from './run.js';
 
 const USAGE = 'usage: npm run history -- partitions | detach --before YYYY-MM-DD';
 
@@ -26,10 +24,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const config = loadConfig();
-  const log = createLogger(process.env.LOG_LEVEL ?? 'warn');
-  const { db, embedded } = await openDatabase({ ...config, dbPool: 2 }, log, { takeOver: false });
-  try {
+  return withServiceDatabase(async (db) => {
     if (before) {
       const detached = await detachSightingPartitionsBefore(db.sql, before);
       if (detached.length === 0) process.stdout.write(`no whole month ends by ${value}\n`);
@@ -38,16 +33,7 @@ async function main(argv: string[]): Promise<number> {
       for (const p of await listSightingPartitions(db.sql)) process.stdout.write(`${p.name}\t${day(p.from)}\t${day(p.to)}\n`);
     }
     return 0;
-  } finally {
-    await db.close();
-    await embedded?.stop();
-  }
+  });
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err) => {
-    process.stderr.write(`history: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runCli('history', main);

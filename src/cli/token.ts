@@ -7,10 +7,8 @@
  * server for the duration of the command. A revocation reaches running
  * services at once (they listen for it).
  */
-import { loadConfig } from '../config.js';
-import { openDatabase } from '../db/open.js';
 import { TokenStore } from '../db/tokens.js';
-import { createLogger } from '../log.js';
+import { runCli, withServiceDatabase } from './run.js';
 
 const USAGE = `usage: npm run token -- create <name> | list | revoke <id>`;
 
@@ -24,10 +22,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const config = loadConfig();
-  const log = createLogger(process.env.LOG_LEVEL ?? 'warn');
-  const { db, embedded } = await openDatabase({ ...config, dbPool: 2 }, log, { takeOver: false });
-  try {
+  return withServiceDatabase(async (db) => {
     const tokens = new TokenStore(db.sql);
     if (command === 'create') {
       const { id, token } = await tokens.create(arg.trim());
@@ -47,16 +42,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`revoked token ${id}\n`);
     }
     return 0;
-  } finally {
-    await db.close();
-    await embedded?.stop();
-  }
+  });
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err) => {
-    process.stderr.write(`token: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  },
-);
+runCli('token', main);

@@ -11,10 +11,10 @@
  * an API node killed in the middle of writes loses no acknowledged face.
  */
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../bench/service.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
@@ -33,15 +33,6 @@ let dir: string;
 const ports: number[] = [];
 const shardServers: (ServiceProcess | undefined)[] = [];
 const apis: (ServiceProcess | undefined)[] = [];
-
-/** A port free now, for a server whose address the API nodes must know before it starts. */
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 const common = () => ({
   ...process.env,
@@ -105,6 +96,7 @@ beforeAll(async () => {
   await buildDist();
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-cluster-'));
+  // Chosen before the servers start: the API nodes must know their addresses.
   for (let k = 0; k < SHARDS; k++) ports.push(await freePort());
   // The shard servers wait for an API node to record which embeddings they hold; the API node
   // counts them out until they answer.
