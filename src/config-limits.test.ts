@@ -7,11 +7,11 @@ describe('admission settings', () => {
   it('sizes the body memory budget to RAM, capped at 512 MiB, and gives photo routes their own limit', () => {
     const small = loadConfig({}, { root: '/tmp', cores: 2, totalMem: 1024 * MiB });
     expect(small.maxBodyMemory).toBe(256 * MiB);
-    expect(small.maxEngineInflight).toBe(4);
+    expect(small.maxEngineInflight).toBe(8);
     expect(small.requestTimeoutMs).toBe(30_000);
     const big = loadConfig({}, { root: '/tmp', cores: 16, totalMem: 64 * 1024 * MiB });
     expect(big.maxBodyMemory).toBe(512 * MiB);
-    expect(big.maxEngineInflight).toBe(32);
+    expect(big.maxEngineInflight).toBe(64);
   });
 
   it('reads the environment', () => {

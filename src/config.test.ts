@@ -12,8 +12,8 @@ describe('loadConfig', () => {
       modelDir: '/srv/face/models',
       ortLibrary: '/srv/face/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1',
       providers: ['cpu'],
-      maxPixels: 40_000_000,
-      maxUploadBytes: 10 * 1024 * 1024,
+      maxPixels: 64_000_000,
+      maxUploadBytes: 32 * 1024 * 1024,
       fetch: { timeoutMs: 5000, maxRedirects: 3, allowPrivate: false },
     });
     expect(c.inferenceWorkers * c.intraThreads).toBeLessThanOrEqual(8);

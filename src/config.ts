@@ -71,19 +71,22 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_MAX_BATCH: intVar(32, 1),
     FACE_BATCH_WAIT_US: intVar(2000, 0),
     FACE_QUEUE_CAPACITY: intVar(256, 1),
-    FACE_MAX_PIXELS: intVar(40_000_000, 1),
+    FACE_MAX_PIXELS: intVar(64_000_000, 1),
     FACE_MAX_DECODE_BYTES: intVar(512 * 1024 * 1024, 1024 * 1024),
     FACE_MAX_ASPECT_RATIO: intVar(20, 1),
     FACE_HEAVY_QUEUE_MS: intVar(10_000, 0),
     FACE_HEAVY_THREADS: intVar(0, 0),
     FACE_TRT_CACHE_DIR: z.string().optional(),
-    FACE_MAX_UPLOAD_BYTES: intVar(10 * MiB, 1),
+    // A 48 MP phone JPEG is 15 to 25 MiB.
+    FACE_MAX_UPLOAD_BYTES: intVar(32 * MiB, 1),
     // verify carries two photos plus form overhead, so the body cap sits above two uploads.
-    FACE_MAX_BODY_BYTES: intVar(21 * MiB, 1),
+    FACE_MAX_BODY_BYTES: intVar(65 * MiB, 1),
     FACE_MAX_INFLIGHT: intVar(Math.max(64, cores * 16), 1),
     // Photo routes hold an upload and a decoded image each, and the inference workers are the
     // bottleneck anyway: a few per core keeps batches full without holding memory for a queue.
-    FACE_MAX_ENGINE_INFLIGHT: intVar(Math.max(4, cores * 2), 1),
+    // Four per core, so that 2 x cores phone photos in the engine's heavy lane leave slots for
+    // small photos in its light lane (the engine sheds by estimated wait, not by count).
+    FACE_MAX_ENGINE_INFLIGHT: intVar(Math.max(8, cores * 4), 1),
     // Request bodies held at once, all requests together: a quarter of RAM, at most 512 MiB.
     FACE_MAX_BODY_MEMORY: intVar(Math.min(512 * MiB, Math.floor(totalMem / 4)), MiB),
     FACE_REQUEST_TIMEOUT_MS: intVar(30_000, 100),

@@ -480,9 +480,9 @@ export function buildCases(ctx: FuzzContext): Case[] {
 
   // images: bombs and lies are refused from the header (413), corrupt files are 400, other formats 415; all within 5 s.
   const images: [string, () => Buffer, number[]][] = [
-    ['PNG 1 x 40,000,000', () => uniformPng(1, 40_000_000), [200, 400, 413, 422]],
-    ['PNG 40,000,000 x 1', () => uniformPng(40_000_000, 1), [200, 400, 413, 422]],
-    ['PNG 1 x 40,000,001', () => uniformPng(1, 40_000_001), [413]],
+    ['PNG 1 x 64,000,000', () => uniformPng(1, 64_000_000), [200, 400, 413, 422]],
+    ['PNG 64,000,000 x 1', () => uniformPng(64_000_000, 1), [200, 400, 413, 422]],
+    ['PNG 1 x 64,000,001', () => uniformPng(1, 64_000_001), [413]],
     ['PNG 6400 x 6250 grey', () => uniformPng(6400, 6250), [200, 422]],
     ['PNG 4000 x 4000 RGBA', () => uniformPng(4000, 4000, 6), [200, 422]],
     ['PNG header 65535 x 65535', () => lyingPng(65535, 65535), [413]],
@@ -651,23 +651,24 @@ export function buildCases(ctx: FuzzContext): Case[] {
   void authH;
 
   // oversize: bodies over the limits are 413, answered without reading the rest.
-  add('oversize', 'declared 30 MB body, 1 KB sent', async (c) => {
+  // Over the default limits: 65 MiB a body, 32 MiB a photo.
+  add('oversize', 'declared 70 MB body, 1 KB sent', async (c) => {
     const m = multipart([{ name: 'photo', value: Buffer.alloc(1024), filename: 'a.jpg' }]);
-    const r = await rawExchange(c.host, c.port, { parts: [Buffer.concat([head(c, 'POST', '/v1/detect/', [`Content-Type: ${m.contentType}`, 'Content-Length: 30000000']), m.body])], timeoutMs: GIVE_UP_MS });
-    return { requests: 1, statuses: r.responses.map((x) => x.status), problems: judge({ method: 'POST', target: '/v1/detect/', label: 'declared 30 MB body', expect: [413] }, r) };
+    const r = await rawExchange(c.host, c.port, { parts: [Buffer.concat([head(c, 'POST', '/v1/detect/', [`Content-Type: ${m.contentType}`, 'Content-Length: 70000000']), m.body])], timeoutMs: GIVE_UP_MS });
+    return { requests: 1, statuses: r.responses.map((x) => x.status), problems: judge({ method: 'POST', target: '/v1/detect/', label: 'declared 70 MB body', expect: [413] }, r) };
   });
-  add('oversize', '11 MB photo', (c) => {
-    const m = multipart([{ name: 'photo', value: Buffer.alloc(11 << 20, 7), filename: 'a.jpg', type: 'image/jpeg' }]);
+  add('oversize', '33 MB photo', (c) => {
+    const m = multipart([{ name: 'photo', value: Buffer.alloc(33 << 20, 7), filename: 'a.jpg', type: 'image/jpeg' }]);
     return call(c, { method: 'POST', target: '/v1/detect/', headers: [['Content-Type', m.contentType]], body: m.body, expect: [413] });
   }, true);
-  add('oversize', '22 MB chunked body', async (c) => {
+  add('oversize', '66 MB chunked body', async (c) => {
     const block = Buffer.alloc(1 << 20, 0x61);
     const chunk = Buffer.concat([Buffer.from(`${block.length.toString(16)}\r\n`), block, Buffer.from('\r\n')]);
     const parts: Buffer[] = [head(c, 'POST', '/v1/detect/', ['Content-Type: multipart/form-data; boundary=b', 'Transfer-Encoding: chunked'])];
-    for (let i = 0; i < 22; i++) parts.push(chunk);
+    for (let i = 0; i < 66; i++) parts.push(chunk);
     parts.push(Buffer.from('0\r\n\r\n'));
     const r = await rawExchange(c.host, c.port, { parts, timeoutMs: GIVE_UP_MS });
-    return { requests: 1, statuses: r.responses.map((x) => x.status), problems: judge({ method: 'POST', target: '/v1/detect/', label: '22 MB chunked body', expect: [400, 413] }, r) };
+    return { requests: 1, statuses: r.responses.map((x) => x.status), problems: judge({ method: 'POST', target: '/v1/detect/', label: '66 MB chunked body', expect: [400, 413] }, r) };
   }, true);
 
   return cases;

@@ -51,7 +51,7 @@ Exit status: 0 done, 1 some photo failed or the run stopped, 2 bad usage, 130 in
 const VALUE_OPTIONS = ['url', 'token', 'galleries', 'mf-selector', 'concurrency', 'root-meta', 'photo-column', 'meta-column', 'page-size', 'json'];
 const FLAG_OPTIONS = ['dry-run'];
 
-/** A file bigger than this is refused here: the service takes 10 MiB by default, and workers hold one file each. */
+/** A file bigger than this is refused here: the service takes 32 MiB by default, and workers hold one file each. */
 const MAX_FILE_BYTES = 64 * 1024 * 1024;
 /** Photos shown per outcome in the summary. */
 const EXAMPLES = 3;

@@ -396,7 +396,13 @@ impl Pool {
                 }
                 Lane::Heavy { cost_ms } => {
                     let busy = !st.heavy.is_empty() || st.heavy_running > 0;
-                    if busy && (st.heavy_cost_ms.saturating_add(cost_ms) > self.shared.heavy_budget_ms || st.heavy.len() >= self.shared.capacity) {
+                    // The work ahead is shared by the heavy threads; this job's answer comes
+                    // after its share of it and its own cost.
+                    let wait_ms = st.heavy_cost_ms / self.shared.heavy_limit as u64 + cost_ms;
+                    if busy && wait_ms > self.shared.heavy_budget_ms {
+                        return Err(EngineError::Backlog { wait_ms, limit_ms: self.shared.heavy_budget_ms });
+                    }
+                    if busy && st.heavy.len() >= self.shared.capacity {
                         return Err(EngineError::Overloaded("heavy image"));
                     }
                     st.heavy_cost_ms += cost_ms;

@@ -91,7 +91,7 @@ impl Default for EngineOptions {
             max_batch: 16,
             batch_wait_us: 2000,
             queue_capacity: 64,
-            max_pixels: 40_000_000,
+            max_pixels: 64_000_000,
             recognizer: None,
             detector: None,
             age_model: None,
@@ -556,6 +556,12 @@ impl Engine {
         self.inner.analyze(bytes, opts, &estimate, &CancelToken::new())
     }
 
+    /// Milliseconds of one core this analysis is estimated to cost, from the image header
+    /// alone: what admission to the heavy lane weighs.
+    pub fn estimate_ms(&self, bytes: &[u8], opts: &AnalyzeOptions) -> Result<u64> {
+        Ok(self.inner.estimate(bytes, opts)?.millis)
+    }
+
     /// Queues an analysis on the pipeline threads and returns at once; `done` runs on a
     /// pipeline thread with the result. Fails when the image is refused from its header or the
     /// queue is full (OVERLOADED), in which case `done` is not called.
@@ -629,9 +635,9 @@ impl Engine {
 const DEFAULT_THRESHOLD: f32 = 0.7;
 
 /// YuNet's score threshold when neither the caller nor the manifest sets one. On the demo and
-/// labelled photos every true face scored 0.81 or more and every false positive (dark clothing,
-/// a poster) 0.72 or less; this sits in the gap.
-const YUNET_THRESHOLD: f32 = 0.78;
+/// labelled photos every true face scores 0.81 or more; the pyramid's finer levels see a few
+/// more false positives, the highest a painted lake at 0.79, so this sits just below the faces.
+const YUNET_THRESHOLD: f32 = 0.8;
 
 /// A face that fills the frame (a portrait or a face chip) is seen only by the whole-photo pass,
 /// squeezed into the padded square, and scores lower there (a 200 px chip: 0.67). Such large
@@ -644,14 +650,18 @@ const WHOLE_PHOTO_MARGIN: f32 = 0.1;
 const LARGE_FACE_FRACTION: f32 = 0.2;
 
 /// Requests estimated to cost more than this many milliseconds of a core go to the heavy lane:
-/// a 12 MP phone photo (about 700 ms by this estimate) stays light, a 40 MP one does not.
-const LIGHT_MS: u64 = 1000;
-/// Decoding costs about this many nanoseconds per decoded pixel (JPEG or PNG, one core).
-const DECODE_NS_PER_PIXEL: u64 = 12;
-/// YuNet costs about this many nanoseconds per input pixel on one intra-op thread at the sizes
-/// that matter here (2048-pixel windows: 1.5 s for 2048 x 2000; small inputs cost less per
-/// pixel, which only makes small photos look dearer than they are).
-const DETECT_NS_PER_PIXEL: u64 = 350;
+/// a 12 MP phone photo (about 330 ms by this estimate) stays light, a 24 MP one (about 600)
+/// does not, so photos of 24 MP and more cannot hold every thread while small ones wait.
+const LIGHT_MS: u64 = 500;
+/// Decoding a JPEG costs about this many nanoseconds per stored pixel on one core, at full size
+/// (zune-jpeg, 4.0) or at 1/2 (jpeg-decoder, 4.1); `examples/decoders.rs`.
+const JPEG_DECODE_NS_PER_PIXEL: u64 = 4;
+/// PNG and WebP decoding, per stored pixel (PNG's inflate and filters cost about 3x JPEG's).
+const OTHER_DECODE_NS_PER_PIXEL: u64 = 12;
+/// YuNet costs about this many nanoseconds per input pixel on one intra-op thread at the tile
+/// sizes the plan uses (36 to 45 at 768 to 1280 px, `face_sizes --cost`), plus rendering the
+/// windows from the decoded photo.
+const DETECT_NS_PER_PIXEL: u64 = 45;
 /// Aligning and embedding one face, for caller boxes whose count is known up front.
 const FACE_MS: u64 = 30;
 
@@ -681,13 +691,12 @@ impl Inner {
             (Some(boxes), _) => (1, boxes.len() as u64 * (CALLER_BOX_INPUT * CALLER_BOX_INPUT) as u64, boxes.len() as u64),
             (None, DetectorStage::Yunet { min_face, .. }) => {
                 let windows = yunet::plan(w, h, *min_face);
-                let retry = if yunet::worth_framing(w, h) { yunet::FRAMED_INPUT_PIXELS } else { 0 };
-                (header.denominator_for(yunet::finest_scale(&windows)), yunet::input_pixels(&windows) + retry, 0)
+                (header.denominator_for(yunet::finest_scale(&windows)), yunet::input_pixels(&windows), 0)
             }
             (None, DetectorStage::Blazeface { .. }) => (1, w as u64 * h as u64, 0),
         };
-        let decoded_pixels = (w as u64).div_ceil(denominator as u64) * (h as u64).div_ceil(denominator as u64);
-        let millis = (decoded_pixels * DECODE_NS_PER_PIXEL + detect_pixels * DETECT_NS_PER_PIXEL) / 1_000_000 + faces * FACE_MS;
+        let decode_ns = if header.format == image_io::Format::Jpeg { JPEG_DECODE_NS_PER_PIXEL } else { OTHER_DECODE_NS_PER_PIXEL };
+        let millis = (w as u64 * h as u64 * decode_ns + detect_pixels * DETECT_NS_PER_PIXEL) / 1_000_000 + faces * FACE_MS;
         Ok(Estimate { header, denominator, millis })
     }
 
@@ -708,7 +717,10 @@ impl Inner {
             None => {
                 let min_face = (sx + sy) / 2.0;
                 let mut dets = self.detect(&img, min_face, heavy, cancel)?;
-                dets.sort_by(|a, b| b.area().total_cmp(&a.area()));
+                // Biggest first, as reported: by the area left once the box is clamped to the photo.
+                let (dw, dh) = img.dimensions();
+                let clamped = |d: &Detection| (d.x2.min(dw as f32) - d.x1.max(0.0)).max(0.0) * (d.y2.min(dh as f32) - d.y1.max(0.0)).max(0.0);
+                dets.sort_by(|a, b| clamped(b).total_cmp(&clamped(a)));
                 dets.into_iter().map(|det| Candidate { det, has_keypoints: true }).collect()
             }
         };
@@ -806,7 +818,7 @@ impl Inner {
             DetectorStage::Blazeface { batcher, input, plan, tile_threshold } => blazeface_passes(batcher, input, plan, *tile_threshold, img)?,
             DetectorStage::Yunet { batcher, input, min_face } => {
                 let windows = yunet::plan(w, h, *min_face / photo_per_pixel);
-                let found = if heavy {
+                if heavy {
                     let mut all = Vec::new();
                     for window in &windows {
                         cancel.check()?;
@@ -815,14 +827,6 @@ impl Inner {
                     detector::nms(all, YUNET_NMS)
                 } else {
                     yunet_passes(batcher, input, img, &windows)?
-                };
-                cancel.check()?;
-                if found.is_empty() && yunet::worth_framing(w, h) {
-                    // A tight crop (the face is the photo) can hide the face from the detector.
-                    let (square, window) = yunet::framed(img);
-                    yunet_passes(batcher, input, &square, &[window])?
-                } else {
-                    found
                 }
             }
         };
@@ -877,7 +881,7 @@ impl Inner {
                 let side = CALLER_BOX_INPUT as u32;
                 let windows: Vec<yunet::Window> = boxes
                     .iter()
-                    .map(|b| yunet::Window { pass: pass_for(b, CALLER_BOX_INPUT), content_width: side, content_height: side })
+                    .map(|b| yunet::Window::around(pass_for(b, CALLER_BOX_INPUT), side))
                     .collect();
                 let inputs = windows.iter().map(|win| yunet::render(img, win, input)).collect();
                 (windows.iter().map(|win| win.pass).collect(), batcher.run(inputs)?)
@@ -916,7 +920,7 @@ impl Inner {
 
 /// Input side of the detector pass that looks for keypoints around a caller's box (the box
 /// then spans half of it, well within what the detector finds).
-const CALLER_BOX_INPUT: f32 = 160.0;
+const CALLER_BOX_INPUT: f32 = 320.0;
 
 /// BlazeFace: a padded whole-photo pass plus tiles, merged by one weighted NMS.
 fn blazeface_passes(
@@ -967,9 +971,10 @@ fn yunet_passes(batcher: &Batcher<YunetInput, Vec<Detection>>, spec: &InputSpec,
 fn yunet_detections(batcher: &Batcher<YunetInput, Vec<Detection>>, spec: &InputSpec, img: &RgbImage, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
     let inputs = windows.iter().map(|win| yunet::render(img, win, spec)).collect();
     let results = batcher.run(inputs)?;
+    let (w, h) = img.dimensions();
     let mut all = Vec::new();
     for (win, dets) in windows.iter().zip(results) {
-        all.extend(dets.iter().filter(|d| !yunet::leave_to_whole_pass(win, d)).map(|d| win.pass.to_photo(d)));
+        all.extend(dets.iter().filter(|d| win.keeps(d, w, h)).map(|d| win.pass.to_photo(d)));
     }
     Ok(all)
 }

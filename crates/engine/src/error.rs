@@ -29,6 +29,10 @@ pub enum EngineError {
     /// A bounded queue is full; the caller should back off and retry.
     #[error("engine is busy: the {0} queue is full, retry shortly")]
     Overloaded(&'static str),
+    /// A large photo would wait longer than the caller's budget behind the large photos ahead
+    /// of it (estimated from their headers); retry shortly.
+    #[error("engine is busy: this photo would be answered in about {wait_ms} ms, beyond the {limit_ms} ms allowed for large photos; retry shortly")]
+    Backlog { wait_ms: u64, limit_ms: u64 },
     /// Loading a model or running inference failed.
     #[error("model error: {0}")]
     Model(String),
@@ -47,7 +51,7 @@ impl EngineError {
             EngineError::ImageAspectRatio { .. } => "IMAGE_ASPECT_RATIO",
             EngineError::Cancelled => "CANCELLED",
             EngineError::BadParam(_) => "BAD_PARAM",
-            EngineError::Overloaded(_) => "OVERLOADED",
+            EngineError::Overloaded(_) | EngineError::Backlog { .. } => "OVERLOADED",
             EngineError::Model(_) => "MODEL",
             EngineError::Internal(_) => "INTERNAL",
         }
@@ -78,6 +82,7 @@ mod tests {
             (EngineError::Cancelled, "CANCELLED"),
             (EngineError::BadParam("x".into()), "BAD_PARAM"),
             (EngineError::Overloaded("inference"), "OVERLOADED"),
+            (EngineError::Backlog { wait_ms: 2, limit_ms: 1 }, "OVERLOADED"),
             (EngineError::Model("x".into()), "MODEL"),
             (EngineError::Internal("x".into()), "INTERNAL"),
         ];

@@ -32,8 +32,6 @@ pub mod telemetry;
 pub mod thumbnail;
 pub mod yunet;
 
-#[cfg(test)]
-pub(crate) mod test_util;
 #[doc(hidden)]
 pub mod testing;
 

@@ -229,7 +229,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::Rng;
+    use crate::testing::Rng;
 
     fn vec(rng: &mut Rng, n: usize) -> Vec<f32> {
         (0..n).map(|_| rng.unit()).collect()

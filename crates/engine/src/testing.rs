@@ -22,3 +22,197 @@ pub fn with_exif_orientation(jpeg: &[u8], orientation: u16) -> Vec<u8> {
     out.extend_from_slice(&jpeg[2..]);
     out
 }
+
+/// Small deterministic xorshift generator so tests need no extra crates and failures reproduce.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1)
+    }
+
+    pub fn next_u32(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 32) as u32
+    }
+
+    /// Uniform in [-1, 1].
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u32() as f32 / u32::MAX as f32) * 2.0 - 1.0
+    }
+}
+
+/// Phone photos built from small ones: a source photo whose faces are known is scaled and
+/// placed into a frame of a phone's size, so a test knows where every face is at any size.
+pub mod phone {
+    use image::{DynamicImage, ImageEncoder, Rgb, RgbImage};
+
+    use super::Rng;
+    use crate::align;
+
+    /// A face box `[x1, y1, x2, y2]` in pixels.
+    pub type FaceBox = [f32; 4];
+
+    /// A built photo, upright, with where its faces are.
+    pub struct Built {
+        pub photo: RgbImage,
+        /// Faces placed whole: each must be found.
+        pub faces: Vec<FaceBox>,
+        /// Faces cut by the edge of what was placed: found or not, neither counts.
+        pub partial: Vec<FaceBox>,
+    }
+
+    /// A frame with no face in it: a smooth two-colour gradient with some grain, like a wall or
+    /// sky behind a subject.
+    pub fn background(width: u32, height: u32, seed: u64) -> RgbImage {
+        let mut rng = Rng::new(seed);
+        let a: [f32; 3] = std::array::from_fn(|_| 90.0 + 60.0 * rng.unit());
+        let b: [f32; 3] = std::array::from_fn(|_| 150.0 + 60.0 * rng.unit());
+        let (w, h) = (width.max(1) as f32, height.max(1) as f32);
+        let mut img = RgbImage::new(width, height);
+        for (x, y, p) in img.enumerate_pixels_mut() {
+            let t = (x as f32 / w + y as f32 / h) / 2.0;
+            let grain = 6.0 * rng.unit();
+            *p = Rgb(std::array::from_fn(|c| (a[c] + (b[c] - a[c]) * t + grain).clamp(0.0, 255.0) as u8));
+        }
+        img
+    }
+
+    /// Copies `region` (`[x, y, w, h]`, source pixels) of `source` into `frame` scaled by `k`,
+    /// with the region's top-left corner at `(left, top)` (frame pixels, may be negative: what
+    /// falls outside the frame is cut). Returns the faces of `source` (`known`) as placed: whole
+    /// ones, and those the region or the frame cut.
+    pub fn place(frame: &mut RgbImage, source: &RgbImage, known: &[FaceBox], region: [f32; 4], k: f32, left: f32, top: f32) -> (Vec<FaceBox>, Vec<FaceBox>) {
+        let (fw, fh) = (frame.width() as f32, frame.height() as f32);
+        // The part of the region that lands inside the frame, in source pixels.
+        let sx0 = region[0].max(region[0] + (-left) / k).max(0.0);
+        let sy0 = region[1].max(region[1] + (-top) / k).max(0.0);
+        let sx1 = (region[0] + region[2]).min(region[0] + (fw - left) / k).min(source.width() as f32);
+        let sy1 = (region[1] + region[3]).min(region[1] + (fh - top) / k).min(source.height() as f32);
+        let to_frame = |x: f32, y: f32| (left + (x - region[0]) * k, top + (y - region[1]) * k);
+        if sx1 > sx0 && sy1 > sy0 {
+            let (dx0, dy0) = to_frame(sx0, sy0);
+            let (dx1, dy1) = to_frame(sx1, sy1);
+            let (dx0, dy0) = (dx0.round().max(0.0) as u32, dy0.round().max(0.0) as u32);
+            let (dw, dh) = ((dx1.round() as u32).min(frame.width()).saturating_sub(dx0), (dy1.round() as u32).min(frame.height()).saturating_sub(dy0));
+            if dw > 0 && dh > 0 {
+                let patch = align::resize_region(source, [sx0 as f64, sy0 as f64, (sx1 - sx0) as f64, (sy1 - sy0) as f64], dw, dh);
+                image::imageops::replace(frame, &patch, dx0 as i64, dy0 as i64);
+            }
+        }
+        let (mut whole, mut partial) = (Vec::new(), Vec::new());
+        for f in known {
+            let inside = f[0] >= sx0 && f[1] >= sy0 && f[2] <= sx1 && f[3] <= sy1;
+            let touches = f[2] > sx0 && f[3] > sy0 && f[0] < sx1 && f[1] < sy1;
+            let (x1, y1) = to_frame(f[0], f[1]);
+            let (x2, y2) = to_frame(f[2], f[3]);
+            if inside {
+                whole.push([x1, y1, x2, y2]);
+            } else if touches {
+                partial.push([x1, y1, x2, y2]);
+            }
+        }
+        (whole, partial)
+    }
+
+    /// A selfie: the face `face` of `source` (with `context` times its side of surroundings)
+    /// scaled so the face's side is `fraction` of the frame's shorter side, centred at
+    /// (`cx`, `cy`) as fractions of the frame, on a background.
+    pub fn selfie(source: &RgbImage, known: &[FaceBox], face: usize, context: f32, width: u32, height: u32, fraction: f32, centre: (f32, f32), seed: u64) -> Built {
+        let f = known[face];
+        let side = (f[2] - f[0]).max(f[3] - f[1]);
+        let (fx, fy) = ((f[0] + f[2]) / 2.0, (f[1] + f[3]) / 2.0);
+        let half = side * context / 2.0;
+        let region = [fx - half, fy - half, 2.0 * half, 2.0 * half];
+        let k = fraction * width.min(height) as f32 / side;
+        let mut photo = background(width, height, seed);
+        let (left, top) = (centre.0 * width as f32 - half * k, centre.1 * height as f32 - half * k);
+        let (faces, partial) = place(&mut photo, source, known, region, k, left, top);
+        Built { photo, faces, partial }
+    }
+
+    /// A group: the whole source photo scaled to `fraction` of the frame's width, centred.
+    pub fn group(source: &RgbImage, known: &[FaceBox], width: u32, height: u32, fraction: f32, seed: u64) -> Built {
+        let k = fraction * width as f32 / source.width() as f32;
+        let mut photo = background(width, height, seed);
+        let (pw, ph) = (source.width() as f32 * k, source.height() as f32 * k);
+        let region = [0.0, 0.0, source.width() as f32, source.height() as f32];
+        let (faces, partial) = place(&mut photo, source, known, region, k, (width as f32 - pw) / 2.0, (height as f32 - ph) / 2.0);
+        Built { photo, faces, partial }
+    }
+
+    /// The photo as a camera stores it for EXIF `orientation` (1 to 8): rotated or mirrored so
+    /// that a viewer applying the orientation sees `upright`.
+    pub fn stored_for(upright: &RgbImage, orientation: u16) -> RgbImage {
+        // 6 and 8 undo each other; every other orientation is its own inverse.
+        let inverse = match orientation {
+            6 => 8,
+            8 => 6,
+            o => o,
+        };
+        let mut img = DynamicImage::ImageRgb8(upright.clone());
+        if let Some(o) = image::metadata::Orientation::from_exif(inverse as u8) {
+            img.apply_orientation(o);
+        }
+        img.into_rgb8()
+    }
+
+    /// Baseline JPEG at `quality`, with an EXIF orientation tag when `orientation` is not 1.
+    pub fn jpeg(stored: &RgbImage, quality: u8, orientation: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
+            .write_image(stored.as_raw(), stored.width(), stored.height(), image::ExtendedColorType::Rgb8)
+            .expect("JPEG encodes");
+        if orientation == 1 { out } else { super::with_exif_orientation(&out, orientation) }
+    }
+
+    /// Intersection over union of two boxes.
+    pub fn iou(a: &FaceBox, b: &FaceBox) -> f32 {
+        let iw = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
+        let ih = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
+        let inter = iw * ih;
+        let area = |r: &FaceBox| (r[2] - r[0]) * (r[3] - r[1]);
+        inter / (area(a) + area(b) - inter).max(1e-6)
+    }
+
+    /// How detections compare with the placed faces: each placed face matched to at most one
+    /// detection (IoU ≥ 0.5), detections over a cut face ignored, the rest counted as extra.
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct Score {
+        pub placed: usize,
+        pub found: usize,
+        /// Placed faces matched by more than one detection.
+        pub duplicates: usize,
+        pub extra: usize,
+        pub iou_sum: f32,
+    }
+
+    pub fn score(built: &Built, detected: &[FaceBox]) -> Score {
+        let mut s = Score { placed: built.faces.len(), ..Score::default() };
+        let mut used = vec![false; detected.len()];
+        for f in &built.faces {
+            let matches: Vec<usize> = (0..detected.len()).filter(|&i| iou(f, &detected[i]) >= 0.5).collect();
+            if let Some(&best) = matches.iter().max_by(|&&a, &&b| iou(f, &detected[a]).total_cmp(&iou(f, &detected[b]))) {
+                s.found += 1;
+                s.iou_sum += iou(f, &detected[best]);
+                s.duplicates += usize::from(matches.len() > 1);
+            }
+            for i in matches {
+                used[i] = true;
+            }
+        }
+        for (i, d) in detected.iter().enumerate() {
+            if !used[i] && !built.partial.iter().any(|p| iou(p, d) > 0.1 || contains(p, d)) {
+                s.extra += 1;
+            }
+        }
+        s
+    }
+
+    fn contains(outer: &FaceBox, inner: &FaceBox) -> bool {
+        let (cx, cy) = ((inner[0] + inner[2]) / 2.0, (inner[1] + inner[3]) / 2.0);
+        cx >= outer[0] && cx <= outer[2] && cy >= outer[1] && cy <= outer[3]
+    }
+}

@@ -1,14 +1,24 @@
-//! YuNet face detection: one pass over the photo at a working resolution, decoded from its
+//! YuNet face detection: a pyramid of passes over the photo, decoded from YuNet's
 //! anchor-free heads at strides 8, 16 and 32.
 //!
-//! YuNet takes any input whose sides are multiples of 32 and finds faces from about
-//! [`MODEL_MIN_FACE`] input pixels up to the whole frame, so one pass replaces the tile pyramid
-//! a fixed-size detector needs. The working scale is the coarsest at which a face of
-//! `min_face` photo pixels still reaches [`MODEL_MIN_FACE`], but never coarser than
-//! [`WORKING_SIDE`] on the longer side (small faces are easier to find with more pixels) and
-//! never a magnification. Only a photo so large that this scale would exceed [`MAX_SIDE`] is
-//! split into overlapping tiles, with one more pass over the whole photo at [`MAX_SIDE`] for
-//! the faces too big for a tile.
+//! YuNet takes any input whose sides are multiples of 32, but finds faces reliably only within
+//! a band of sizes. Measured with `examples/face_sizes.rs` (113 faces from LFW and the
+//! labelled photos, each scaled to a side in input pixels, threshold 0.78): recall 0.09 at
+//! 16 px, 0.66 at 20, 0.96 at 24, 1.00 from 32 to 448, 0.99 at 512, 0.75 at 640 and 0.18 at
+//! 768. A face that fills the frame is found like one in a scene (a tight crop: 1.00 from 32
+//! to 448 as well), so what matters is the face's size in input pixels, not its share of the
+//! frame. [`MODEL_MIN_FACE`] and [`MODEL_MAX_FACE`] are that band.
+//!
+//! The plan is a pyramid. Its finest level runs at the scale where a face of `min_face` photo
+//! pixels reaches [`MODEL_MIN_FACE`] (never coarser than [`WORKING_SIDE`] on the longer side,
+//! never a magnification), split into tiles of at most [`TILE_SIDE`] when larger. Each tiled
+//! level keeps the faces up to [`HANDOFF_FACE`] input pixels (a whole one, up to
+//! [`MODEL_MAX_FACE`]) and leaves bigger ones to the next,
+//! [`LEVEL_STEP`] times coarser, where they are at least [`HANDOFF_FACE`] x [`LEVEL_STEP`]
+//! pixels: well inside the band. The coarsest level is the one at which a face as big as the
+//! photo's shorter side still fits the band, and it keeps every face it finds. Coarser levels
+//! cost little (each has 1/16 of the pixels of the one before), and nothing depends on what
+//! another level found, so no false face can hide a true one.
 
 use std::path::Path;
 
@@ -34,19 +44,25 @@ pub mod kp {
 }
 
 const STRIDES: [u32; 3] = [8, 16, 32];
-/// Smallest face side, in input pixels, that YuNet finds reliably (its finest anchors are at
-/// stride 8; libfacedetection documents faces from about 10 px).
-pub const MODEL_MIN_FACE: f32 = 16.0;
+/// Smallest face side, in input pixels, that YuNet finds reliably (recall 0.96 at 24 px, 0.66
+/// at 20, see the module comment).
+pub const MODEL_MIN_FACE: f32 = 24.0;
+/// Largest face side, in input pixels, that YuNet finds reliably (recall 1.00 at 448 px, 0.75
+/// at 640).
+pub const MODEL_MAX_FACE: f32 = 448.0;
+/// Faces bigger than this (input pixels) are left by a level to the next coarser one.
+pub const HANDOFF_FACE: f32 = 160.0;
+/// Scale of each pyramid level relative to the one before: a face handed off at
+/// [`HANDOFF_FACE`] arrives at 40 px, where recall is 1.00.
+pub const LEVEL_STEP: f32 = 0.25;
 /// Photos are not worked on at fewer pixels than this on their longer side.
 pub const WORKING_SIDE: f32 = 640.0;
-/// Longest input side of one pass; beyond it the photo is tiled.
-pub const MAX_SIDE: f32 = 2048.0;
-/// Tiles overlap by this fraction of their side, and leave faces bigger than it to the
-/// whole-photo pass, so every face fits whole in some pass.
-const TILE_OVERLAP: f32 = 0.25;
-/// A photo with no face found is looked at once more inside a frame this many times its
-/// longer side, so a face that fills a tight crop looks like a face in a scene.
-pub const RETRY_FRAME: f32 = 2.0;
+/// Longest side of one tile. Smaller inputs cost less per pixel (on one core: 27 ns at 256 px,
+/// 36-45 at 768-1280, 55 at 1536, 59 at 2048, 73 at 2560; `face_sizes --cost`), and tiles
+/// let the detector workers share one photo.
+pub const TILE_SIDE: f32 = 1280.0;
+/// Tiles overlap by this many input pixels: every face a level keeps fits whole in some tile.
+const TILE_OVERLAP: f32 = HANDOFF_FACE + 32.0;
 
 /// One prepared detector input: NCHW floats of `height` x `width`.
 pub struct YunetInput {
@@ -62,6 +78,8 @@ pub struct Window {
     /// Input pixels covered by the photo (the rest, up to the multiple of 32, is black).
     pub content_width: u32,
     pub content_height: u32,
+    /// Faces bigger than this (input pixels) are left to a coarser level.
+    pub max_face: f32,
 }
 
 impl Window {
@@ -69,34 +87,56 @@ impl Window {
         let round_up = |v: u32| v.max(1).div_ceil(InputSpec::SIZE_MULTIPLE) * InputSpec::SIZE_MULTIPLE;
         (round_up(self.content_width), round_up(self.content_height))
     }
+
+    /// A window of its own around a caller's box, keeping whatever it finds.
+    pub fn around(pass: Pass, side: u32) -> Window {
+        Window { pass, content_width: side, content_height: side, max_face: f32::INFINITY }
+    }
+
+    /// Whether this window reports `d` (input pixels), of a `width` x `height` photo: not when
+    /// a coarser level sees it better, nor when an inner tile edge cuts it (the neighbouring
+    /// tile, which overlaps by more than any face this level keeps, sees it whole).
+    pub fn keeps(&self, d: &Detection, width: u32, height: u32) -> bool {
+        if d.width().max(d.height()) > self.max_face {
+            return false;
+        }
+        if !self.pass.tiled {
+            return true;
+        }
+        let p = &self.pass;
+        let (cw, ch) = (self.content_width as f32, self.content_height as f32);
+        let inner_left = p.origin_x > 0.5;
+        let inner_top = p.origin_y > 0.5;
+        let inner_right = p.origin_x + cw * p.scale < width as f32 - 0.5;
+        let inner_bottom = p.origin_y + ch * p.scale < height as f32 - 0.5;
+        const EDGE: f32 = 2.0;
+        !((inner_left && d.x1 <= EDGE) || (inner_top && d.y1 <= EDGE) || (inner_right && d.x2 >= cw - EDGE) || (inner_bottom && d.y2 >= ch - EDGE))
+    }
 }
 
 /// At most this many windows per photo: beyond it the working scale is lowered (the smallest
 /// face found grows) rather than the work.
 pub const MAX_WINDOWS: usize = 64;
 /// At most this many detector input pixels per photo (all windows together), the detector's
-/// time budget: about 2 s of one core here, 16x a 2 MP photo's pass. A photo that would need
-/// more is searched at a coarser scale (its smallest findable face grows) instead of costing
-/// more: a 40 MP photo runs at 16 MP instead of the 21 MP its minimum face would ask for.
+/// time budget: about 0.7 s of one core here at tile sizes. A photo that would need more is
+/// searched at a coarser scale (its smallest findable face grows) instead of costing more.
 pub const MAX_INPUT_PIXELS: u64 = 16_000_000;
-/// The framed retry only makes sense for a photo that could be a single face: one at most
-/// this elongated.
-pub const RETRY_MAX_ASPECT: f32 = 3.0;
 
 /// The windows covering a `width` x `height` photo so that faces of `min_face` photo pixels
-/// and larger are found. Empty when no face the detector can find fits in the photo (a sliver
-/// a few pixels high): there is nothing to look at, and tiling it would cost a pass per sliver.
+/// and larger, up to the photo's shorter side, are found. Empty when no face the detector can
+/// find fits in the photo (a sliver a few pixels high): there is nothing to look at, and
+/// tiling it would cost a pass per sliver.
 pub fn plan(width: u32, height: u32, min_face: f32) -> Vec<Window> {
     let (w, h) = (width as f32, height as f32);
-    let long = w.max(h);
+    let (long, short) = (w.max(h), w.min(h));
     // Input pixels per photo pixel.
     let needed = MODEL_MIN_FACE / min_face.max(1.0);
     let mut scale = needed.max(WORKING_SIDE / long).min(1.0);
     loop {
-        if w.min(h) * scale < MODEL_MIN_FACE {
+        if short * scale < MODEL_MIN_FACE {
             return Vec::new();
         }
-        let windows = windows_at(w, h, scale);
+        let windows = pyramid(w, h, scale);
         if windows.len() <= MAX_WINDOWS && input_pixels(&windows) <= MAX_INPUT_PIXELS {
             return windows;
         }
@@ -115,53 +155,62 @@ pub fn finest_scale(windows: &[Window]) -> f32 {
     windows.iter().map(|w| 1.0 / w.pass.scale).fold(0.0, f32::max)
 }
 
-/// Whether a photo with no face found is worth the framed retry: only one shaped like a face
-/// crop, never a strip (whose shrunken copy would be a line in a black square).
-pub fn worth_framing(width: u32, height: u32) -> bool {
-    let (long, short) = (width.max(height) as f32, width.min(height).max(1) as f32);
-    long / short <= RETRY_MAX_ASPECT
+/// The levels from `finest` down: each [`LEVEL_STEP`] times the one before, except the last,
+/// which is the finest scale at which a face as big as the shorter side fits the band.
+fn pyramid(w: f32, h: f32, finest: f32) -> Vec<Window> {
+    let short = w.min(h);
+    let mut windows = Vec::new();
+    let mut scale = finest;
+    let coarsest = MODEL_MAX_FACE / short;
+    loop {
+        // Compared with a little slack: `coarsest * short` may round to just over the band.
+        let last = scale <= coarsest * 1.001;
+        windows.extend(level(w, h, scale, last));
+        if last {
+            return windows;
+        }
+        // A step that would land just above the coarsest level goes there at once: a face
+        // handed off then arrives at 32 px or more instead of 40, still inside the band.
+        scale = if scale * LEVEL_STEP * 0.8 <= coarsest { coarsest } else { scale * LEVEL_STEP };
+    }
 }
 
-/// Input pixels of the framed retry.
-pub const FRAMED_INPUT_PIXELS: u64 = (WORKING_SIDE * WORKING_SIDE) as u64;
-
-fn windows_at(w: f32, h: f32, scale: f32) -> Vec<Window> {
-    let long = w.max(h);
-    let whole = |scale: f32| Window {
-        pass: Pass { origin_x: 0.0, origin_y: 0.0, scale: 1.0 / scale, level: 0, tiled: false },
-        content_width: (w * scale).round().max(1.0) as u32,
-        content_height: (h * scale).round().max(1.0) as u32,
-    };
-    if long * scale <= MAX_SIDE {
-        return vec![whole(scale)];
-    }
-    // Tiles of MAX_SIDE input pixels at `scale`, spread evenly so the last ends at the edge.
-    let tile = MAX_SIDE / scale;
-    let step = tile * (1.0 - TILE_OVERLAP);
-    let starts = |extent: f32| -> Vec<f32> {
-        if extent <= tile {
-            return vec![0.0];
+/// One level: the photo at `scale`, whole or in tiles of at most [`TILE_SIDE`]. The coarsest
+/// level keeps every face; a whole one keeps every face in the band (its landmarks are finer
+/// than the next level's); tiles keep only what fits their overlap.
+fn level(w: f32, h: f32, scale: f32, coarsest: bool) -> Vec<Window> {
+    // Tiles spread evenly: n per axis, each as long as needed for the overlap.
+    let split = |extent: f32| -> Vec<(f32, f32)> {
+        let input = extent * scale;
+        if input <= TILE_SIDE {
+            return vec![(0.0, extent)];
         }
-        let n = ((extent - tile) / step).ceil() as usize;
-        (0..=n).map(|i| i as f32 * (extent - tile) / n as f32).collect()
+        let n = ((input - TILE_OVERLAP) / (TILE_SIDE - TILE_OVERLAP)).ceil().max(1.0);
+        let side = (input + (n - 1.0) * TILE_OVERLAP) / n / scale;
+        let step = (extent - side) / (n - 1.0).max(1.0);
+        (0..n as usize).map(|i| (i as f32 * step, side)).collect()
     };
-    let mut windows = vec![whole(MAX_SIDE / long)];
-    for &y in &starts(h) {
-        for &x in &starts(w) {
+    let (xs, ys) = (split(w), split(h));
+    let tiled = xs.len() * ys.len() > 1;
+    let max_face = if coarsest {
+        f32::INFINITY
+    } else if tiled {
+        HANDOFF_FACE
+    } else {
+        MODEL_MAX_FACE
+    };
+    let mut windows = Vec::with_capacity(xs.len() * ys.len());
+    for &(y, th) in &ys {
+        for &(x, tw) in &xs {
             windows.push(Window {
-                pass: Pass { origin_x: x, origin_y: y, scale: 1.0 / scale, level: 0, tiled: true },
-                content_width: (tile.min(w - x) * scale).round().max(1.0) as u32,
-                content_height: (tile.min(h - y) * scale).round().max(1.0) as u32,
+                pass: Pass { origin_x: x, origin_y: y, scale: 1.0 / scale, level: 0, tiled },
+                content_width: (tw * scale).round().max(1.0) as u32,
+                content_height: (th * scale).round().max(1.0) as u32,
+                max_face,
             });
         }
     }
     windows
-}
-
-/// Whether a tile should leave this detection (input pixels) to the whole-photo pass: it may
-/// be cut by the tile's edge, and the whole-photo pass sees it whole.
-pub fn leave_to_whole_pass(window: &Window, d: &Detection) -> bool {
-    window.pass.tiled && d.width().max(d.height()) > TILE_OVERLAP * MAX_SIDE
 }
 
 /// Renders a window of the photo as the model's input (antialiased when it shrinks).
@@ -194,28 +243,6 @@ pub fn render(img: &RgbImage, window: &Window, spec: &InputSpec) -> YunetInput {
     let mut data = Vec::with_capacity((iw * ih * 3) as usize);
     spec.push_image(&rgb, &mut data);
     YunetInput { data, width: iw, height: ih }
-}
-
-/// The photo shrunk to fit [`WORKING_SIDE`] / [`RETRY_FRAME`] and centred in a black square
-/// [`RETRY_FRAME`] times its longer side, with the pass that maps detections in the square back
-/// to photo pixels.
-pub fn framed(img: &RgbImage) -> (RgbImage, Window) {
-    let (w, h) = img.dimensions();
-    let long = w.max(h) as f32;
-    let inner = (WORKING_SIDE / RETRY_FRAME).min(long);
-    let k = inner / long; // square pixels per photo pixel
-    let (sw, sh) = (((w as f32 * k).round() as u32).max(1), ((h as f32 * k).round() as u32).max(1));
-    let small = align::resize_region(img, [0.0, 0.0, w as f64, h as f64], sw, sh);
-    let side = (inner * RETRY_FRAME).round() as u32;
-    let mut square = RgbImage::new(side, side);
-    let (ox, oy) = ((side - sw) / 2, (side - sh) / 2);
-    image::imageops::replace(&mut square, &small, ox as i64, oy as i64);
-    let window = Window {
-        pass: Pass { origin_x: -(ox as f32) / k, origin_y: -(oy as f32) / k, scale: 1.0 / k, level: 0, tiled: false },
-        content_width: side,
-        content_height: side,
-    };
-    (square, window)
 }
 
 /// Decodes one run's heads, given per stride as `(cls, obj, bbox, kps)` slices, into detections
@@ -307,37 +334,76 @@ impl YunetModel {
 mod tests {
     use super::*;
 
+    /// Photo pixels per input pixel of the finest and coarsest windows.
+    fn levels(windows: &[Window]) -> Vec<f32> {
+        let mut scales: Vec<f32> = windows.iter().map(|w| w.pass.scale).collect();
+        scales.dedup();
+        scales
+    }
+
     #[test]
     fn small_photos_run_whole_at_their_own_size() {
         let w = plan(250, 250, 40.0);
         assert_eq!(w.len(), 1);
         assert_eq!((w[0].content_width, w[0].content_height), (250, 250));
         assert_eq!(w[0].input_size(), (256, 256));
+        assert_eq!(w[0].max_face, f32::INFINITY);
     }
 
     #[test]
-    fn medium_photos_shrink_to_the_working_side_or_the_min_face() {
-        // 2 MP: a 40 px face needs 0.4, the working side asks for 0.4 as well.
+    fn the_finest_level_brings_the_smallest_face_into_the_band() {
+        // 2 MP: a 40 px face needs 0.6; the coarsest level fits the 1200 px short side into the band.
         let w = plan(1600, 1200, 40.0);
-        assert_eq!(w.len(), 1);
-        assert_eq!((w[0].content_width, w[0].content_height), (640, 480));
-        // Smaller wanted faces keep more pixels.
+        assert_eq!((w[0].content_width, w[0].content_height), (960, 720));
+        assert_eq!(w[0].max_face, MODEL_MAX_FACE);
+        let last = w.last().unwrap();
+        assert!(last.content_height as f32 <= MODEL_MAX_FACE + 1.0 && last.max_face.is_infinite());
+        // Smaller wanted faces keep more pixels, in tiles once past the tile side.
         let w = plan(1600, 1200, 20.0);
-        assert_eq!((w[0].content_width, w[0].content_height), (1280, 960));
+        assert!(w.iter().filter(|w| w.pass.scale == 1.0).count() > 1);
     }
 
     #[test]
-    fn huge_photos_are_tiled_with_a_whole_pass() {
-        let w = plan(20000, 2000, 20.0);
-        assert!(w.len() > 2);
-        assert!(!w[0].pass.tiled && w[0].content_width as f32 <= MAX_SIDE);
-        for t in &w[1..] {
-            assert!(t.pass.tiled && t.content_width as f32 <= MAX_SIDE + 1.0 && t.content_height as f32 <= MAX_SIDE + 1.0);
+    fn every_face_size_is_in_the_band_of_a_level_that_keeps_it() {
+        for (w, h) in [(3024, 4032), (6000, 8000), (1080, 1920), (250, 250), (4000, 600), (20000, 2000)] {
+            let windows = plan(w, h, 40.0);
+            let finest = finest_scale(&windows);
+            // Every face side from the smallest findable one up to the shorter side.
+            let smallest = MODEL_MIN_FACE / finest;
+            let mut face = smallest;
+            while face <= w.min(h) as f32 {
+                let found = windows.iter().any(|win| {
+                    let side = face / win.pass.scale;
+                    (MODEL_MIN_FACE..=MODEL_MAX_FACE).contains(&side) && side <= win.max_face
+                });
+                assert!(found, "{w}x{h}: a {face} px face falls in no level's band ({:?})", levels(&windows));
+                face *= 1.05;
+            }
         }
-        // The tiles reach the far edge.
-        let last = w.last().unwrap();
-        let right = last.pass.origin_x + last.content_width as f32 * last.pass.scale;
-        assert!((right - 20000.0).abs() < 2.0, "{right}");
+    }
+
+    #[test]
+    fn tiles_overlap_by_more_than_any_face_they_keep() {
+        let windows = plan(3024, 4032, 40.0);
+        let tiles: Vec<&Window> = windows.iter().filter(|w| w.pass.tiled).collect();
+        assert!(tiles.len() > 1);
+        for t in &tiles {
+            assert!(t.content_width as f32 <= TILE_SIDE + 1.0 && t.content_height as f32 <= TILE_SIDE + 1.0);
+            assert!(t.max_face <= TILE_OVERLAP);
+        }
+        // The tiles reach the far corner.
+        let right = tiles.iter().map(|t| t.pass.origin_x + t.content_width as f32 * t.pass.scale).fold(0.0, f32::max);
+        let bottom = tiles.iter().map(|t| t.pass.origin_y + t.content_height as f32 * t.pass.scale).fold(0.0, f32::max);
+        assert!((right - 3024.0).abs() < 2.0 && (bottom - 4032.0).abs() < 2.0, "{right} {bottom}");
+        // A face cut by an inner edge is left to the neighbour; one at the photo's edge is kept.
+        let first = tiles[0];
+        let edge = first.content_width as f32;
+        let cut = Detection { score: 0.9, x1: edge - 50.0, y1: 100.0, x2: edge + 10.0, y2: 160.0, keypoints: vec![] };
+        assert!(!first.keeps(&cut, 3024, 4032));
+        let at_photo_edge = Detection { score: 0.9, x1: -5.0, y1: 100.0, x2: 60.0, y2: 160.0, keypoints: vec![] };
+        assert!(first.keeps(&at_photo_edge, 3024, 4032));
+        let big = Detection { score: 0.9, x1: 100.0, y1: 100.0, x2: 400.0, y2: 400.0, keypoints: vec![] };
+        assert!(!first.keeps(&big, 3024, 4032));
     }
 
     #[test]
@@ -349,22 +415,20 @@ mod tests {
         let w = plan(200_000, 200, 20.0);
         assert!(!w.is_empty() && w.len() <= MAX_WINDOWS, "{}", w.len());
         // The largest photo the default pixel limit allows, square: a bounded tiling.
-        assert!(plan(6325, 6325, 8.0).len() <= MAX_WINDOWS);
+        assert!(plan(8000, 8000, 8.0).len() <= MAX_WINDOWS);
     }
 
     #[test]
     fn every_photo_within_the_pixel_limit_stays_within_the_detector_budget() {
-        for (w, h) in [(6400, 6250), (8000, 5000), (20000, 2000), (6325, 6325), (28284, 1414), (1920, 1280)] {
+        for (w, h) in [(6400, 6250), (8000, 6000), (8000, 8000), (20000, 2000), (6325, 6325), (28284, 1414), (1920, 1280)] {
             for min_face in [8.0, 20.0, 40.0] {
                 let windows = plan(w, h, min_face);
                 assert!(input_pixels(&windows) <= MAX_INPUT_PIXELS, "{w}x{h} at {min_face}: {}", input_pixels(&windows));
                 assert!(finest_scale(&windows) <= 1.0);
             }
         }
-        // A photo that fits stays at the scale its smallest face asks for.
-        assert_eq!(plan(8000, 5000, 40.0).len(), 3);
-        assert!((finest_scale(&plan(8000, 5000, 40.0)) - 0.4).abs() < 1e-6);
-        assert!(worth_framing(150, 150) && worth_framing(300, 120) && !worth_framing(1000, 10));
+        // A 12 MP phone photo stays at the scale its smallest face asks for.
+        assert!((finest_scale(&plan(3024, 4032, 40.0)) - 0.6).abs() < 1e-6);
     }
 
     #[test]
@@ -394,16 +458,5 @@ mod tests {
         assert_eq!((d.x1, d.y1, d.x2, d.y2), (16.0, 20.0, 24.0, 36.0));
         assert_eq!(d.keypoints[0], (18.0, 20.0));
         assert_eq!(d.keypoints.len(), KEYPOINTS);
-    }
-
-    #[test]
-    fn framing_maps_back_to_the_photo() {
-        let img = RgbImage::new(100, 50);
-        let (square, window) = framed(&img);
-        assert_eq!(square.dimensions(), (200, 200));
-        // The photo's top-left corner sits at (50, 75) in the square.
-        let d = Detection { score: 1.0, x1: 50.0, y1: 75.0, x2: 150.0, y2: 125.0, keypoints: vec![] };
-        let p = window.pass.to_photo(&d);
-        assert_eq!((p.x1, p.y1, p.x2, p.y2), (0.0, 0.0, 100.0, 50.0));
     }
 }

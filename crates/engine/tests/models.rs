@@ -142,7 +142,7 @@ fn caller_boxes_give_the_same_identity() {
     let n = boxes.len();
     for i in 0..n {
         let same = sims[i * n + (n - 1 - i)];
-        assert!(same > 0.9, "face {i}: same face via its box scores {same}");
+        assert!(same > 0.9, "face {i}: same face via its box scores {same}: {boxes:?} {:?}", given.faces.iter().map(|f| (f.x1, f.y1, f.x2, f.y2, f.landmarks.len())).collect::<Vec<_>>());
         for j in 0..n {
             if j != n - 1 - i {
                 assert!(sims[i * n + j] < same, "face {i} is closer to another face");
@@ -493,4 +493,66 @@ fn cancelled_requests_are_answered_at_once_and_dropped() {
     let token = face_engine::CancelToken::new();
     token.cancel();
     assert_eq!(engine.submit_cancellable(bytes, ALL, &token, |_| ()).unwrap_err().code(), "CANCELLED");
+}
+
+/// Phone photos built from the demo photos: one real face placed at 3% to 90% of the shorter
+/// side of 2 to 24 MP frames, groups, and tight crops, under EXIF orientations 1 to 8. Every
+/// placed face must be found once, with IoU ≥ 0.5 against where it was placed, and nothing
+/// else. Faces smaller than 1.5 x the 40 px minimum are not placed (they are the detector's
+/// business only down to that minimum).
+#[test]
+fn phone_photos_every_placed_face_is_found_once_at_every_size() {
+    use face_engine::testing::phone::{self, Built};
+    let Some(engine) = engine() else { return };
+    let boxes = |bytes: &[u8]| -> Vec<[f32; 4]> {
+        engine.analyze(bytes, &DETECT_ONLY).unwrap().faces.iter().map(|f| [f.x1 as f32, f.y1 as f32, f.x2 as f32, f.y2 as f32]).collect()
+    };
+    let sources: Vec<(image::RgbImage, Vec<[f32; 4]>)> = (1..=6)
+        .map(|n| {
+            let bytes = demo(n);
+            (image::load_from_memory(&bytes).unwrap().into_rgb8(), boxes(&bytes))
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut check = |label: String, built: Built, orientation: u16| {
+        let bytes = phone::jpeg(&phone::stored_for(&built.photo, orientation), 90, orientation);
+        let found = boxes(&bytes);
+        let s = phone::score(&built, &found);
+        if s.found != s.placed || s.duplicates > 0 || s.extra > 0 {
+            failures.push(format!("{label} (orientation {orientation}): {s:?}, placed {:?}, found {found:?}", built.faces));
+        }
+    };
+    let mut n = 0u64;
+    let frames = [(3024, 4032), (1080, 1920), (1920, 1080), (4000, 6000)];
+    for (i, &(w, h)) in frames.iter().enumerate() {
+        // The 24 MP frame takes two sizes only: a person in the scene and a selfie.
+        let fractions: &[f32] = if w * h > 20_000_000 { &[0.05, 0.6] } else { &[0.03, 0.1, 0.3, 0.5, 0.7, 0.9] };
+        for &fraction in fractions {
+            if fraction * (w.min(h) as f32) < 60.0 {
+                continue;
+            }
+            n += 1;
+            let (photo, faces) = &sources[(n as usize + i) % sources.len()];
+            let face = n as usize % faces.len();
+            let centre = if fraction < 0.3 { (0.3 + 0.05 * (n % 8) as f32, 0.6 - 0.04 * (n % 5) as f32) } else { (0.5, 0.45) };
+            let built = phone::selfie(photo, faces, face, 2.0, w, h, fraction, centre, n);
+            check(format!("selfie {w}x{h} at {:.0}%", fraction * 100.0), built, (n % 8) as u16 + 1);
+        }
+    }
+    // Groups: a whole demo photo across most of a 12 MP frame, and smaller in a landscape one.
+    for (k, (w, h, fraction)) in [(3024, 4032, 0.95), (1920, 1080, 0.6), (4032, 3024, 0.4)].into_iter().enumerate() {
+        let (photo, faces) = &sources[3 + k];
+        check(format!("group {w}x{h} at {:.0}%", fraction * 100.0), phone::group(photo, faces, w, h, fraction, 50 + k as u64), [1, 6, 3][k]);
+    }
+    // Tight crops: the face and a fifth of its side around it, at its own size and enlarged to
+    // a 1500 px frame (a selfie taken too close).
+    for (k, side) in [(0usize, None), (1, Some(1500u32))] {
+        let (photo, faces) = &sources[k];
+        let f = faces[0];
+        let s = (f[2] - f[0]).max(f[3] - f[1]) * 1.2;
+        let out = side.unwrap_or(s.round() as u32);
+        let built = phone::selfie(photo, faces, 0, 1.2, out, out, 1.0 / 1.2, (0.5, 0.5), 90 + k as u64);
+        check(format!("tight crop {out}x{out}"), built, [8, 5][k]);
+    }
+    assert!(failures.is_empty(), "{} photos wrong:\n{}", failures.len(), failures.join("\n"));
 }
