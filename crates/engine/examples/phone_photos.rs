@@ -164,9 +164,10 @@ fn row(label: &str, s: &Score) {
 fn timing(engine: &Engine, source: &Source, runs: usize, concurrent: usize) {
     println!();
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) as f64;
-    println!("| photo | faces found | estimate (core-ms) | one at a time: median (ms) | {concurrent} at once: median / max latency (ms) | photos/s at {concurrent} | core-ms per photo at {concurrent} |");
-    println!("|---|---|---|---|---|---|---|");
-    for (label, w, h) in [("12 MP", 3024u32, 4032u32), ("24 MP", 4000, 6000), ("36 MP", 4912, 7360), ("48 MP", 6000, 8000)] {
+    println!("| photo | faces found | detector input (MP) | estimate (core-ms) | one at a time: median (ms) | {concurrent} at once: median / max latency (ms) | photos/s at {concurrent} | core-ms per photo at {concurrent} |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let min_face: f32 = std::env::var("FACE_MIN_FACE").ok().and_then(|v| v.parse().ok()).unwrap_or(40.0);
+    for (label, w, h) in [("2 MP", 1200u32, 1600u32), ("6 MP", 2000, 3000), ("12 MP", 3024, 4032), ("24 MP", 4000, 6000), ("36 MP", 4912, 7360), ("48 MP", 6000, 8000)] {
         let built = phone::group(&source.photo, &source.faces, w, h, 0.9, 7);
         let bytes = phone::jpeg(&built.photo, 90, 1);
         let found = boxes(engine, &bytes).len();
@@ -201,7 +202,8 @@ fn timing(engine: &Engine, source: &Source, runs: usize, concurrent: usize) {
         }
         let rate = lat.len() as f64 / t_all.elapsed().as_secs_f64();
         println!(
-            "| {label} ({w}x{h}) | {found} | {estimate} | {:.0} | {:.0} / {:.0}{} | {rate:.2} | {:.0} |",
+            "| {label} ({w}x{h}) | {found} | {:.1} | {estimate} | {:.0} | {:.0} / {:.0}{} | {rate:.2} | {:.0} |",
+            face_engine::yunet::input_pixels(&face_engine::yunet::plan(w, h, min_face)) as f64 / 1e6,
             median(&mut one),
             median(&mut lat),
             lat.iter().cloned().fold(0.0, f64::max),

@@ -38,6 +38,14 @@ struct Item<I, O> {
 
 struct Queue<I, O> {
     items: VecDeque<Item<I, O>>,
+    /// Work that waits until `items` is empty (see [`Batcher::run_behind`]).
+    behind: VecDeque<Item<I, O>>,
+}
+
+impl<I, O> Queue<I, O> {
+    fn len(&self) -> usize {
+        self.items.len() + self.behind.len()
+    }
 }
 
 struct Shared<I, O> {
@@ -65,7 +73,7 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
             return Err(EngineError::BadParam(format!("{}: workers, batch and capacity must be positive", config.name)));
         }
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue { items: VecDeque::new() }),
+            queue: Mutex::new(Queue { items: VecDeque::new(), behind: VecDeque::new() }),
             ready: Condvar::new(),
             closed: AtomicBool::new(false),
             config: config.clone(),
@@ -109,6 +117,21 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
     /// Queues all inputs (or none, if they do not fit) and blocks until every result is back.
     /// Results come back in input order.
     pub fn run(&self, inputs: Vec<I>) -> Result<Vec<O>> {
+        self.submit(inputs, false)
+    }
+
+    /// [`Batcher::run`] for work that may wait: its inputs are taken only when no input of
+    /// `run` is waiting, so a big job spread over every worker still lets small ones pass.
+    pub fn run_behind(&self, inputs: Vec<I>) -> Result<Vec<O>> {
+        self.submit(inputs, true)
+    }
+
+    /// Worker threads.
+    pub fn workers(&self) -> usize {
+        self.shared.config.workers
+    }
+
+    fn submit(&self, inputs: Vec<I>, behind: bool) -> Result<Vec<O>> {
         let n = inputs.len();
         if n == 0 {
             return Ok(Vec::new());
@@ -119,12 +142,13 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
             if self.shared.closed.load(Ordering::Acquire) {
                 return Err(EngineError::Internal(format!("{} workers have stopped", self.shared.config.name)));
             }
-            if q.items.len() + n > self.shared.config.capacity {
+            if q.len() + n > self.shared.config.capacity {
                 return Err(EngineError::Overloaded(self.shared.config.name));
             }
             let now = Instant::now();
+            let queue = if behind { &mut q.behind } else { &mut q.items };
             for (index, input) in inputs.into_iter().enumerate() {
-                q.items.push_back(Item { input, index, queued_at: now, reply: tx.clone() });
+                queue.push_back(Item { input, index, queued_at: now, reply: tx.clone() });
             }
         }
         drop(tx);
@@ -145,7 +169,7 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
 
     /// Items waiting right now (for metrics and tests).
     pub fn queued(&self) -> usize {
-        self.shared.queue.lock().map(|q| q.items.len()).unwrap_or(0)
+        self.shared.queue.lock().map(|q| q.len()).unwrap_or(0)
     }
 }
 
@@ -169,7 +193,7 @@ where
         let batch = {
             let Ok(mut q) = shared.queue.lock() else { return };
             // Wait for a first item.
-            while q.items.is_empty() {
+            while q.len() == 0 {
                 if shared.closed.load(Ordering::Acquire) {
                     return;
                 }
@@ -178,23 +202,29 @@ where
                     Err(_) => return,
                 };
             }
-            // Give a partial batch until its oldest item's deadline to fill up.
-            let deadline = q.items[0].queued_at + shared.config.max_wait;
-            while q.items.len() < max_batch && !shared.closed.load(Ordering::Acquire) {
-                let now = Instant::now();
-                if now >= deadline {
-                    break;
+            if q.items.is_empty() {
+                // Only work that waits behind: take it as it is, without waiting for more.
+                let take = q.behind.len().min(max_batch);
+                q.behind.drain(..take).collect::<Vec<_>>()
+            } else {
+                // Give a partial batch until its oldest item's deadline to fill up.
+                let deadline = q.items[0].queued_at + shared.config.max_wait;
+                while q.items.len() < max_batch && !shared.closed.load(Ordering::Acquire) {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        break;
+                    }
+                    q = match shared.ready.wait_timeout(q, deadline - now) {
+                        Ok((q, _)) => q,
+                        Err(_) => return,
+                    };
+                    if q.items.is_empty() {
+                        break; // another worker took them; start over
+                    }
                 }
-                q = match shared.ready.wait_timeout(q, deadline - now) {
-                    Ok((q, _)) => q,
-                    Err(_) => return,
-                };
-                if q.items.is_empty() {
-                    break; // another worker took them; start over
-                }
+                let take = q.items.len().min(max_batch);
+                q.items.drain(..take).collect::<Vec<_>>()
             }
-            let take = q.items.len().min(max_batch);
-            q.items.drain(..take).collect::<Vec<_>>()
         };
         if batch.is_empty() {
             continue;
@@ -500,6 +530,50 @@ mod tests {
         let b = Batcher::start(config(2, 4, 1, 100), |_| Ok(|xs: Vec<u32>| Ok(xs.into_iter().map(|x| x * 2).collect()))).unwrap();
         let out = b.run((0..37).collect()).unwrap();
         assert_eq!(out, (0..37).map(|x| x * 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn work_behind_waits_for_every_ordinary_input() {
+        // One worker, held on a gate by the first input; then two inputs behind and one
+        // ordinary input queue up: the ordinary one runs first, then those behind, in order.
+        let (gate, open) = gate();
+        let (started_tx, started) = mpsc::channel();
+        let started_tx = Mutex::new(started_tx);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&order);
+        let b = Arc::new(
+            Batcher::start(config(1, 4, 0, 100), move |_| {
+                let (gate, seen, started_tx) = (Arc::clone(&gate), Arc::clone(&seen), started_tx.lock().unwrap().clone());
+                Ok(move |xs: Vec<u32>| {
+                    if xs == [0] {
+                        started_tx.send(()).unwrap();
+                        wait_on(&gate);
+                    }
+                    seen.lock().unwrap().push(xs.clone());
+                    Ok(xs)
+                })
+            })
+            .unwrap(),
+        );
+        let spawn = |behind: bool, xs: Vec<u32>| {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || if behind { b.run_behind(xs) } else { b.run(xs) })
+        };
+        let first = spawn(false, vec![0]);
+        started.recv().unwrap();
+        let behind = spawn(true, vec![10, 11]);
+        while b.queued() != 2 {
+            std::thread::yield_now();
+        }
+        let ordinary = spawn(false, vec![1]);
+        while b.queued() != 3 {
+            std::thread::yield_now();
+        }
+        open();
+        assert_eq!(first.join().unwrap().unwrap(), vec![0]);
+        assert_eq!(ordinary.join().unwrap().unwrap(), vec![1]);
+        assert_eq!(behind.join().unwrap().unwrap(), vec![10, 11]);
+        assert_eq!(*order.lock().unwrap(), vec![vec![0], vec![1], vec![10, 11]]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::align::{self, Affine};
 use crate::attributes::{self, AgeGender, AttributeModel, EmotionModel, Gender};
 use crate::batcher::{Batcher, BatcherConfig, CancelToken, Lane, Pool, PoolConfig};
 use crate::detector::{self, kp, Detection, DetectorModel, NmsOptions, PlanOptions};
-use crate::yunet::{self, YunetInput, YunetModel};
+use crate::yunet::{self, WindowJob, YunetModel};
 use crate::error::{EngineError, Result};
 use crate::image_io::{self, DecodeLimits, Header};
 use crate::manifest::{Alignment, Decoder, InputSpec, Manifest, ModelEntry};
@@ -258,8 +258,8 @@ enum DetectorStage {
         tile_threshold: f32,
     },
     Yunet {
-        batcher: Batcher<YunetInput, Vec<Detection>>,
-        input: InputSpec,
+        /// Renders and runs windows (the model knows its input).
+        batcher: Batcher<WindowJob, Vec<Detection>>,
         min_face: f32,
     },
 }
@@ -408,9 +408,9 @@ impl Engine {
                         runtime::log_providers(&entry.id, &providers, &report);
                     }
                     let telemetry = Arc::clone(&telemetry);
-                    Ok(move |inputs: Vec<YunetInput>| telemetry.timed(DETECTOR, inputs.len(), || model.run(inputs)))
+                    Ok(move |jobs: Vec<WindowJob>| telemetry.timed(DETECTOR, jobs.len(), || model.run_windows(jobs)))
                 })?;
-                DetectorStage::Yunet { batcher, input: detector_entry.input.clone(), min_face: opts.min_face.max(8.0) }
+                DetectorStage::Yunet { batcher, min_face: opts.min_face.max(8.0) }
             }
         };
 
@@ -650,7 +650,7 @@ const WHOLE_PHOTO_MARGIN: f32 = 0.1;
 const LARGE_FACE_FRACTION: f32 = 0.2;
 
 /// Requests estimated to cost more than this many milliseconds of a core go to the heavy lane:
-/// a 12 MP phone photo (about 330 ms by this estimate) stays light, a 24 MP one (about 600)
+/// a 12 MP phone photo (about 250 ms by this estimate) stays light, a 24 MP one (about 500)
 /// does not, so photos of 24 MP and more cannot hold every thread while small ones wait.
 const LIGHT_MS: u64 = 500;
 /// Decoding a JPEG costs about this many nanoseconds per stored pixel on one core, at full size
@@ -659,9 +659,10 @@ const JPEG_DECODE_NS_PER_PIXEL: u64 = 4;
 /// PNG and WebP decoding, per stored pixel (PNG's inflate and filters cost about 3x JPEG's).
 const OTHER_DECODE_NS_PER_PIXEL: u64 = 12;
 /// YuNet costs about this many nanoseconds per input pixel on one intra-op thread at the tile
-/// sizes the plan uses (36 to 45 at 768 to 1280 px, `face_sizes --cost`), plus rendering the
-/// windows from the decoded photo.
-const DETECT_NS_PER_PIXEL: u64 = 45;
+/// sizes the plan uses (23 to 28 at 768 to 1280 px, `face_sizes --cost`), plus rendering the
+/// windows from the decoded photo (about 8); checked against measured costs from 2 to 48 MP
+/// by `examples/phone_photos.rs timing`.
+const DETECT_NS_PER_PIXEL: u64 = 32;
 /// Aligning and embedding one face, for caller boxes whose count is known up front.
 const FACE_MS: u64 = 30;
 
@@ -708,7 +709,7 @@ impl Inner {
         // The pipeline works in decoded pixels; what it reports is mapped to photo pixels.
         let (sx, sy) = decoded.scale();
         let (w, h) = (decoded.width, decoded.height);
-        let img = decoded.image;
+        let img = Arc::new(decoded.image);
         let candidates = match &opts.boxes {
             Some(boxes) => {
                 let scaled: Vec<[f32; 4]> = boxes.iter().map(|b| [b[0] / sx, b[1] / sy, b[2] / sx, b[3] / sy]).collect();
@@ -809,24 +810,29 @@ impl Inner {
 
     /// Finds the faces of the (decoded) photo with whichever detector is loaded; `photo_per_pixel`
     /// is how many photo pixels one decoded pixel stands for, so the smallest face searched
-    /// stays the same in photo pixels. A heavy request runs its windows one at a time, so it
-    /// holds one detector worker (the others stay free for light requests), keeps one window's
-    /// input in memory, and stops between windows once cancelled.
-    fn detect(&self, img: &RgbImage, photo_per_pixel: f32, heavy: bool, cancel: &CancelToken) -> Result<Vec<Detection>> {
+    /// stays the same in photo pixels. A heavy request runs its windows a round at a time (one
+    /// per detector worker), queued behind light requests' windows, so it keeps a round's
+    /// inputs in memory and stops between rounds once cancelled.
+    fn detect(&self, img: &Arc<RgbImage>, photo_per_pixel: f32, heavy: bool, cancel: &CancelToken) -> Result<Vec<Detection>> {
         let (w, h) = img.dimensions();
         let merged = match &self.detector {
             DetectorStage::Blazeface { batcher, input, plan, tile_threshold } => blazeface_passes(batcher, input, plan, *tile_threshold, img)?,
-            DetectorStage::Yunet { batcher, input, min_face } => {
+            DetectorStage::Yunet { batcher, min_face } => {
                 let windows = yunet::plan(w, h, *min_face / photo_per_pixel);
                 if heavy {
+                    // One window per detector worker at a time, behind every light photo's
+                    // windows: a heavy photo uses idle workers but never delays a light one by
+                    // more than the windows running, and stops between rounds once cancelled.
                     let mut all = Vec::new();
-                    for window in &windows {
+                    for round in windows.chunks(batcher.workers()) {
                         cancel.check()?;
-                        all.extend(yunet_detections(batcher, input, img, std::slice::from_ref(window))?);
+                        let jobs = round.iter().map(|&window| WindowJob { image: Arc::clone(img), window }).collect();
+                        let results = batcher.run_behind(jobs)?;
+                        all.extend(kept_in_photo(img, round, results));
                     }
                     detector::nms(all, YUNET_NMS)
                 } else {
-                    yunet_passes(batcher, input, img, &windows)?
+                    yunet_passes(batcher, img, &windows)?
                 }
             }
         };
@@ -843,7 +849,7 @@ impl Inner {
     /// Caller boxes are validated, then the detector looks inside each (with some margin) for
     /// keypoints so that the crop can still be aligned; a box where it finds none is cropped
     /// upright.
-    fn caller_boxes(&self, img: &RgbImage, boxes: &[[f32; 4]]) -> Result<Vec<Candidate>> {
+    fn caller_boxes(&self, img: &Arc<RgbImage>, boxes: &[[f32; 4]]) -> Result<Vec<Candidate>> {
         let (w, h) = img.dimensions();
         for (i, b) in boxes.iter().enumerate() {
             let [x1, y1, x2, y2] = *b;
@@ -877,14 +883,14 @@ impl Inner {
                     .collect();
                 (passes, batcher.run(inputs)?)
             }
-            DetectorStage::Yunet { batcher, input, .. } => {
+            DetectorStage::Yunet { batcher, .. } => {
                 let side = CALLER_BOX_INPUT as u32;
                 let windows: Vec<yunet::Window> = boxes
                     .iter()
                     .map(|b| yunet::Window::around(pass_for(b, CALLER_BOX_INPUT), side))
                     .collect();
-                let inputs = windows.iter().map(|win| yunet::render(img, win, input)).collect();
-                (windows.iter().map(|win| win.pass).collect(), batcher.run(inputs)?)
+                let jobs = windows.iter().map(|&window| WindowJob { image: Arc::clone(img), window }).collect();
+                (windows.iter().map(|win| win.pass).collect(), batcher.run(jobs)?)
             }
         };
         let mut out = Vec::with_capacity(boxes.len());
@@ -963,20 +969,24 @@ fn blazeface_passes(
 const YUNET_NMS: NmsOptions = NmsOptions { iou: 0.3, containment: 0.65, weighted: false };
 
 /// YuNet over the given windows of `img`, merged by NMS, in `img` pixels.
-fn yunet_passes(batcher: &Batcher<YunetInput, Vec<Detection>>, spec: &InputSpec, img: &RgbImage, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
-    Ok(detector::nms(yunet_detections(batcher, spec, img, windows)?, YUNET_NMS))
+fn yunet_passes(batcher: &Batcher<WindowJob, Vec<Detection>>, img: &Arc<RgbImage>, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
+    Ok(detector::nms(yunet_detections(batcher, img, windows)?, YUNET_NMS))
 }
 
 /// YuNet over the given windows of `img`, unmerged, in `img` pixels.
-fn yunet_detections(batcher: &Batcher<YunetInput, Vec<Detection>>, spec: &InputSpec, img: &RgbImage, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
-    let inputs = windows.iter().map(|win| yunet::render(img, win, spec)).collect();
-    let results = batcher.run(inputs)?;
+fn yunet_detections(batcher: &Batcher<WindowJob, Vec<Detection>>, img: &Arc<RgbImage>, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
+    let results = batcher.run(windows.iter().map(|&window| WindowJob { image: Arc::clone(img), window }).collect())?;
+    Ok(kept_in_photo(img, windows, results))
+}
+
+/// The detections each window keeps, in `img` pixels.
+fn kept_in_photo(img: &RgbImage, windows: &[yunet::Window], results: Vec<Vec<Detection>>) -> Vec<Detection> {
     let (w, h) = img.dimensions();
     let mut all = Vec::new();
     for (win, dets) in windows.iter().zip(results) {
         all.extend(dets.iter().filter(|d| win.keeps(d, w, h)).map(|d| win.pass.to_photo(d)));
     }
-    Ok(all)
+    all
 }
 
 /// Eyes, nose and mouth of a detection, whatever the detector family.
