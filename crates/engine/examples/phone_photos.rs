@@ -11,6 +11,17 @@
 //! - `timing`: detect (no embedding) on 12, 24, 36 and 48 MP group photos, one at a time and
 //!   N at once (default 4), with the engine's own cost estimate beside the measured time.
 //!
+//! - `upscale DIR [MP]`: writes every labelled photo of `../shared/testdata/faces`, resampled
+//!   to MP megapixels (default 12) as a quality-90 JPEG under its own name, with
+//!   `labels.json`, to DIR: `node dist/bench/accuracy.js --testdata DIR --no-lfw` then runs
+//!   the dev-set verification on phone-sized copies.
+//!
+//! - `peers DIR`: writes the peer set (the six demo photos as they are, and six 12 MP phone
+//!   photos: the demo groups across the frame, and selfies at 50% and 80%) with `truth.json`
+//!   (the placed faces) to DIR, then runs detect + embed on it, one photo at a time and N at
+//!   once: photos/s and faces found. `bench/peers/opencv_faces.py DIR` runs OpenCV on the
+//!   same files.
+//!
 //! Settings as the service's on this machine: one inference worker per core, one intra-op
 //! thread each. Environment: FACE_MODEL_DIR, FACE_ORT_LIBRARY, FACE_MIN_FACE.
 
@@ -38,6 +49,15 @@ struct Source {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| args.iter().position(|a| a == name).map(|i| args[i + 1].parse::<usize>().expect("a number"));
+    if let Some(i) = args.iter().position(|a| a == "peers") {
+        let engine = open_engine();
+        let sources = sources(&engine, true);
+        return peers(&engine, &sources, Path::new(args.get(i + 1).expect("peers DIR")), flag("--concurrent").unwrap_or(4));
+    }
+    if let Some(i) = args.iter().position(|a| a == "upscale") {
+        let megapixels = args.get(i + 2).and_then(|v| v.parse::<f64>().ok()).unwrap_or(12.0);
+        return upscale(Path::new(args.get(i + 1).expect("upscale DIR")), megapixels);
+    }
     let concurrent = flag("--concurrent").unwrap_or(4);
     let runs = flag("--runs").unwrap_or(5);
     let all = !args.iter().any(|a| a == "coverage" || a == "timing");
@@ -219,4 +239,84 @@ fn median(v: &mut [f64]) -> f64 {
     }
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The labelled photos resampled to `megapixels`, as JPEGs under their own names, with the labels.
+fn upscale(out: &Path, megapixels: f64) {
+    let dir = root().join("../shared/testdata/faces");
+    let labels = std::fs::read(dir.join("labels.json")).expect("../shared/testdata/faces/labels.json");
+    std::fs::create_dir_all(out).expect("output folder");
+    std::fs::write(out.join("labels.json"), &labels).unwrap();
+    let labels: serde_json::Value = serde_json::from_slice(&labels).unwrap();
+    for l in labels.as_array().unwrap() {
+        let name = l["file"].as_str().unwrap();
+        let photo = image::open(dir.join(name)).expect("photo").into_rgb8();
+        let (w, h) = photo.dimensions();
+        let k = (megapixels * 1e6 / (w as f64 * h as f64)).sqrt();
+        let (nw, nh) = ((w as f64 * k).round() as u32, (h as f64 * k).round() as u32);
+        let big = face_engine::align::resize_region(&photo, [0.0, 0.0, w as f64, h as f64], nw, nh);
+        std::fs::write(out.join(name), phone::jpeg(&big, 90, 1)).unwrap();
+    }
+    eprintln!("{} photos at {megapixels} MP in {}", labels.as_array().unwrap().len(), out.display());
+}
+
+/// Writes the peer set with its truth, then times detect + embed on it.
+fn peers(engine: &Engine, sources: &[Source], out: &Path, concurrent: usize) {
+    std::fs::create_dir_all(out).expect("output folder");
+    let mut set: Vec<(String, Vec<u8>, Built)> = Vec::new();
+    for (n, src) in sources.iter().enumerate().take(6) {
+        let bytes = std::fs::read(root().join(format!("node_modules/@vladmandic/face-api/demo/sample{}.jpg", n + 1))).unwrap();
+        set.push((format!("demo{}.jpg", n + 1), bytes, Built { photo: src.photo.clone(), faces: src.faces.clone(), partial: Vec::new() }));
+    }
+    for (n, src) in sources.iter().enumerate().take(4) {
+        let built = phone::group(&src.photo, &src.faces, 3024, 4032, 0.95, n as u64);
+        set.push((format!("group12mp{}.jpg", n + 1), phone::jpeg(&built.photo, 90, 1), built));
+    }
+    for (k, fraction) in [0.5f32, 0.8].into_iter().enumerate() {
+        let src = &sources[4 + k];
+        let built = phone::selfie(&src.photo, &src.faces, 0, 2.0, 3024, 4032, fraction, (0.5, 0.45), 70 + k as u64);
+        set.push((format!("selfie12mp{}.jpg", k + 1), phone::jpeg(&built.photo, 90, 1), built));
+    }
+    let truth: Vec<serde_json::Value> = set.iter().map(|(name, _, b)| serde_json::json!({ "file": name, "faces": b.faces, "partial": b.partial })).collect();
+    for (name, bytes, _) in &set {
+        std::fs::write(out.join(name), bytes).unwrap();
+    }
+    std::fs::write(out.join("truth.json"), serde_json::to_vec_pretty(&truth).unwrap()).unwrap();
+    let embed = AnalyzeOptions { embed: true, ..DETECT };
+    println!("| set | photos | faces placed | found | extra | photos/s, one at a time | photos/s, {concurrent} at once |");
+    println!("|---|---|---|---|---|---|---|");
+    for (label, range) in [("demo photos (1920 px)", 0..6), ("12 MP phone photos", 6..set.len())] {
+        let part = &set[range];
+        let mut score = Score::default();
+        for (_, bytes, built) in part {
+            let a = engine.analyze(bytes, &embed).expect("analysis");
+            let found: Vec<FaceBox> = a.faces.iter().map(|f| [f.x1 as f32, f.y1 as f32, f.x2 as f32, f.y2 as f32]).collect();
+            add(&mut score, phone::score(built, &found));
+        }
+        let rounds = 3;
+        let t = Instant::now();
+        for _ in 0..rounds {
+            for (_, bytes, _) in part {
+                engine.analyze(bytes, &embed).expect("analysis");
+            }
+        }
+        let sequential = (rounds * part.len()) as f64 / t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let (tx, rx) = mpsc::channel();
+        let jobs: Vec<&Vec<u8>> = (0..rounds).flat_map(|_| part.iter().map(|p| &p.1)).collect();
+        let mut next = 0;
+        let mut running = 0;
+        while next < jobs.len() || running > 0 {
+            while running < concurrent && next < jobs.len() {
+                let tx = tx.clone();
+                engine.submit(jobs[next].clone(), embed.clone(), move |r| tx.send(r.is_ok()).unwrap()).expect("queued");
+                next += 1;
+                running += 1;
+            }
+            assert!(rx.recv().unwrap(), "analysis failed");
+            running -= 1;
+        }
+        let parallel = jobs.len() as f64 / t.elapsed().as_secs_f64();
+        println!("| {label} | {} | {} | {} | {} | {sequential:.2} | {parallel:.2} |", part.len(), score.placed, score.found, score.extra);
+    }
 }

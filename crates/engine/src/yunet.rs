@@ -15,8 +15,9 @@
 //! level keeps the faces up to [`HANDOFF_FACE`] input pixels (a whole one, up to
 //! [`MODEL_MAX_FACE`]) and leaves bigger ones to the next,
 //! [`LEVEL_STEP`] times coarser, where they are at least [`HANDOFF_FACE`] x [`LEVEL_STEP`]
-//! pixels: well inside the band. The coarsest level is the one at which a face as big as the
-//! photo's shorter side still fits the band, and it keeps every face it finds. Coarser levels
+//! pixels: well inside the band. The coarsest level shows the photo's shorter side at
+//! [`FRAME_FACE`] pixels, so a face as big as the frame sits inside the band, and it keeps
+//! every face it finds. Coarser levels
 //! cost little (each has 1/16 of the pixels of the one before), and nothing depends on what
 //! another level found, so no false face can hide a true one.
 
@@ -51,6 +52,10 @@ pub const MODEL_MIN_FACE: f32 = 24.0;
 /// Largest face side, in input pixels, that YuNet finds reliably (recall 1.00 at 448 px, 0.75
 /// at 640).
 pub const MODEL_MAX_FACE: f32 = 448.0;
+/// The coarsest level shows the photo's shorter side at this many input pixels: a face that
+/// fills the frame (its box can outgrow the frame a little) stays well inside the band. At
+/// [`MODEL_MAX_FACE`] a 150 px face crop enlarged to 12 MP was missed.
+pub const FRAME_FACE: f32 = 320.0;
 /// Faces bigger than this (input pixels) are left by a level to the next coarser one.
 pub const HANDOFF_FACE: f32 = 160.0;
 /// Scale of each pyramid level relative to the one before: a face handed off at
@@ -171,7 +176,7 @@ fn pyramid(w: f32, h: f32, finest: f32) -> Vec<Window> {
     let short = w.min(h);
     let mut windows = Vec::new();
     let mut scale = finest;
-    let coarsest = MODEL_MAX_FACE / short;
+    let coarsest = FRAME_FACE / short;
     loop {
         // Compared with a little slack: `coarsest * short` may round to just over the band.
         let last = scale <= coarsest * 1.001;
