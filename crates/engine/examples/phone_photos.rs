@@ -121,7 +121,13 @@ fn sources(engine: &Engine, demo_only: bool) -> Vec<Source> {
 
 fn run(engine: &Engine, built: &Built, orientation: u16) -> Score {
     let bytes = phone::jpeg(&phone::stored_for(&built.photo, orientation), 90, orientation);
-    phone::score(built, &boxes(engine, &bytes))
+    let found = boxes(engine, &bytes);
+    let score = phone::score(built, &found);
+    if std::env::var_os("FACE_VERBOSE").is_some() && (score.found < score.placed || score.extra > 0 || score.duplicates > 0) {
+        let (w, h) = built.photo.dimensions();
+        eprintln!("{w}x{h} orientation {orientation}: placed {:?}, found {found:?}", built.faces);
+    }
+    score
 }
 
 fn coverage(engine: &Engine, sources: &[Source]) {
@@ -130,7 +136,9 @@ fn coverage(engine: &Engine, sources: &[Source]) {
     println!("|---|---|---|---|---|---|---|");
     let mut seed = 1u64;
     let mut total = Score::default();
-    for &fraction in &FRACTIONS {
+    // FACE_FRACTIONS=0.1,0.2 runs those sizes only; FACE_VERBOSE prints every photo gone wrong.
+    let fractions: Vec<f32> = std::env::var("FACE_FRACTIONS").map(|v| v.split(',').map(|f| f.parse().expect("a fraction")).collect()).unwrap_or(FRACTIONS.to_vec());
+    for &fraction in &fractions {
         let mut s = Score::default();
         for (i, &(w, h)) in FRAMES.iter().enumerate() {
             for (j, src) in sources.iter().enumerate() {
