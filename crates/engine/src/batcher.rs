@@ -760,7 +760,10 @@ mod tests {
         // Queued and running heavy work together may not pass the budget...
         let t = tx.clone();
         pool.submit(Lane::Heavy { cost_ms: 300 }, None, move |_| t.send("heavy 2").unwrap()).unwrap();
-        assert_eq!(pool.submit(Lane::Heavy { cost_ms: 300 }, None, |_| ()).unwrap_err().code(), "OVERLOADED");
+        let refused = pool.submit(Lane::Heavy { cost_ms: 300 }, None, |_| ()).unwrap_err();
+        assert_eq!(refused.code(), "OVERLOADED");
+        // 900 ms queued and running on the one heavy thread, then its own 300.
+        assert!(refused.to_string().contains("answered in about 1200 ms, beyond the 1000 ms"), "{refused}");
         // ...and the second heavy job waits for the first, while a light one runs on the free thread.
         let t = tx.clone();
         pool.spawn(move || t.send("light").unwrap()).unwrap();

@@ -826,8 +826,7 @@ impl Inner {
                     let mut all = Vec::new();
                     for round in windows.chunks(batcher.workers()) {
                         cancel.check()?;
-                        let jobs = round.iter().map(|&window| WindowJob { image: Arc::clone(img), window }).collect();
-                        let results = batcher.run_behind(jobs)?;
+                        let results = batcher.run_behind(WindowJob::each(img, round))?;
                         all.extend(kept_in_photo(img, round, results));
                     }
                     detector::nms(all, YUNET_NMS)
@@ -889,8 +888,7 @@ impl Inner {
                     .iter()
                     .map(|b| yunet::Window::around(pass_for(b, CALLER_BOX_INPUT), side))
                     .collect();
-                let jobs = windows.iter().map(|&window| WindowJob { image: Arc::clone(img), window }).collect();
-                (windows.iter().map(|win| win.pass).collect(), batcher.run(jobs)?)
+                (windows.iter().map(|win| win.pass).collect(), batcher.run(WindowJob::each(img, &windows))?)
             }
         };
         let mut out = Vec::with_capacity(boxes.len());
@@ -975,7 +973,7 @@ fn yunet_passes(batcher: &Batcher<WindowJob, Vec<Detection>>, img: &Arc<RgbImage
 
 /// YuNet over the given windows of `img`, unmerged, in `img` pixels.
 fn yunet_detections(batcher: &Batcher<WindowJob, Vec<Detection>>, img: &Arc<RgbImage>, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
-    let results = batcher.run(windows.iter().map(|&window| WindowJob { image: Arc::clone(img), window }).collect())?;
+    let results = batcher.run(WindowJob::each(img, windows))?;
     Ok(kept_in_photo(img, windows, results))
 }
 

@@ -85,6 +85,13 @@ pub struct WindowJob {
     pub window: Window,
 }
 
+impl WindowJob {
+    /// One job per window of `image`.
+    pub fn each(image: &Arc<RgbImage>, windows: &[Window]) -> Vec<WindowJob> {
+        windows.iter().map(|&window| WindowJob { image: Arc::clone(image), window }).collect()
+    }
+}
+
 /// A pass over part (or all) of the photo: where it reads from and the input it makes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
