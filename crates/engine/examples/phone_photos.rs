@@ -85,9 +85,7 @@ fn open_engine() -> Engine {
         queue_capacity: 256,
         ..EngineOptions::default()
     };
-    if let Some(m) = std::env::var("FACE_MIN_FACE").ok().and_then(|v| v.parse().ok()) {
-        opts.min_face = m;
-    }
+    opts.min_face = min_face();
     Engine::open(opts).expect("engine opens")
 }
 
@@ -131,7 +129,7 @@ fn run(engine: &Engine, built: &Built, orientation: u16) -> Score {
 }
 
 fn coverage(engine: &Engine, sources: &[Source]) {
-    let min_face: f32 = std::env::var("FACE_MIN_FACE").ok().and_then(|v| v.parse().ok()).unwrap_or(40.0);
+    let min_face = min_face();
     println!("| face / short side | placed | found | recall | duplicates | extra | mean IoU |");
     println!("|---|---|---|---|---|---|---|");
     let mut seed = 1u64;
@@ -194,7 +192,7 @@ fn timing(engine: &Engine, source: &Source, runs: usize, concurrent: usize) {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) as f64;
     println!("| photo | faces found | detector input (MP) | estimate (core-ms) | one at a time: median (ms) | {concurrent} at once: median / max latency (ms) | photos/s at {concurrent} | core-ms per photo at {concurrent} |");
     println!("|---|---|---|---|---|---|---|---|");
-    let min_face: f32 = std::env::var("FACE_MIN_FACE").ok().and_then(|v| v.parse().ok()).unwrap_or(40.0);
+    let min_face = min_face();
     for (label, w, h) in [("2 MP", 1200u32, 1600u32), ("6 MP", 2000, 3000), ("12 MP", 3024, 4032), ("24 MP", 4000, 6000), ("36 MP", 4912, 7360), ("48 MP", 6000, 8000)] {
         let built = phone::group(&source.photo, &source.faces, w, h, 0.9, 7);
         let bytes = phone::jpeg(&built.photo, 90, 1);
@@ -327,4 +325,9 @@ fn peers(engine: &Engine, sources: &[Source], out: &Path, concurrent: usize) {
         let parallel = jobs.len() as f64 / t.elapsed().as_secs_f64();
         println!("| {label} | {} | {} | {} | {} | {sequential:.2} | {parallel:.2} |", part.len(), score.placed, score.found, score.extra);
     }
+}
+
+/// FACE_MIN_FACE, else the service's default.
+fn min_face() -> f32 {
+    std::env::var("FACE_MIN_FACE").ok().and_then(|v| v.parse().ok()).unwrap_or(EngineOptions::default().min_face)
 }

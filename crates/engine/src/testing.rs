@@ -51,6 +51,7 @@ pub mod phone {
 
     use super::Rng;
     use crate::align;
+    use crate::detector::Detection;
 
     /// A face box `[x1, y1, x2, y2]` in pixels.
     pub type FaceBox = [f32; 4];
@@ -168,13 +169,10 @@ pub mod phone {
         if orientation == 1 { out } else { super::with_exif_orientation(&out, orientation) }
     }
 
-    /// Intersection over union of two boxes.
+    /// Intersection over union of two boxes (the detector's own measure).
     pub fn iou(a: &FaceBox, b: &FaceBox) -> f32 {
-        let iw = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
-        let ih = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
-        let inter = iw * ih;
-        let area = |r: &FaceBox| (r[2] - r[0]) * (r[3] - r[1]);
-        inter / (area(a) + area(b) - inter).max(1e-6)
+        let detection = |r: &FaceBox| Detection { score: 1.0, x1: r[0], y1: r[1], x2: r[2], y2: r[3], keypoints: Vec::new() };
+        detection(a).iou(&detection(b))
     }
 
     /// How detections compare with the placed faces: each placed face matched to at most one
