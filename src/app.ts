@@ -222,6 +222,8 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   );
   const { recognizer, dim } = engine.info();
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
+  // Operator tokens from the database stand beside FACE_TOKEN on the routes that change how the service runs.
+  const dbOperatorTokens = db ? new DbTokenVerifier(db.sql, undefined, { log, scope: 'operator' }) : undefined;
   let search: Awaited<ReturnType<typeof openSearch>> | undefined;
   let migration: EmbeddingMigration | undefined;
   let database: DatabaseRoutes | undefined;
@@ -287,8 +289,9 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     metrics,
     role: config.role,
   });
-  const operatorVerifier = new StaticTokenVerifier(config.token);
-  const verifier = new AnyTokenVerifier([operatorVerifier, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
+  const staticToken = new StaticTokenVerifier(config.token);
+  const operatorVerifier = new AnyTokenVerifier([staticToken, ...(dbOperatorTokens ? [dbOperatorTokens] : [])]);
+  const verifier = new AnyTokenVerifier([staticToken, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
   const server = await serve(config, registry, verifier, operatorVerifier, metrics, log);
   migration?.start();
   let closing: Promise<void> | undefined;
@@ -313,6 +316,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
         metrics.close();
         engine.close();
         await dbTokens?.close();
+        await dbOperatorTokens?.close();
       })();
       return closing;
     },

@@ -3,6 +3,11 @@
  * and a graceful stop on SIGTERM/SIGINT in the reverse order (stop
  * accepting, finish requests in progress, close the engine, close the
  * database, stop the embedded server). A second signal exits at once.
+ *
+ * Under `npm start` the same stop runs when npm goes away: npm's script runs
+ * `exec node …`, so npm's SIGTERM or SIGINT reaches this process, and a
+ * process whose npm was killed outright notices its parent changed and stops
+ * rather than run on (with its embedded PostgreSQL) with nobody to stop it.
  */
 import { startServer, startShardServer, type RunningServer } from './app.js';
 import { loadConfig } from './config.js';
@@ -10,6 +15,9 @@ import { openDatabase } from './db/open.js';
 import { TokenStore } from './db/tokens.js';
 import { createLogger } from './log.js';
 import { engineOptionsFrom, openEngine } from './native/engine.js';
+
+/** How often the parent is checked: a stop within a second is soon enough for a supervisor. */
+const ORPHAN_CHECK_MS = 500;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -23,9 +31,14 @@ async function main(): Promise<void> {
   try {
     if (database.embedded && (await new TokenStore(database.db.sql).count()) === 0) {
       // First start of a self-contained install: without a token nobody could use it.
-      const { id, token } = await new TokenStore(database.db.sql).create('admin');
-      log.info({ tokenId: id }, 'created the first API token (admin); it is printed once on stdout and not stored');
-      process.stdout.write(`\nAdmin API token (shown once, keep it): ${token}\nUse it as: Authorization: Token ${token}\n\n`);
+      const { id, token } = await new TokenStore(database.db.sql).create('admin', { operator: true });
+      log.info({ tokenId: id }, 'created the first API token (admin, operator); it is printed once on stdout and not stored');
+      process.stdout.write(
+        `\nAdmin API token (shown once, keep it): ${token}\n` +
+          `Use it as: Authorization: Token ${token}\n` +
+          'It reaches every route, /metrics and /v0/admin/* included. Give applications their own tokens, which reach the data only:\n' +
+          '  npm run token -- create <name>\n\n',
+      );
     } else if (!config.token && (await new TokenStore(database.db.sql).count()) === 0) {
       log.warn('no API token exists (FACE_TOKEN unset, none in the database): create one with `npm run token -- create <name>`');
     }
@@ -64,13 +77,13 @@ async function main(): Promise<void> {
   );
 
   let stopping = false;
-  const stop = (signal: NodeJS.Signals) => {
+  const stop = (why: NodeJS.Signals | 'parent exited') => {
     if (stopping) {
-      log.warn({ signal }, 'second signal: exiting now');
+      log.warn({ signal: why }, 'second signal: exiting now');
       process.exit(1);
     }
     stopping = true;
-    log.info({ signal }, 'shutting down');
+    log.info({ signal: why }, 'shutting down');
     (async () => {
       await running.close();
       await cleanup();
@@ -87,6 +100,22 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  if (process.env.npm_lifecycle_event) stopWhenOrphaned(() => stop('parent exited'));
+}
+
+/**
+ * Calls `stop` once this process has been handed to another parent, which
+ * happens when the npm that started it dies. Only under npm: a service
+ * started directly may be meant to outlive its shell.
+ */
+function stopWhenOrphaned(stop: () => void): void {
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    stop();
+  }, ORPHAN_CHECK_MS);
+  timer.unref();
 }
 
 main().catch((err) => {

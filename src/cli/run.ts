@@ -3,8 +3,10 @@
  * arguments and exit code, and, for the administration tools, the service's
  * own database.
  */
+import path from 'node:path';
 import { loadConfig } from '../config.js';
 import type { Database } from '../db/client.js';
+import { hasEmbeddedDatabase } from '../db/embedded.js';
 import { openDatabase } from '../db/open.js';
 import { createLogger } from '../log.js';
 
@@ -23,10 +25,18 @@ export function runCli(name: string, main: (argv: string[]) => Promise<number>, 
 /**
  * Runs `fn` on the service's database (DATABASE_URL, else the embedded server
  * in FACE_DATA_DIR): joining an embedded server the service runs and leaving
- * it running, or starting it for the duration of `fn`.
+ * it running, or starting it for the duration of `fn`. An embedded database
+ * is only made when `createDatabase` says so: a tool pointed at the wrong
+ * folder must say so rather than work on a new, empty database.
  */
-export async function withServiceDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T> {
+export async function withServiceDatabase<T>(fn: (db: Database) => Promise<T>, opts: { createDatabase?: boolean } = {}): Promise<T> {
   const config = loadConfig();
+  if (!config.databaseUrl && !opts.createDatabase && !hasEmbeddedDatabase(path.resolve(config.dataDir))) {
+    throw new Error(
+      `no database in ${path.resolve(config.dataDir)} (FACE_DATA_DIR): point FACE_DATA_DIR at the service's data folder, ` +
+        'set DATABASE_URL, or pass --create-database to make one there',
+    );
+  }
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn');
   const { db, embedded } = await openDatabase({ ...config, dbPool: 2 }, log, { takeOver: false });
   try {

@@ -287,6 +287,15 @@ async function ensureDatabase(port: number, password: string): Promise<void> {
   }
 }
 
+/** True when `dataDir` holds a complete cluster (initdb finished and it was moved into place). */
+export function hasEmbeddedDatabase(dataDir: string): boolean {
+  return existsSync(path.join(clusterDir(dataDir), 'PG_VERSION'));
+}
+
+function clusterDir(dataDir: string): string {
+  return path.join(dataDir, 'pg');
+}
+
 export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedServer> {
   const { dataDir, log } = opts;
   const owner = await runAs(log);
@@ -303,10 +312,10 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<EmbeddedServ
       if (path.dirname(dir) === dir) break;
     }
   }
-  const pgDir = path.join(dataDir, 'pg');
+  const pgDir = clusterDir(dataDir);
   const logFile = path.join(dataDir, 'pg.log');
   let created = false;
-  if (!existsSync(path.join(pgDir, 'PG_VERSION'))) {
+  if (!hasEmbeddedDatabase(dataDir)) {
     await fs.rm(pgDir, { recursive: true, force: true });
     await initialise(bin, dataDir, pgDir, owner, log);
     created = true;

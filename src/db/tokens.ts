@@ -13,18 +13,24 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { TokenVerifier } from '../auth.js';
-import { unavailable } from '../errors.js';
+import { DomainError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Sql } from './client.js';
 
 const CHANNEL = 'face_tokens_changed';
+const UNIQUE_VIOLATION = '23505';
 
 export interface TokenRecord {
   id: number;
   name: string;
+  /** Also allowed the operator routes (/metrics, /v0/admin/*). */
+  operator: boolean;
   created: string;
   revoked_at: string | null;
 }
+
+/** Which tokens a verifier accepts: any active one, or only operator tokens. */
+export type TokenScope = 'any' | 'operator';
 
 export function tokenHash(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
@@ -38,19 +44,30 @@ export function newToken(): string {
 export class TokenStore {
   constructor(private readonly sql: Sql) {}
 
-  async create(name: string): Promise<{ id: number; token: string }> {
+  /** A new token; CONFLICT when an active token already has this name. */
+  async create(name: string, opts: { operator?: boolean } = {}): Promise<{ id: number; token: string }> {
     const token = newToken();
-    const [row] = await this.sql`INSERT INTO tokens (name, hash) VALUES (${name}, ${tokenHash(token)}) RETURNING id`;
-    return { id: Number(row.id), token };
+    try {
+      const [row] = await this.sql`
+        INSERT INTO tokens (name, hash, operator) VALUES (${name}, ${tokenHash(token)}, ${opts.operator ?? false}) RETURNING id`;
+      return { id: Number(row.id), token };
+    } catch (err) {
+      if ((err as { code?: string }).code === UNIQUE_VIOLATION) {
+        throw new DomainError('CONFLICT', `an active token is already named ${JSON.stringify(name)}; pick another name or revoke that one`, {
+          param: 'name',
+        });
+      }
+      throw err;
+    }
   }
 
   async list(): Promise<TokenRecord[]> {
     const rows = await this.sql`
-      SELECT id, name,
+      SELECT id, name, operator,
         to_char(created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
         to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS revoked_at
       FROM tokens ORDER BY id`;
-    return rows.map((r) => ({ id: Number(r.id), name: r.name, created: r.created, revoked_at: r.revoked_at }));
+    return rows.map((r) => ({ id: Number(r.id), name: r.name, operator: r.operator, created: r.created, revoked_at: r.revoked_at }));
   }
 
   /** False when no active token has this id. */
@@ -69,15 +86,18 @@ export class TokenStore {
     return Number(row.n);
   }
 
-  async isActive(token: string): Promise<boolean> {
-    const [row] = await this.sql`SELECT 1 FROM tokens WHERE hash = ${tokenHash(token)} AND revoked_at IS NULL`;
-    return !!row;
+  /** True when the token is active and, for the operator scope, an operator token. */
+  async isActive(token: string, scope: TokenScope = 'any'): Promise<boolean> {
+    const [row] = await this.sql`SELECT operator FROM tokens WHERE hash = ${tokenHash(token)} AND revoked_at IS NULL`;
+    return !!row && (scope === 'any' || row.operator === true);
   }
 }
 
 export interface DbTokenVerifierOptions {
   /** How long an answer is reused when no revocation notice arrives. */
   ttlMs?: number;
+  /** Which tokens are accepted; default any active token. */
+  scope?: TokenScope;
   /** Accepted tokens kept (least recently used dropped first). */
   maxEntries?: number;
   /** Refused tokens kept, in a cache of their own. */
@@ -125,6 +145,7 @@ export class DbTokenVerifier implements TokenVerifier {
   /** Digest → expiry of tokens it refused; floods of random tokens churn only this one. */
   private readonly refused: LruCache<number>;
   private readonly ttlMs: number;
+  private readonly scope: TokenScope;
   private unlisten?: () => Promise<void>;
 
   constructor(
@@ -133,6 +154,7 @@ export class DbTokenVerifier implements TokenVerifier {
     opts: DbTokenVerifierOptions = {},
   ) {
     this.ttlMs = opts.ttlMs ?? 5000;
+    this.scope = opts.scope ?? 'any';
     this.accepted = new LruCache(opts.maxEntries ?? 1000);
     this.refused = new LruCache(opts.maxNegativeEntries ?? 1000);
     const listening = sql.listen(CHANNEL, () => this.clear(), () => this.clear());
@@ -160,7 +182,7 @@ export class DbTokenVerifier implements TokenVerifier {
     }
     let ok: boolean;
     try {
-      ok = await this.store.isActive(token);
+      ok = await this.store.isActive(token, this.scope);
     } catch (err) {
       // Fail closed, but say why: a 401 would tell the client its token is bad.
       throw unavailable('Token store unavailable', 1, err);

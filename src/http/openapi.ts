@@ -10,7 +10,8 @@
 import { STATUS_CODES } from 'node:http';
 import { z } from 'zod';
 import { toOpenApiPath } from './router.js';
-import { COMMON_ERRORS, versionOf, type AnyRoute, type RouteRegistry } from './registry.js';
+import type { ErrorCode } from '../errors.js';
+import { errorCodes, versionOf, type AnyRoute, type RouteRegistry } from './registry.js';
 import { ERROR_STATUS } from './errors.js';
 
 type Json = Record<string, unknown>;
@@ -138,10 +139,9 @@ function operation(route: AnyRoute, components: Json): Json {
   for (const alt of route.response.alternatives ?? []) content[alt] = { schema: { type: 'string' } };
   if (Object.keys(content).length) ok.content = content;
   responses[String(route.response.status)] = ok;
-  const statuses = new Set<number>([...route.errors, ...COMMON_ERRORS]);
-  for (const status of [...statuses].sort()) {
+  for (const [status, codes] of errorsByStatus(route)) {
     responses[String(status)] = {
-      description: errorDescription(status),
+      description: errorDescription(status, codes),
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
       ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } } } } : {}),
     };
@@ -150,13 +150,23 @@ function operation(route: AnyRoute, components: Json): Json {
   return op;
 }
 
-/** The status's name and the `error` codes the service sends with it, read from the one code table. */
-function errorDescription(status: number): string {
-  const codes = Object.entries(ERROR_STATUS)
-    .filter(([, s]) => s === status)
-    .map(([code]) => code);
+/** The error codes a route can answer with, grouped by their status (from the one code table), statuses ascending. */
+export function errorsByStatus(route: AnyRoute): Map<number, ErrorCode[]> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of errorCodes(route)) {
+    const status = ERROR_STATUS[code];
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  return new Map([...byStatus].sort(([a], [b]) => a - b));
+}
+
+/** The status's name and the `error` codes the route sends with it (Markdown, as OpenAPI descriptions are). */
+export function errorDescription(status: number, codes: readonly string[]): string {
   const name = STATUS_CODES[status] ?? 'Error';
-  return codes.length ? `${name}; \`error\` is one of ${codes.join(', ')}.` : name;
+  const list = codes.map((c) => `\`${c}\``);
+  if (list.length === 0) return `${name}.`;
+  if (list.length === 1) return `${name}. \`error\` is ${list[0]}.`;
+  return `${name}. \`error\` is one of: ${list.join(', ')}.`;
 }
 
 function tagOf(path: string): string {
@@ -182,8 +192,10 @@ export function buildOpenApi(registry: RouteRegistry, version: string, info: Ope
     info: {
       title: info.title,
       version: `${version} (service ${info.serviceVersion})`,
-      ...(info.description ? { description: info.description } : {}),
+      description: [info.description, ERRORS_NOTE].filter(Boolean).join('\n\n'),
     },
+    // Relative, so requests go to wherever the document was fetched from, also through a proxy.
+    servers: [{ url: '/', description: 'This service' }],
     paths,
     components: {
       securitySchemes: {
@@ -191,10 +203,23 @@ export function buildOpenApi(registry: RouteRegistry, version: string, info: Ope
           type: 'apiKey',
           in: 'header',
           name: 'Authorization',
-          description: 'Send `Authorization: Token <token>`.',
+          description:
+            'Every request sends the header `Authorization: Token <token>`. In the Authorize dialog, paste the whole ' +
+            'value: the word `Token`, a space, then the token (e.g. `Token 3f9c...`). Operator routes (/metrics, ' +
+            '/v0/admin/..., /v0/shard/...) take only an operator token, such as FACE_TOKEN; /health and /docs need none.',
         },
       },
       schemas: components,
     },
   };
 }
+
+/** What every operation shares about errors, written once instead of on each. */
+const ERRORS_NOTE =
+  'Errors answer with the JSON body `{code, reason, error, param?}`: `code` repeats the HTTP status, `error` is a ' +
+  'stable code for programs (each operation lists those it can answer with), `reason` a sentence for people, and ' +
+  '`param` the request parameter at fault. Any request may also be refused before it reaches an operation: 404 ' +
+  '`NOT_FOUND` or 405 `METHOD_NOT_ALLOWED` when no route matches the path and method (401 `AUTH_FAILED` first, ' +
+  'without a valid token, except under the public paths), 400 `MALFORMED_REQUEST` when its framing is ambiguous ' +
+  '(repeated or conflicting Content-Length and Transfer-Encoding), and a body sent where an operation documents ' +
+  'none is read and refused like any other (400 `MALFORMED_JSON` or `MALFORMED_BODY`, 413, 415).';

@@ -157,8 +157,12 @@ export function queryToParams(query: string): RawParams {
 }
 
 function describeIssue(issue: z.core.$ZodIssue, given: unknown): string {
-  if (given === undefined && (issue.code === 'invalid_type' || issue.code === 'custom' || issue.code === 'invalid_union')) {
+  // Only a missing top-level field is "required"; inside a JSON-encoded value the text cannot be walked.
+  if (given === undefined && issue.path.length <= 1 && (issue.code === 'invalid_type' || issue.code === 'custom' || issue.code === 'invalid_union')) {
     return 'is required';
+  }
+  if (issue.code === 'invalid_value' && issue.values.length > 0) {
+    return `expected one of ${issue.values.map((v) => String(v)).join(', ')}`;
   }
   return issue.message.replace(/^Invalid input: /, '');
 }
@@ -170,6 +174,68 @@ function valueAt(input: unknown, path: PropertyKey[]): unknown {
     cur = (cur as Record<PropertyKey, unknown>)[key];
   }
   return cur;
+}
+
+/** The field names an object schema accepts, looking through preprocess and pipe wrappers; undefined for other schemas. */
+function acceptedFields(schema: z.ZodType): string[] | undefined {
+  if (schema instanceof z.ZodObject) return Object.keys(schema.shape);
+  if (schema instanceof z.ZodPipe) return acceptedFields(schema.in as z.ZodType);
+  return undefined;
+}
+
+const fieldCache = new WeakMap<z.ZodType, string[] | null>();
+
+/** Edit distance between two short names (insertions, deletions, substitutions). */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+/** The accepted name a misspelt one most likely meant: at most two edits away (one for short names), case ignored. */
+export function nearestName(given: string, accepted: readonly string[]): string | undefined {
+  const g = given.toLowerCase();
+  const allowed = g.length <= 4 ? 1 : 2;
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const name of accepted) {
+    const d = editDistance(g, name.toLowerCase());
+    if (d <= allowed && d < bestDistance) {
+      best = name;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/**
+ * Refuses a field the schema does not know: a misspelt flag (`emotion` for
+ * `emotions`) would otherwise be dropped without a word and the answer would
+ * silently lack what was asked for.
+ */
+export function rejectUnknownFields(schema: z.ZodType | undefined, raw: RawParams): void {
+  let accepted = schema ? fieldCache.get(schema) : [];
+  if (accepted === undefined && schema) {
+    accepted = acceptedFields(schema) ?? null;
+    fieldCache.set(schema, accepted);
+  }
+  if (accepted === null || accepted === undefined) return;
+  const unknown = Object.keys(raw).filter((k) => !accepted.includes(k));
+  if (unknown.length === 0) return;
+  const name = unknown[0];
+  const shown = JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
+  const near = nearestName(name, accepted);
+  const guess = near ? `; did you mean "${near}"?` : '.';
+  const reason = accepted.length
+    ? `unknown parameter ${shown}${guess} Accepted: ${accepted.join(', ')}.`
+    : `unknown parameter ${shown}: this endpoint takes no parameters.`;
+  throw new HttpError(400, 'BAD_PARAM', reason, { param: name.slice(0, 64) });
 }
 
 /** Validates raw parameters; the first problem becomes a 400 BAD_PARAM naming the parameter. */

@@ -2,14 +2,16 @@
  * The route registry: the one way to add an endpoint.
  *
  * A route is declared together with its documentation (summary, request and
- * response schemas, error statuses, auth), and the server serves only what is
+ * response schemas, error codes, auth), and the server serves only what is
  * registered here while the OpenAPI builder reads the very same list, so an
  * undocumented endpoint cannot exist. `define` checks at start-up what the
  * types cannot: a non-empty summary, path parameters matching the params
- * schema, documented error statuses.
+ * schema, error codes that exist.
  */
 import { toJSONSchema, type z } from 'zod';
+import { DomainError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
+import { ERROR_STATUS, HttpError } from './errors.js';
 import { patternParams, Router, type Method } from './router.js';
 
 /** A non-JSON or non-200 answer; handlers return a plain value for the declared JSON response. */
@@ -131,8 +133,13 @@ export interface RouteDef<
     /** Other media types this route can answer with, e.g. text/html for docs. */
     alternatives?: string[];
   };
-  /** Error statuses a client should expect besides the 500/503 every route can give. */
-  errors: number[];
+  /**
+   * Error codes the handler and the services it calls can answer with (each
+   * code's status is ERROR_STATUS's). Codes the HTTP layer raises before the
+   * handler runs are added by `errorCodes` from the route's shape, and those
+   * every route can give (COMMON_ERRORS) are added too: list neither here.
+   */
+  errors: readonly ErrorCode[];
   /**
    * Headers sent with every answer of this route, errors included (also those
    * raised before the handler runs, such as a rejected parameter); headers the
@@ -163,8 +170,56 @@ export type AnyRoute = RouteDef<AnyObject | undefined, AnyObject | undefined, z.
 /** Success statuses that may be answered without a body (201: the created resource is named by the request path). */
 const BODILESS = new Set([201, 204]);
 
-/** Statuses any route may answer with; documented once for all. */
-export const COMMON_ERRORS = [500, 503] as const;
+/**
+ * Codes any route may answer with: a failure of ours, a service shutting
+ * down or shedding load (or a store it needs unreachable), a request that
+ * ran past its deadline.
+ */
+export const COMMON_ERRORS: readonly ErrorCode[] = ['INTERNAL', 'SERVICE_UNAVAILABLE', 'DEADLINE_EXCEEDED'];
+
+/** What the body parsers refuse (http/body.ts): a body over its limit, of a media type not taken, or unreadable. */
+const BODY_ERRORS: readonly ErrorCode[] = ['PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'MALFORMED_JSON', 'MALFORMED_BODY'];
+
+/**
+ * Codes that never reach a client as a route's answer, so no route lists
+ * them: CLIENT_CLOSED is logged for a request whose client went away.
+ */
+const UNSEEN_ERRORS: ReadonlySet<ErrorCode> = new Set(['CLIENT_CLOSED']);
+
+/** Methods whose `request` comes in a body (on GET and DELETE it is the query string, as openapi.ts documents it). */
+const BODY_METHODS = new Set<Method>(['POST', 'PUT', 'PATCH']);
+
+/**
+ * Every error code a route can answer with, in ERROR_STATUS's order: its own
+ * (`errors`), those the HTTP layer raises by the route's shape, and the
+ * common ones.
+ * - AUTH_FAILED: a route that needs a token.
+ * - BAD_PARAM: any route, as a parameter the route does not take is refused
+ *   (http/params.ts), besides invalid path, query and body parameters.
+ * - The body parsers' codes: a route that reads a body (a JSON or form body
+ *   of a POST or PUT, or a raw `binaryBody`; a raw body is never parsed, so
+ *   only its size and media type are checked).
+ */
+export function errorCodes(route: Pick<RouteDef, 'method' | 'auth' | 'request' | 'binaryBody' | 'errors'>): ErrorCode[] {
+  const codes = new Set<ErrorCode>(route.errors);
+  if (route.auth) codes.add('AUTH_FAILED');
+  codes.add('BAD_PARAM');
+  if (route.binaryBody) {
+    codes.add('PAYLOAD_TOO_LARGE');
+    codes.add('UNSUPPORTED_MEDIA_TYPE');
+  } else if (route.request && BODY_METHODS.has(route.method)) {
+    for (const c of BODY_ERRORS) codes.add(c);
+  }
+  for (const c of COMMON_ERRORS) codes.add(c);
+  return (Object.keys(ERROR_STATUS) as ErrorCode[]).filter((c) => codes.has(c));
+}
+
+/** The stable code of an error a handler threw, when it carries one. */
+function codeOf(err: unknown): ErrorCode | undefined {
+  if (err instanceof DomainError) return err.code;
+  if (err instanceof HttpError) return err.error;
+  return undefined;
+}
 
 export class RouteRegistry {
   private readonly list: AnyRoute[] = [];
@@ -176,9 +231,11 @@ export class RouteRegistry {
     const where = `${def.method} ${def.path}`;
     if (!def.summary?.trim()) throw new Error(`${where}: a route needs a summary`);
     if (!def.response?.description?.trim()) throw new Error(`${where}: a route needs a response description`);
-    if (!Array.isArray(def.errors)) throw new Error(`${where}: a route lists its error statuses`);
-    if (def.auth && !def.errors.includes(401)) throw new Error(`${where}: an authenticated route documents 401`);
-    if (def.request && !def.errors.includes(400)) throw new Error(`${where}: a route with parameters documents 400`);
+    if (!Array.isArray(def.errors)) throw new Error(`${where}: a route lists its error codes`);
+    for (const code of def.errors) {
+      if (!Object.hasOwn(ERROR_STATUS, code)) throw new Error(`${where}: unknown error code ${String(code)}`);
+      if (UNSEEN_ERRORS.has(code)) throw new Error(`${where}: ${code} never reaches a client; do not list it`);
+    }
     if (!BODILESS.has(def.response.status) && !def.response.schema && !def.response.alternatives?.length) {
       throw new Error(`${where}: a response with a body needs a schema`);
     }
@@ -187,7 +244,22 @@ export class RouteRegistry {
     if (names.sort().join() !== declared.sort().join()) {
       throw new Error(`${where}: path parameters [${names}] do not match the params schema [${declared}]`);
     }
-    const route = { ...def, cost: def.cost ?? (def.request && takesUpload(def.request) ? 'engine' : 'light') } as unknown as AnyRoute;
+    const documented = new Set<ErrorCode>([...errorCodes(def), ...UNSEEN_ERRORS]);
+    const handler = def.handler as AnyRoute['handler'];
+    const route = {
+      ...def,
+      cost: def.cost ?? (def.request && takesUpload(def.request) ? 'engine' : 'light'),
+      // The answer is sent all the same; the warning shows where the documentation fell behind the code.
+      async handler(ctx: RouteContext<any, any>) {
+        try {
+          return await handler(ctx);
+        } catch (err) {
+          const code = codeOf(err);
+          if (code !== undefined && !documented.has(code)) ctx.log.warn({ route: where, code }, 'error code not documented for this route');
+          throw err;
+        }
+      },
+    } as unknown as AnyRoute;
     this.router.add(def.method, def.path, route);
     this.list.push(route);
   }

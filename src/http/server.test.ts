@@ -26,7 +26,7 @@ function slowRegistry() {
     auth: false,
     request: z.object({ flag: boolParam().optional(), name: z.string().optional() }),
     response: { status: 200, description: 'done', schema: z.object({ flag: z.boolean().optional(), name: z.string().optional() }) },
-    errors: [400],
+    errors: [],
     async handler({ input, signal }) {
       await new Promise<void>((resolve) => {
         waiting.push(resolve);

@@ -29,7 +29,7 @@ import { authenticate, type TokenVerifier } from '../auth.js';
 import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
 import { HttpError, INTERNAL_REASON, toHttpError, unavailable } from './errors.js';
 import { ActivityTracker, ConcurrencyLimiter, MemoryBudget } from './limiter.js';
-import { assertText, parseParams, queryToParams, type RawParams } from './params.js';
+import { assertText, parseParams, queryToParams, rejectUnknownFields, type RawParams } from './params.js';
 import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
 import { Router } from './router.js';
 
@@ -86,6 +86,13 @@ const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 /** Seconds a client shed for load should wait before retrying. */
 const RETRY_AFTER_S = 1;
+/**
+ * Bounds on draining a refused request's body (Exchange.linger): a body may run to twice the
+ * body limit (a client sending just over it still reads its 413) and must end within this
+ * time; otherwise the connection is cut.
+ */
+const LINGER_BYTES_PER_BODY_LIMIT = 2;
+const LINGER_MS = 10_000;
 
 const malformed = (reason: string) => new HttpError(400, 'MALFORMED_REQUEST', reason);
 
@@ -118,8 +125,12 @@ function statusLine(status: number): string {
 class Exchange {
   aborted = false;
   responded = false;
-  /** True while body bytes may still arrive: an answer sent then closes the connection, as its framing is lost. */
+  /** True while body bytes may still arrive: an answer sent then waits for them (see `linger`). */
   bodyPending = false;
+  /** Where body chunks go: the parser, or nowhere once the request has been refused. */
+  private sink?: (chunk: ArrayBuffer, isLast: boolean) => void;
+  private watchingBody = false;
+  private declaredBytes?: number;
   status = 0;
   /** The error id of the error answer sent, if one was. */
   errorId?: string;
@@ -135,6 +146,8 @@ class Exchange {
   constructor(
     private readonly res: uWS.HttpResponse,
     readonly requestId: string,
+    /** Most body bytes read and dropped after an early answer before the connection is cut instead. */
+    private readonly lingerBytes: number,
   ) {
     res.onAborted(() => {
       this.aborted = true;
@@ -184,13 +197,25 @@ class Exchange {
     return !this.aborted && !this.responded;
   }
 
-  /** Writes a full response; `closeConnection` for answers sent before the body was read. */
+  /**
+   * Writes a full response; `closeConnection` for answers after which nothing on the
+   * connection can be trusted. While the body is still arriving the answer waits for it
+   * (`linger`).
+   */
   send(status: number, body: string | Buffer | undefined, contentType: string | undefined, headers: Record<string, string>, closeConnection = false): void {
     if (!this.open) return;
     this.responded = true;
     this.clearDeadline();
-    closeConnection ||= this.bodyPending;
     this.status = status;
+    if (this.bodyPending && !closeConnection) {
+      this.linger((complete) => this.write(status, body, contentType, headers, !complete));
+      return;
+    }
+    this.write(status, body, contentType, headers, closeConnection || this.bodyPending);
+  }
+
+  private write(status: number, body: string | Buffer | undefined, contentType: string | undefined, headers: Record<string, string>, closeConnection: boolean): void {
+    if (this.aborted) return;
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       this.res.writeHeader('X-Request-Id', this.requestId);
@@ -300,53 +325,74 @@ class Exchange {
   }
 
   /**
-   * Reads the body and keeps none of it, then calls `done`: at the body's end (inside uWS's
-   * data callback, so the answer is written before uWS parses a request pipelined behind it),
-   * or when the exchange is aborted (deadline, client gone).
+   * Reads the rest of the body and drops it, then calls `answer` with whether the body ended.
+   * An answer written while the client is still sending, followed by a close, makes the
+   * client's next write fail (EPIPE, a reset), and many clients (Node's fetch among them)
+   * report that instead of the answer. So the body is drained first, within LINGER_MS and
+   * `lingerBytes`; past either bound the answer goes out at once and the connection closes.
+   * When the body ended, the connection stays usable.
    */
-  discardBody(res: uWS.HttpResponse, done: () => void): void {
-    this.bodyPending = true;
-    let called = false;
-    const once = () => {
-      if (called) return;
-      called = true;
-      done();
+  private linger(answer: (complete: boolean) => void): void {
+    let dropped = 0;
+    let done = false;
+    const finish = (complete: boolean) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      answer(complete);
     };
-    this.signal.addEventListener('abort', once, { once: true });
-    res.onData((_chunk, isLast) => {
-      if (!isLast) return;
-      this.bodyPending = false;
-      once();
+    const timer = setTimeout(() => finish(false), LINGER_MS);
+    // Called inside uWS's data callback at the body's end, so the answer is written before
+    // uWS parses a request pipelined behind it.
+    this.sink = (chunk, isLast) => {
+      dropped += chunk.byteLength;
+      if (isLast) finish(true);
+      else if (dropped > this.lingerBytes) finish(false);
+    };
+    this.watchBody();
+    if (!this.bodyPending) finish(true);
+    // A body declared longer than the bound would only be cut off after the wait.
+    else if ((this.declaredBytes ?? 0) > this.lingerBytes) finish(false);
+  }
+
+  /**
+   * Starts taking body chunks (uWS requires onData before the handler returns); they go to
+   * `sink`. `declared` is the Content-Length, when there is one.
+   */
+  watchBody(declared?: number): void {
+    if (this.watchingBody) return;
+    this.watchingBody = true;
+    this.declaredBytes = declared;
+    this.bodyPending = true;
+    this.res.onData((chunk, isLast) => {
+      if (isLast) this.bodyPending = false;
+      this.sink?.(chunk, isLast);
     });
   }
 
   /**
-   * Starts streaming the body into `parser` now (uWS requires onData before
-   * the handler returns). A limit breach answers at once and closes the
-   * connection, as the rest of the body would only be thrown away.
+   * Starts streaming the body into `parser` now. A limit breach is answered as soon as the
+   * rest of the body has been drained (`linger`).
    */
-  readBody(res: uWS.HttpResponse, parser: BodyParser, admit: (bytes: number) => void): Promise<RawParams> {
-    this.bodyPending = true;
+  readBody(parser: BodyParser, admit: (bytes: number) => void): Promise<RawParams> {
     return new Promise<RawParams>((resolve, reject) => {
-      let failed = false;
       const signal = this.signal;
       signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-      res.onData((chunk, isLast) => {
-        if (isLast) this.bodyPending = false;
-        if (failed || !this.open) return;
+      this.sink = (chunk, isLast) => {
+        if (!this.open) return;
         try {
           admit(chunk.byteLength);
           // uWS reuses the chunk's memory after this callback returns.
           if (chunk.byteLength > 0) parser.write(Buffer.from(chunk.slice(0)));
         } catch (err) {
-          failed = true;
           const { error } = toHttpError(err);
-          this.sendError(error, true);
+          this.sendError(error);
           reject(error);
           return;
         }
         if (isLast) parser.end().then(resolve, reject);
-      });
+      };
+      this.watchBody();
     });
   }
 }
@@ -391,7 +437,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       if (!Object.hasOwn(headers, k)) headers[k] = v;
     });
     const requestId = /^[\w.:-]{1,64}$/.test(headers['x-request-id'] ?? '') ? headers['x-request-id'] : randomUUID();
-    const ex = new Exchange(res, requestId);
+    const ex = new Exchange(res, requestId, LINGER_BYTES_PER_BODY_LIMIT * opts.limits.maxBodyBytes);
     ex.startDeadline(requestTimeoutMs);
     activity.enter();
 
@@ -401,6 +447,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     let reserved = 0;
     let bodyPromise: Promise<RawParams> = Promise.resolve({});
     const withBody = BODY_METHODS.has(method) && hasBody(headers);
+    if (withBody) ex.watchBody(headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined);
     const finish = (pattern: string) => {
       ex.clearDeadline();
       slot?.release();
@@ -409,8 +456,19 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       activity.leave();
       const elapsed = performance.now() - started;
       const status = ex.aborted && !ex.truncated ? 499 : ex.status;
-      const line = { reqId: requestId, method, route: pattern, status, ms: Math.round(elapsed * 10) / 10, ...(ex.truncated ? { truncated: true } : {}) };
+      const line = {
+        reqId: requestId,
+        method,
+        route: pattern,
+        status,
+        ...(ex.errorId ? { error: ex.errorId } : {}),
+        ms: Math.round(elapsed * 10) / 10,
+        ...(ex.truncated ? { truncated: true } : {}),
+      };
+      // Refusals at info, so an operator sees why clients fail without turning on debug; the
+      // line holds the route pattern and error code only, never a body, a query or a header.
       if (ex.status >= 500 || ex.truncated) log.warn(line, 'request failed');
+      else if (ex.status >= 400) log.info(line, 'request refused');
       else log.debug(line, 'request');
       opts.observer?.({ method, route: pattern, status, seconds: elapsed / 1000, code: ex.errorId });
     };
@@ -436,8 +494,6 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
           match.kind === 'not-found'
             ? new HttpError(404, 'NOT_FOUND', `No route for ${method} ${url}`)
             : new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url}`, { headers: { Allow: match.allow.join(', ') } });
-        // The body is never read: the connection closes after the answer.
-        ex.bodyPending = withBody;
         if (publicPaths.match(method, url).kind !== 'not-found') throw refusal;
         // Elsewhere a client without a valid token learns nothing about which routes exist.
         authenticate(headers.authorization, verifier)
@@ -475,24 +531,15 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
           if (!budget.tryReserve(bytes)) throw overBudget();
           reserved += bytes;
         };
-        bodyPromise = ex.readBody(res, createBodyParser(headers['content-type'], opts.limits, route.binaryBody), admit);
+        bodyPromise = ex.readBody(createBodyParser(headers['content-type'], opts.limits, route.binaryBody), admit);
         // Failures are answered where they happen; this keeps an early one from being "unhandled".
         bodyPromise.catch(() => {});
       }
     } catch (err) {
-      const { error } = toHttpError(err);
-      // A client shed for load is still sending its body; one that cannot write it reads a
-      // reset instead of the 503 and cannot honour Retry-After. So the body (within the size
-      // limit, already checked, and the deadline) is read and dropped, and the answer keeps
-      // the connection. Any other refusal closes it, which tells the client not to send the rest.
-      if (withBody && error.status === 503) {
-        ex.discardBody(res, () => {
-          ex.sendError(error);
-          finish(route?.path ?? '-');
-        });
-        return;
-      }
-      ex.sendError(error, withBody);
+      // A body still arriving is drained before the answer goes out (Exchange.linger), so the
+      // client reads the refusal instead of a reset, and a client shed for load can honour
+      // Retry-After on the same connection.
+      ex.sendError(toHttpError(err).error);
       finish(route?.path ?? '-');
       return;
     }
@@ -523,12 +570,13 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       // Body parameters win over query parameters of the same name.
       const raw = { ...queryToParams(query), ...(await bodyPromise) };
       assertText(raw);
+      rejectUnknownFields(route.request, raw);
       input = parseParams(route.request, raw);
       if (method === 'PUT' && isEmptyUpdate(input)) {
         throw new HttpError(400, 'BAD_PARAM', 'An update needs at least one field to change');
       }
     } else {
-      await bodyPromise;
+      rejectUnknownFields(undefined, { ...queryToParams(query), ...(await bodyPromise) });
     }
     if (!ex.open) return;
     const result = await route.handler({
@@ -580,7 +628,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
   });
 }
 
-/** An update whose every known field was left out (an empty body, or only unknown fields): nothing to change. */
+/** An update whose every field was left out (an empty body): nothing to change. */
 function isEmptyUpdate(input: unknown): boolean {
   return input !== null && typeof input === 'object' && Object.values(input).every((v) => v === undefined);
 }

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
 import { detect } from '../services/detect.js';
-import { boxOf, type FaceService } from '../services/faces.js';
+import { boxOf, PHOTO_ERRORS, type FaceService } from '../services/faces.js';
 import { flagParam, photoParam } from './schemas.js';
 
 export const detectRequest = z.object({
@@ -64,7 +64,7 @@ export function registerDetect(registry: RouteRegistry, faces: FaceService): voi
     auth: true,
     request: detectRequest,
     response: { status: 200, description: 'Faces found on the photo (possibly none).', schema: detectResponse },
-    errors: [400, 401, 413, 415],
+    errors: PHOTO_ERRORS,
     async handler({ input, signal }) {
       const found = await detect(faces, input, signal);
       return {

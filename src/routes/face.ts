@@ -8,10 +8,13 @@ import { Reply, type RouteRegistry } from '../http/registry.js';
 import type { FaceStore, GalleryChange } from '../db/faces.js';
 import { enrol, type EnrolDeps } from '../services/enrol.js';
 import { deleteFace, unknownFace, updateFace, type FaceChangeDeps } from '../services/face-changes.js';
+import { PHOTO_ERRORS } from '../services/faces.js';
 import { baseUrl, indexLagHeaders, INDEX_LAG_NOTE, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
 import {
+  boxCorners,
   boxesParam,
+  callerBoxes,
   checkSightingFields,
   faceOutput,
   galleryList,
@@ -27,6 +30,7 @@ export const addFaceRequest = z.object({
   photo: photoParam('The photo to take faces from.'),
   meta: metaParam.default(''),
   bbox: boxesParam('Faces to add instead of detecting them; overrides mf_selector.').optional(),
+  ...boxCorners,
   mf_selector: mfSelectorParam,
   galleries: galleryList
     .default([])
@@ -42,13 +46,15 @@ const faceIdParams = z.object({
   id: idParam('Face id (a positive integer).'),
 });
 
+const GALLERY_CHANGE_FORMAT = 'expected an object with exactly one of add, del or set, e.g. {"add": ["vip"]}';
+
 const galleryChange = jsonParam(
   z
-    .object({ add: galleryList.optional(), del: galleryList.optional(), set: galleryList.optional() })
-    .strict()
-    .refine((o) => [o.add, o.del, o.set].filter((v) => v !== undefined).length === 1, {
-      message: 'give exactly one of add, del, set',
-    })
+    .strictObject(
+      { add: galleryList.optional(), del: galleryList.optional(), set: galleryList.optional() },
+      { error: GALLERY_CHANGE_FORMAT },
+    )
+    .refine((o) => [o.add, o.del, o.set].filter((v) => v !== undefined).length === 1, { message: GALLERY_CHANGE_FORMAT })
     .transform((o): GalleryChange => (o.add ? { add: o.add } : o.del ? { del: o.del } : { set: o.set ?? [] })),
 ).meta({
   description:
@@ -87,7 +93,7 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     summary: 'Detect faces on a photo and add them to the database',
     description:
       'Faces, gallery memberships and the photo are stored in one transaction: on any error nothing is stored. ' +
-      'Without bbox, mf_selector chooses among the detected faces; no face answers 422 NO_FACE, and reject with ' +
+      'Without bbox (or x1..y2), mf_selector chooses among the detected faces; no face answers 422 NO_FACE, and reject with ' +
       'several faces answers 400 TOO_MANY_FACES with the boxes in `faces`. With FACE_MIN_QUALITY set, a detected face ' +
       'below it answers 422 LOW_QUALITY with its box and quality in `faces`. An unknown gallery answers 404 naming it. ' +
       'With cam_id each face added is also a camera sighting, recorded in the same transaction: it joins the person of ' +
@@ -95,10 +101,10 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     auth: true,
     request: addFaceRequest,
     response: { status: 200, description: 'The faces added.', schema: addFaceResponse },
-    errors: [400, 401, 404, 413, 415, 422],
+    errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'LOW_QUALITY'],
     async handler({ input, signal, headers }) {
       checkSightingFields(input);
-      const added = await enrol(deps, input, signal);
+      const added = await enrol(deps, { ...input, bbox: callerBoxes(input) }, signal);
       const base = baseUrl(headers, publicUrl);
       const body = {
         results: added.faces.map((f) => renderFace(f, base)),
@@ -115,7 +121,7 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     auth: true,
     params: faceIdParams,
     response: { status: 200, description: 'The face.', schema: faceOutput },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     async handler({ params, headers }) {
       const face = await store.getFace(params.id);
       if (!face) throw unknownFace(params.id);
@@ -134,7 +140,7 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     params: faceIdParams,
     request: updateFaceRequest,
     response: { status: 200, description: 'The face as updated.', schema: faceOutput },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     async handler({ params, input, headers }) {
       const { face, indexLag } = await updateFace(deps, params.id, { meta: input.meta, personId: input.person_id, galleries: input.galleries });
       return Reply.json(renderFace(face, baseUrl(headers, publicUrl)), 200, indexLagHeaders(indexLag));
@@ -149,7 +155,7 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     auth: true,
     params: faceIdParams,
     response: { status: 204, description: 'Deleted.' },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     async handler({ params }) {
       const { indexLag } = await deleteFace(deps, params.id);
       return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));

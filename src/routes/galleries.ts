@@ -23,7 +23,7 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     summary: 'List the galleries',
     auth: true,
     response: { status: 200, description: 'All gallery names.', schema: galleriesResponse },
-    errors: [401],
+    errors: [],
     async handler() {
       return { results: await galleries.list() };
     },
@@ -37,7 +37,7 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     auth: true,
     params: galleryPath,
     response: { status: 201, description: 'Created; no body.' },
-    errors: [400, 401, 409],
+    errors: ['CONFLICT'],
     async handler({ params }) {
       if (!(await galleries.create(params.gallery))) {
         throw new DomainError('CONFLICT', `Gallery ${params.gallery} already exists`, { param: 'gallery' });
@@ -51,12 +51,15 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     path: '/v0/galleries/:gallery/',
     summary: 'Delete a gallery and every face in it',
     description:
-      'Faces in the gallery are deleted (not just removed from it), with photos no face uses any more, in one transaction. ' +
+      'Warning: this deletes the faces in the gallery, not just their membership: each is deleted from the database, ' +
+      'so also from every other gallery it is in, with photos no face uses any more, in one transaction. To keep the ' +
+      'faces, take them out of the gallery first with PUT /v0/face/id/<id>/ and `{"galleries": {"del": ["<gallery>"]}}`, ' +
+      'then delete the empty gallery. ' +
       `The default gallery holds every face and cannot be deleted: 400 BAD_PARAM. ${INDEX_LAG_NOTE}`,
     auth: true,
     params: galleryPath,
     response: { status: 204, description: 'Deleted.' },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     async handler({ params }) {
       const { indexLag } = await deleteGallery(deps, params.gallery);
       return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));

@@ -129,7 +129,7 @@ export function registerHistory(registry: RouteRegistry, history: HistoryStore, 
       auth: true,
       request: historySearchRequest,
       response: { status: 200, description: 'Matching events.', schema: historyResponse },
-      errors: [400, 401],
+      errors: [],
       handler: ({ input, headers }) => search(input, headers),
     });
   }
@@ -144,7 +144,7 @@ export function registerHistory(registry: RouteRegistry, history: HistoryStore, 
     auth: true,
     params: z.object({ id: idParam('History event id.') }),
     response: { status: 200, description: 'The JPEG.', alternatives: ['image/jpeg'] },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     async handler({ params }) {
       const jpeg = await history.thumbnail(params.id);
       if (!jpeg) throw notFound(`No history event ${params.id}`);

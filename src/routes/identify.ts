@@ -15,14 +15,24 @@
  * - `n` is at most FACE_IDENTIFY_MAX_N; more is 400.
  */
 import { z } from 'zod';
-import { invalid } from '../errors.js';
 import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import type { Box } from '../services/faces.js';
+import { PHOTO_ERRORS } from '../services/faces.js';
 import { identify, liveServersHeader, LIVE_SERVERS, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
 import { baseUrl, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
-import { checkSightingFields, faceOutput, galleryName, mfSelectorParam, photoParam, sightingFields, thresholdParam } from './schemas.js';
+import {
+  boxCorners,
+  boxesParam,
+  callerBoxes,
+  checkSightingFields,
+  faceOutput,
+  galleryName,
+  mfSelectorParam,
+  photoParam,
+  sightingFields,
+  thresholdParam,
+} from './schemas.js';
 
 export { LIVE_SERVERS };
 
@@ -31,18 +41,11 @@ export interface IdentifyDeps extends IdentifyServiceDeps {
   maxN: number;
 }
 
-const coordParam = (name: string) =>
-  numberParam(z.number().finite().transform(Math.round))
-    .optional()
-    .meta({ description: `${name} of the face's bounding box; give all four of x1, y1, x2, y2 to skip detection.` });
-
 const identifyRequestFor = (maxN: number) =>
   z.object({
     photo: photoParam('The photo with the face(s) to search for.'),
-    x1: coordParam('Left edge'),
-    y1: coordParam('Top edge'),
-    x2: coordParam('Right edge'),
-    y2: coordParam('Bottom edge'),
+    bbox: boxesParam('Faces to search for instead of detecting them; overrides mf_selector.').optional(),
+    ...boxCorners,
     threshold: thresholdParam,
     n: numberParam(z.number().int().min(1).max(maxN))
       .default(1)
@@ -78,17 +81,6 @@ export function resultKey(b: { x1: number; y1: number; x2: number; y2: number })
   return `[${b.x1}, ${b.y1}, ${b.x2}, ${b.y2}]`;
 }
 
-/** The face to search for when the caller gives x1..y2: all four or none, and a box with area. */
-function callerBox(input: { x1?: number; y1?: number; x2?: number; y2?: number }): Box | undefined {
-  const coords = [input.x1, input.y1, input.x2, input.y2];
-  const given = coords.filter((c) => c !== undefined).length;
-  if (given === 0) return undefined;
-  if (given !== 4) throw invalid('x1', 'give all four of x1, y1, x2, y2, or none');
-  const box = coords as Box;
-  if (!(box[2] > box[0] && box[3] > box[1])) throw invalid('x2', 'the box needs x2 > x1 and y2 > y1');
-  return box;
-}
-
 export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): void {
   const { index } = deps;
   const headers = () => liveServersHeader(index.servers());
@@ -100,9 +92,9 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     signal: AbortSignal,
     reqHeaders: Readonly<Record<string, string>>,
   ): Promise<Reply> {
-    const box = callerBox(input);
+    const bbox = callerBoxes(input);
     checkSightingFields(input);
-    const found = await identify(deps, { ...input, box, gallery }, signal);
+    const found = await identify(deps, { ...input, bbox, gallery }, signal);
     const base = baseUrl(reqHeaders, deps.publicUrl);
     const results: Record<string, z.input<typeof match>[]> = {};
     for (const r of found.results) {
@@ -113,7 +105,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
   }
 
   const description =
-    'Finds the stored faces most similar to each chosen face on the photo. Without x1..y2, faces are detected and ' +
+    'Finds the stored faces most similar to each chosen face on the photo. Without bbox (or x1..y2), faces are detected and ' +
     'mf_selector chooses among them. Every answer, errors included, carries the header X-Live-Servers: <live>/<total> ' +
     '(search shards that served the request out of all); with strict and a shard out of service the answer is ' +
     '503 SHARDS_UNAVAILABLE. An unknown gallery answers 404 naming it. With cam_id, each face searched is also recorded ' +
@@ -129,7 +121,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     auth: true,
     request: request.extend({ gallery: galleryField }),
     response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
-    errors: [400, 401, 404, 413, 415, 422],
+    errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'SHARDS_UNAVAILABLE'],
     headers,
     handler: ({ input, signal, headers: h }) => answer(input, input.gallery, signal, h),
   });
@@ -143,7 +135,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     params: z.object({ gallery: galleryName }),
     request,
     response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
-    errors: [400, 401, 404, 413, 415, 422],
+    errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'SHARDS_UNAVAILABLE'],
     headers,
     handler: ({ input, params, signal, headers: h }) => answer(input, params.gallery, signal, h),
   });

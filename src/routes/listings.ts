@@ -53,7 +53,7 @@ export function registerListings(registry: RouteRegistry, store: FaceStore, publ
     params: metaPath,
     request: pageQuery,
     response: { status: 200, description: 'Faces whose meta equals the given one.', schema: facesListing },
-    errors: [400, 401],
+    errors: [],
     handler: ({ params, input, headers }) => faceList(`/v0/face/meta/${enc(params.meta)}/`, { meta: params.meta }, input, headers),
   });
 
@@ -66,7 +66,7 @@ export function registerListings(registry: RouteRegistry, store: FaceStore, publ
     params: galleryMetaPath,
     request: pageQuery,
     response: { status: 200, description: 'Faces in the gallery whose meta equals the given one.', schema: facesListing },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     handler: ({ params, input, headers }) =>
       faceList(`/v0/face/gallery/${params.gallery}/meta/${enc(params.meta)}/`, { meta: params.meta, gallery: params.gallery }, input, headers),
   });
@@ -79,7 +79,7 @@ export function registerListings(registry: RouteRegistry, store: FaceStore, publ
     auth: true,
     request: pageQuery,
     response: { status: 200, description: 'Every face.', schema: facesListing },
-    errors: [400, 401],
+    errors: [],
     handler: ({ input, headers }) => faceList('/v0/faces/', {}, input, headers),
   });
 
@@ -92,7 +92,7 @@ export function registerListings(registry: RouteRegistry, store: FaceStore, publ
     params: galleryPath,
     request: pageQuery,
     response: { status: 200, description: 'Every face in the gallery.', schema: facesListing },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     handler: ({ params, input, headers }) => faceList(`/v0/faces/gallery/${params.gallery}/`, { gallery: params.gallery }, input, headers),
   });
 
@@ -110,7 +110,7 @@ export function registerListings(registry: RouteRegistry, store: FaceStore, publ
     auth: true,
     request: pageQuery,
     response: { status: 200, description: 'One summary per meta.', schema: metaListing },
-    errors: [400, 401],
+    errors: [],
     handler: ({ input, headers }) => metaList('/v0/meta/', undefined, input, headers),
   });
 
@@ -123,7 +123,7 @@ export function registerListings(registry: RouteRegistry, store: FaceStore, publ
     params: galleryPath,
     request: pageQuery,
     response: { status: 200, description: 'One summary per meta in the gallery.', schema: metaListing },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     handler: ({ params, input, headers }) => metaList(`/v0/meta/gallery/${params.gallery}/`, params.gallery, input, headers),
   });
 }

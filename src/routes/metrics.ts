@@ -23,7 +23,7 @@ export function registerMetrics(registry: RouteRegistry, metrics: ServiceMetrics
     auth: 'operator',
     limited: false,
     response: { status: 200, description: 'The metrics.', alternatives: [metrics.contentType] },
-    errors: [401],
+    errors: [],
     async handler({ server }) {
       return new Reply(200, await metrics.render(server), metrics.contentType);
     },

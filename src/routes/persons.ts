@@ -69,7 +69,7 @@ export function registerPersons(registry: RouteRegistry, deps: { store: FaceStor
     auth: true,
     params: personPath,
     response: { status: 200, description: 'The person.', schema: personResponse },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     async handler({ params, headers }) {
       const { person, faces } = await findPerson(deps, params.id);
       const base = baseUrl(headers, publicUrl);
@@ -95,7 +95,7 @@ export function registerPersons(registry: RouteRegistry, deps: { store: FaceStor
       params: personPath,
       request: personHistoryRequest,
       response: { status: 200, description: 'The sightings.', schema: personHistoryResponse },
-      errors: [400, 401, 404],
+      errors: ['NOT_FOUND'],
       async handler({ params, input, headers }) {
         const listing = await personHistory(deps, params.id, filterOf(input));
         const base = baseUrl(headers, publicUrl);

@@ -27,7 +27,7 @@ export function registerPhoto(registry: RouteRegistry, photos: PhotoStore): void
       description: 'The photo bytes.',
       alternatives: ['image/jpeg', 'image/png', 'image/webp'],
     },
-    errors: [400, 401, 404],
+    errors: ['NOT_FOUND'],
     async handler({ params }) {
       const info = await photos.info(params.hash);
       if (!info) throw notFound(`No photo ${params.hash}`);

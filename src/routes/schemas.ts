@@ -29,25 +29,85 @@ export const photoParam = (description: string) =>
 export const flagParam = (description: string) =>
   z.preprocess(textToBoolean, z.boolean().default(false)).meta({ description });
 
-const coord = z.number().finite().transform(Math.round);
+const BOX_FORMAT = 'a box is [x1, y1, x2, y2] or {"x1": …, "y1": …, "x2": …, "y2": …} in pixels, with x2 > x1 and y2 > y1';
 
-const boxArray = z.tuple([coord, coord, coord, coord]);
-const boxObject = z.object({ x1: coord, y1: coord, x2: coord, y2: coord });
+const isCoord = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 
-/** `[x1,y1,x2,y2]` or `{x1,y1,x2,y2}`, normalised to the tuple; coordinates may be negative at image borders. */
-export const boxInput = z
-  .union([boxArray, boxObject])
-  .transform((b): Box => (Array.isArray(b) ? [b[0], b[1], b[2], b[3]] : [b.x1, b.y1, b.x2, b.y2]))
-  .refine((b) => b[2] > b[0] && b[3] > b[1], { message: 'box needs x2 > x1 and y2 > y1' });
+/** `[x1,y1,x2,y2]` or `{x1,y1,x2,y2}` as a rounded box with area, or undefined when it is neither. */
+function toBox(v: unknown): Box | undefined {
+  let c: unknown[];
+  if (Array.isArray(v)) c = v;
+  else if (v !== null && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    if (Object.keys(o).some((k) => !['x1', 'y1', 'x2', 'y2'].includes(k))) return undefined;
+    c = [o.x1, o.y1, o.x2, o.y2];
+  } else return undefined;
+  if (c.length !== 4 || !c.every(isCoord)) return undefined;
+  const b = c.map((n) => Math.round(n as number)) as Box;
+  return b[2] > b[0] && b[3] > b[1] ? b : undefined;
+}
 
+const boxJsonSchema = {
+  anyOf: [
+    { type: 'array', items: { type: 'number' }, minItems: 4, maxItems: 4 },
+    {
+      type: 'object',
+      properties: { x1: { type: 'number' }, y1: { type: 'number' }, x2: { type: 'number' }, y2: { type: 'number' } },
+      required: ['x1', 'y1', 'x2', 'y2'],
+      additionalProperties: false,
+    },
+  ],
+};
+
+/** One box, every malformed spelling refused with the same message; coordinates may be negative at image borders. */
+export const boxInput = z.unknown().transform((v, ctx): Box => {
+  const box = toBox(v);
+  if (box) return box;
+  ctx.addIssue({ code: 'custom', message: BOX_FORMAT });
+  return z.NEVER;
+});
+
+const MAX_BOXES = 100;
+
+/** A list of boxes, or one box on its own (read as a list of one). */
 export const boxesParam = (description: string) =>
-  jsonParam(z.array(boxInput).min(1).max(100)).meta({
-    description: `${description} Array of boxes, each [x1,y1,x2,y2] or {x1,y1,x2,y2}; JSON-encoded in multipart and query strings.`,
+  jsonParam(
+    z.preprocess((v) => (toBox(v) ? [v] : v), z.array(boxInput, { error: `expected a box or a list of boxes; ${BOX_FORMAT}` }).min(1).max(MAX_BOXES)),
+  ).meta({
+    description: `${description} One box or a list of up to ${MAX_BOXES}; ${BOX_FORMAT}. JSON-encoded in multipart and query strings.`,
+    anyOf: [boxJsonSchema, { type: 'array', items: boxJsonSchema, minItems: 1, maxItems: MAX_BOXES }],
   });
+
+const corner = (name: string) =>
+  numberParam(z.number({ error: 'expected a number of pixels' }).finite().transform(Math.round))
+    .optional()
+    .meta({ description: `${name} of one face's box: the same as bbox=[x1, y1, x2, y2]. Give all four or none.` });
+
+/** The spelling of one box as four fields, accepted wherever `bbox` is. */
+export const boxCorners = { x1: corner('Left edge'), y1: corner('Top edge'), x2: corner('Right edge'), y2: corner('Bottom edge') };
+
+/**
+ * The caller's boxes from `bbox` or from x1..y2 (one spelling or the other),
+ * or undefined when the faces are to be detected.
+ */
+export function callerBoxes(input: { bbox?: Box[]; x1?: number; y1?: number; x2?: number; y2?: number }): Box[] | undefined {
+  const corners = [input.x1, input.y1, input.x2, input.y2];
+  const given = corners.filter((c) => c !== undefined).length;
+  if (given === 0) return input.bbox;
+  if (input.bbox !== undefined) throw invalid('bbox', 'give the box as bbox or as x1, y1, x2, y2, not both');
+  if (given !== 4) throw invalid('x1', `give all four of x1, y1, x2, y2, or none; ${BOX_FORMAT}`);
+  const box = toBox(corners);
+  if (!box) throw invalid('x1', BOX_FORMAT);
+  return [box];
+}
+
+const THRESHOLD_PRESETS = ['strict', 'medium', 'low', 'none'] as const;
 
 export const thresholdParam = numberParam(
   z
-    .union([z.enum(['strict', 'medium', 'low', 'none']), z.number().min(0).max(1)])
+    .union([z.enum(THRESHOLD_PRESETS), z.number().min(0).max(1)], {
+      error: `expected a number from 0 to 1 or one of ${THRESHOLD_PRESETS.join(', ')}`,
+    })
     .default(DEFAULT_THRESHOLD),
 ).meta({
   description:

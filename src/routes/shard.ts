@@ -54,7 +54,7 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
         }),
     }),
     response: { status: 200, description: 'The matches per query.', schema: searchAnswer },
-    errors: [400, 401, 413, 415],
+    errors: [],
     async handler({ input }) {
       const queries = decodeQueries(input.vectors, layout.dims);
       if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${layout.dims} float32 values`);
@@ -71,7 +71,7 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     auth: 'operator',
     limited: false,
     response: { status: 200, description: 'The state.', schema: stateAnswer },
-    errors: [401],
+    errors: [],
     async handler() {
       return { ...served(), shard_count: layout.shards, rule: layout.rule, recognizer: layout.recognizer, dims: layout.dims, held: index.shards().map((s) => s.shard) };
     },
@@ -90,7 +90,7 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
       wait_ms: numberParam(z.number().int().min(0).max(MAX_WAIT_MS)).default(0).meta({ description: `Longest wait, at most ${MAX_WAIT_MS} ms.` }),
     }),
     response: { status: 200, description: 'Where the shards stand.', schema: positionAnswer },
-    errors: [400, 401],
+    errors: [],
     async handler({ input }) {
       const reached = await follower.caughtUp(input.at_least, input.wait_ms);
       return { ...served(), reached };

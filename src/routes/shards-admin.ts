@@ -70,7 +70,7 @@ export function registerShardsReport(registry: RouteRegistry, index: SearchShard
     auth: 'operator',
     limited: false,
     response: { status: 200, description: 'The shards.', schema: shardsResponse },
-    errors: [401],
+    errors: [],
     async handler() {
       return report(index);
     },
@@ -104,7 +104,7 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
       limited: false,
       params: shardParams,
       response: { status: 200, description: 'All shards after the change.', schema: shardsResponse },
-      errors: [400, 401, 404],
+      errors: ['NOT_FOUND'],
       async handler({ params }) {
         held(params.k);
         if (online) index.setOnline(params.k);
@@ -128,7 +128,7 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
     limited: false,
     params: shardParams,
     response: { status: 200, description: 'All shards once the rebuild has started.', schema: shardsResponse },
-    errors: [400, 401, 404, 503],
+    errors: ['NOT_FOUND'],
     async handler({ params }) {
       held(params.k);
       await control.rebuild(params.k);

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
-import type { FaceService } from '../services/faces.js';
+import { PHOTO_ERRORS, type FaceService } from '../services/faces.js';
 import { verify } from '../services/verify.js';
 import { boxesParam, boxOutput, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
 
@@ -47,7 +47,7 @@ export function registerVerify(registry: RouteRegistry, faces: FaceService): voi
     auth: true,
     request: verifyRequest,
     response: { status: 200, description: 'Pairwise confidences and verdicts.', schema: verifyResponse },
-    errors: [400, 401, 413, 415, 422],
+    errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NO_FACE'],
     handler: ({ input, signal }) => verify(faces, input, signal),
   });
 }

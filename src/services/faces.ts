@@ -27,6 +27,23 @@ export function boxOf(f: { x1: number; y1: number; x2: number; y2: number }): Bo
 /** Engine failures that say nothing about the photo (the service's state, the request's fate): they name no parameter. */
 const NOT_THE_PHOTO = new Set<ErrorCode>(['INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED', 'SHARDS_UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CLIENT_CLOSED']);
 
+/**
+ * What loading and analysing a photo parameter can raise, for routes that
+ * take one to declare: a URL that cannot be fetched or is too big
+ * (photo-source.ts), an image the engine cannot read or refuses, and a full
+ * engine queue. A bad URL or box is BAD_PARAM, which the route registry
+ * documents for every route.
+ */
+export const PHOTO_ERRORS = [
+  'PHOTO_FETCH_FAILED',
+  'PAYLOAD_TOO_LARGE',
+  'IMAGE_CORRUPT',
+  'IMAGE_TOO_LARGE',
+  'IMAGE_ASPECT_RATIO',
+  'IMAGE_UNSUPPORTED',
+  'OVERLOADED',
+] as const satisfies readonly ErrorCode[];
+
 export interface PhotoRequest {
   photo: PhotoInput;
   /** Request parameter naming the photo, for error messages (`photo`, `photo1`). */

@@ -41,8 +41,8 @@ export interface IdentifyDeps {
 
 export interface IdentifyRequest {
   photo: PhotoInput;
-  /** The face to search for instead of detecting faces. */
-  box?: Box;
+  /** The faces to search for instead of detecting faces. */
+  bbox?: Box[];
   threshold?: ThresholdPreset | number;
   /** Most matches per face. */
   n: number;
@@ -97,10 +97,10 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   const threshold = resolveThreshold(req.threshold);
   const camId = req.cam_id;
 
-  const photo = { photo: req.photo, param: 'photo', boxes: req.box ? [req.box] : undefined, boxesParam: 'x1' };
+  const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
   const bytes = await deps.faces.load(photo, signal);
   const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize), signal);
-  const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', req.box !== undefined);
+  const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', req.bbox !== undefined);
 
   const rows = pickRows(analysis, chosen);
   // Every face lives in default (the shards leave it implicit): searching it is searching unfiltered.

@@ -151,7 +151,8 @@ export class IndexSync {
   static async start(opts: IndexSyncOptions): Promise<IndexSync> {
     const sync = new IndexSync(opts);
     for (const r of opts.index.loadReport()) {
-      if (r.error) opts.log.warn({ shard: r.shard, cause: r.error }, 'search shard snapshot could not be loaded; rebuilding the shard');
+      if (r.missing) opts.log.info({ shard: r.shard }, 'search shard has no snapshot yet; building it from the database');
+      else if (r.error) opts.log.warn({ shard: r.shard, cause: r.error }, 'search shard snapshot could not be loaded; rebuilding the shard');
     }
     await sync.healAtStart(opts.index.shards().filter((s) => s.state !== 'live').map((s) => s.shard));
     // Every shard is live now, each at its own position; the drain takes each from there.
@@ -362,7 +363,8 @@ export class IndexSync {
     const { index, log, sql } = this.opts;
     const started = Date.now();
     const snapshot = await index.reload(k);
-    if (snapshot.error) log.warn({ shard: k, cause: snapshot.error }, 'search shard snapshot could not be loaded; rebuilding the shard from the database');
+    if (snapshot.missing) log.info({ shard: k }, 'search shard has no snapshot; building it from the database');
+    else if (snapshot.error) log.warn({ shard: k, cause: snapshot.error }, 'search shard snapshot could not be loaded; rebuilding the shard from the database');
     let from = snapshot.position;
     let source = from > 0 ? 'snapshot' : 'log';
     if (from < (await prunedThrough(sql))) {

@@ -4,6 +4,7 @@
  * current sources first.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { findProjectRoot } from '../../src/config.js';
@@ -23,9 +24,14 @@ export async function buildDist(): Promise<void> {
   await promisify(execFile)('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root });
 }
 
-/** Starts the service with `env` (it should set PORT=0 and LOG_LEVEL=info) and waits for its "listening" log line. */
-export async function startProcess(env: NodeJS.ProcessEnv): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts the service with `env` (it should set PORT=0 and LOG_LEVEL=info) and waits for its
+ * "listening" log line; `via: 'npm'` starts it as a user does, with `npm start`, so `child`
+ * is npm.
+ */
+export async function startProcess(env: NodeJS.ProcessEnv, via: 'node' | 'npm' = 'node'): Promise<ServiceProcess> {
+  const [command, args] = via === 'npm' ? ['npm', ['start', '--silent']] : [process.execPath, [path.join(root, 'dist/src/main.js')]];
+  const child = spawn(command, args, { env, cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -44,4 +50,31 @@ export async function startProcess(env: NodeJS.ProcessEnv): Promise<ServiceProce
     });
   });
   return { child, base: `http://127.0.0.1:${port}`, output: () => out, exited };
+}
+
+/** Ids of the live processes whose parent is `pid` (read from /proc). */
+export function childPids(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The command name is in parentheses and may hold spaces; the parent id is the second field after it.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[1]) === pid && fields[0] !== 'Z') out.push(Number(entry));
+    } catch {
+      // the process ended while being read
+    }
+  }
+  return out;
+}
+
+/** True while a process with this id exists and is not a zombie. */
+export function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
 }

@@ -82,6 +82,61 @@ describe('limits and body formats', () => {
   });
 });
 
+describe('strict parameters', () => {
+  const detect = (fields: Record<string, string | Buffer>) => fetch(url('/v1/detect/'), { method: 'POST', headers: AUTH, body: form(fields) });
+
+  it('refuses a misspelt field, suggesting the name it was close to and listing the accepted ones', async () => {
+    for (const [given, meant] of [['emotion', 'emotions'], ['agee', 'age'], ['Gender', 'gender']]) {
+      const res = await detect({ photo: sample(2), [given]: 'true' });
+      expect(res.status, given).toBe(400);
+      const body = await res.json();
+      expect(body).toMatchObject({ code: 400, error: 'BAD_PARAM', param: given });
+      expect(body.reason).toBe(
+        `unknown parameter "${given}"; did you mean "${meant}"? Accepted: photo, age, gender, emotions, landmarks, quality.`,
+      );
+    }
+  });
+
+  it('refuses an unknown field without a near name, in the query string too', async () => {
+    const res = await fetch(url('/v1/detect/?colour=red'), { method: 'POST', headers: AUTH, body: form({ photo: sample(2) }) });
+    expect(await res.json()).toMatchObject({ error: 'BAD_PARAM', param: 'colour', reason: expect.stringMatching(/^unknown parameter "colour"\. Accepted: photo,/) });
+  });
+
+  it('refuses parameters on routes that take none', async () => {
+    const res = await fetch(url('/health?verbose=1'));
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ param: 'verbose', reason: 'unknown parameter "verbose": this endpoint takes no parameters.' });
+  });
+
+  it('gives every malformed box the same message, and takes a single box where a list is expected', async () => {
+    for (const bbox1 of ['[[10, 10, 5]]', '[[10, 10, 5, 5]]', '[{"x1": 1, "y1": 1, "x2": 9}]', '[["a", 1, 2, 3]]']) {
+      const res = await fetch(url('/v0/verify/'), { method: 'POST', headers: AUTH, body: form({ photo1: sample(2), photo2: sample(2), bbox1 }) });
+      expect(res.status, bbox1).toBe(400);
+      expect(await res.json(), bbox1).toMatchObject({
+        param: 'bbox1',
+        reason: 'bbox1[0]: a box is [x1, y1, x2, y2] or {"x1": …, "y1": …, "x2": …, "y2": …} in pixels, with x2 > x1 and y2 > y1',
+      });
+    }
+    const notAList = await fetch(url('/v0/verify/'), { method: 'POST', headers: AUTH, body: form({ photo1: sample(2), photo2: sample(2), bbox1: '"face"' }) });
+    expect((await notAList.json()).reason).toMatch(/^bbox1: expected a box or a list of boxes; a box is/);
+    const single = await fetch(url('/v0/verify/'), {
+      method: 'POST',
+      headers: AUTH,
+      body: form({ photo1: sample(2), photo2: sample(2), bbox1: '[40, 40, 160, 170]', bbox2: '{"x1": 40, "y1": 40, "x2": 160, "y2": 170}', threshold: 'none' }),
+    });
+    expect(single.status).toBe(200);
+    expect((await single.json()).results[0].bbox1).toEqual({ x1: 40, y1: 40, x2: 160, y2: 170 });
+  });
+
+  it('lists the values an enumerated field takes', async () => {
+    const body = (extra: object) => JSON.stringify({ photo1: 'http://127.0.0.1/a', photo2: 'http://127.0.0.1/b', ...extra });
+    const threshold = await fetch(url('/v0/verify/'), { method: 'POST', headers: json, body: body({ threshold: 'high' }) });
+    expect((await threshold.json()).reason).toBe('threshold: expected a number from 0 to 1 or one of strict, medium, low, none');
+    const selector = await fetch(url('/v0/verify/'), { method: 'POST', headers: json, body: body({ mf_selector: 'first' }) });
+    expect((await selector.json()).reason).toBe('mf_selector: expected one of reject, biggest, all');
+  });
+});
+
 describe('routing, docs and health', () => {
   it('answers unknown routes with 404 JSON', async () => {
     const res = await fetch(url('/v0/nothing/'), { headers: AUTH });
@@ -95,16 +150,26 @@ describe('routing, docs and health', () => {
     expect(res.headers.get('allow')).toBe('POST');
   });
 
-  it('serves docs per version, as JSON or HTML, without a token', async () => {
+  it('serves docs per version, as JSON or as Swagger UI, without a token', async () => {
     const list = await fetch(url('/docs'));
-    expect((await list.json()).versions).toEqual(expect.arrayContaining(['v0', 'v1']));
+    expect(await list.json()).toMatchObject({ versions: expect.arrayContaining(['v0', 'v1']), documents: { v0: '/docs/v0', v1: '/docs/v1' } });
     const doc = await (await fetch(url('/docs/v1'))).json();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths)).toContain('/v1/detect/');
     expect(Object.keys(doc.paths)).not.toContain('/v0/verify/');
     const page = await fetch(url('/docs/v0/'), { headers: { accept: 'text/html,*/*;q=0.8' } });
     expect(page.headers.get('content-type')).toMatch(/text\/html/);
-    expect(await page.text()).toContain('/v0/verify/');
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(page.headers.get('vary')).toBe('Accept');
+    const html = await page.text();
+    expect(html).toContain('{"name":"v0","url":"/docs/v0"}');
+    const script = /src="(\/docs\/assets\/swagger-ui-bundle\.js\?v=[0-9a-f]+)"/.exec(html)?.[1];
+    const bundle = await fetch(url(script ?? '/missing'));
+    expect(bundle.status).toBe(200);
+    expect(bundle.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(bundle.headers.get('cache-control')).toContain('max-age=31536000');
+    expect((await bundle.arrayBuffer()).byteLength).toBeGreaterThan(100_000);
+    expect((await fetch(url('/docs/assets/index.html'))).status).toBe(404);
     expect((await fetch(url('/docs/v9'))).status).toBe(404);
   });
 

@@ -91,6 +91,23 @@ describe('identify', () => {
     expect(r.json.results[`[${f.x1}, ${f.y1}, ${f.x2}, ${f.y2}]`][0].face.id).toBe(f.id);
   });
 
+  it('takes the box as bbox too, with or without the list around it, and refuses both spellings at once', async () => {
+    const f = crowd[1];
+    const key = `[${f.x1}, ${f.y1}, ${f.x2}, ${f.y2}]`;
+    for (const bbox of [[[f.x1, f.y1, f.x2, f.y2]], [f.x1, f.y1, f.x2, f.y2], { x1: f.x1, y1: f.y1, x2: f.x2, y2: f.y2 }]) {
+      const r = await identify({ photo: sample(4), bbox: JSON.stringify(bbox) });
+      expect(r.status, JSON.stringify(bbox)).toBe(200);
+      expect(Object.keys(r.json.results)).toEqual([key]);
+      expect(r.json.results[key][0].face.id).toBe(f.id);
+    }
+    const both = await identify({ photo: sample(4), bbox: JSON.stringify([f.x1, f.y1, f.x2, f.y2]), x1: String(f.x1), y1: String(f.y1), x2: String(f.x2), y2: String(f.y2) });
+    expect(both.status).toBe(400);
+    expect(both.json).toMatchObject({ error: 'BAD_PARAM', param: 'bbox' });
+    const partial = await identify({ photo: sample(4), x1: '1', y1: '2' });
+    expect(partial.json).toMatchObject({ error: 'BAD_PARAM', param: 'x1' });
+    expect(partial.json.reason).toContain('give all four of x1, y1, x2, y2');
+  });
+
   it('returns up to n matches best first, only above the threshold', async () => {
     const open = await identify({ photo: sample(1), n: '5', threshold: 'none' });
     const [list] = Object.values(open.json.results) as any[][];

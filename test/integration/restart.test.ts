@@ -2,7 +2,8 @@
  * The service as a process: first start on an empty data directory (embedded
  * PostgreSQL initialised, admin token printed once), the token CLI against
  * the running service, a SIGKILL in the middle of a stream of adds, a
- * restart on the same data directory, and a graceful stop.
+ * restart on the same data directory, a graceful stop, and the same stop
+ * when the service was started with `npm start` and npm is signalled or killed.
  *
  * Runs the built JavaScript (dist/), which it rebuilds first.
  */
@@ -17,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findProjectRoot } from '../../src/config.js';
 import { PhotoBlobs } from '../../src/db/photos.js';
 import { form, sample } from '../helpers/images.js';
-import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { buildDist, childPids, isRunning, startProcess, type ServiceProcess } from '../helpers/process.js';
 
 const run = promisify(execFile);
 const root = findProjectRoot();
@@ -66,6 +67,10 @@ describe('the service process', () => {
     expect(m).not.toBeNull();
     token = m![1];
     expect(existsSync(path.join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
+    // It is the operator's token too: /metrics and the admin routes take it.
+    expect(service.output()).toContain('It reaches every route, /metrics and /v0/admin/* included.');
+    expect((await fetch(`${service.base}/metrics`, { headers: auth() })).status).toBe(200);
+    expect((await fetch(`${service.base}/v0/admin/shards`, { headers: auth() })).status).toBe(200);
     const r = await fetch(`${service.base}/v0/galleries/`, { headers: auth() });
     expect(r.status).toBe(200);
     expect(await r.json()).toEqual({ results: ['default'] });
@@ -93,6 +98,30 @@ describe('the service process', () => {
     expect((await cli('list')).stdout).toMatch(new RegExp(`^${id}\\tci robot\\t.*\\trevoked `, 'm'));
     await expect(cli('revoke', String(id))).rejects.toMatchObject({ code: 1 });
     await expect(cli('frobnicate')).rejects.toMatchObject({ code: 2 });
+    await expect(cli('list', '--operator')).rejects.toMatchObject({ code: 2 });
+  });
+
+  it('gives client and operator tokens their own reach, and one active token per name', async () => {
+    const cli = (...args: string[]) => run(process.execPath, [path.join(root, 'dist/src/cli/token.js'), ...args], { env });
+    const tokenOf = (stdout: string) => ({ Authorization: `Token ${/^token: (\S+)$/m.exec(stdout)![1]}` });
+    const client = await cli('create', 'app');
+    expect(client.stdout).toContain('role: client (data)');
+    const ops = await cli('create', 'ops', '--operator');
+    expect(ops.stdout).toContain('role: operator');
+    for (const path of ['/metrics', '/v0/admin/shards']) {
+      expect((await fetch(`${service.base}${path}`, { headers: tokenOf(client.stdout) })).status, path).toBe(401);
+      expect((await fetch(`${service.base}${path}`, { headers: tokenOf(ops.stdout) })).status, path).toBe(200);
+    }
+    expect((await fetch(`${service.base}/v0/galleries/`, { headers: tokenOf(client.stdout) })).status).toBe(200);
+    await expect(cli('create', 'app')).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('an active token is already named "app"') });
+    expect((await cli('list')).stdout).toMatch(/^\d+\tops\toperator\t.*\tactive$/m);
+  });
+
+  it('refuses a data folder without a database unless asked to make one', async () => {
+    const empty = path.join(dir, 'mistyped');
+    const cli = run(process.execPath, [path.join(root, 'dist/src/cli/token.js'), 'create', 'lost'], { env: { ...env, FACE_DATA_DIR: empty } });
+    await expect(cli).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining(`no database in ${empty} (FACE_DATA_DIR)`) });
+    expect(existsSync(path.join(empty, 'pg'))).toBe(false);
   });
 
   it('loses no acknowledged add and half-writes none when killed mid-stream', { timeout: 300_000 }, async () => {
@@ -207,5 +236,36 @@ describe('the service process', () => {
     expect(await service.exited).toBe(0);
     expect(service.output()).toContain('"msg":"stopped"');
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
+  });
+
+  /** The service under `npm start`: npm's pid, the service's, and a wait for both to be gone. */
+  async function startUnderNpm() {
+    service = await startProcess(env, 'npm');
+    const npmPid = service.child.pid!;
+    const [servicePid] = childPids(npmPid);
+    expect(servicePid, 'npm runs the service as its child').toBeDefined();
+    const gone = async () => {
+      for (let i = 0; i < 300 && (isRunning(servicePid) || existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(isRunning(servicePid), 'service process').toBe(false);
+      expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid')), 'embedded PostgreSQL').toBe(false);
+    };
+    return { npmPid, gone };
+  }
+
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`stops, database included, when npm start is sent ${signal}`, { timeout: 60_000 }, async () => {
+      const { npmPid, gone } = await startUnderNpm();
+      process.kill(npmPid, signal);
+      await gone();
+      expect(service.output()).toContain('"msg":"stopped"');
+    });
+  }
+
+  it('stops rather than run on orphaned when the npm that started it is killed', { timeout: 60_000 }, async () => {
+    const { npmPid, gone } = await startUnderNpm();
+    process.kill(npmPid, 'SIGKILL');
+    await gone();
   });
 });

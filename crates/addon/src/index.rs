@@ -113,6 +113,9 @@ pub struct ShardSnapshot {
     pub position: f64,
     /// Why the snapshot could not be loaded or saved; absent on success.
     pub error: Option<String>,
+    /// Loading only: there was no snapshot to load (a shard never saved), which is expected on
+    /// a first start and not a fault.
+    pub missing: bool,
     /// Saving only: the shard was not live, so nothing was written (not an error).
     pub skipped: bool,
 }
@@ -122,7 +125,8 @@ pub struct ShardSnapshot {
 pub struct FaceIndex {
     set: Mutex<Option<Arc<ShardSet>>>,
     dir: PathBuf,
-    loaded: Vec<(u32, f64, Option<String>)>,
+    /// Per shard at open: position, and why its snapshot was not used (and whether it was simply missing).
+    loaded: Vec<(u32, f64, Option<(String, bool)>)>,
 }
 
 fn whole(name: &str, v: f64) -> std::result::Result<u64, IndexError> {
@@ -235,7 +239,7 @@ impl FaceIndex {
                     .zip(set.load_all(&in_thread))
                     .map(|(k, r)| match r {
                         Ok(p) => (k as u32, to_js_whole(p), None),
-                        Err(e) => (k as u32, 0.0, Some(e.to_string())),
+                        Err(e) => (k as u32, 0.0, Some((e.to_string(), e.is_missing_file()))),
                     })
                     .collect::<Vec<_>>();
                 Ok((set, loaded))
@@ -249,7 +253,13 @@ impl FaceIndex {
     pub fn load_report(&self) -> Vec<ShardSnapshot> {
         self.loaded
             .iter()
-            .map(|(shard, position, error)| ShardSnapshot { shard: *shard, position: *position, error: error.clone(), skipped: false })
+            .map(|(shard, position, error)| ShardSnapshot {
+                shard: *shard,
+                position: *position,
+                error: error.as_ref().map(|(why, _)| why.clone()),
+                missing: error.as_ref().is_some_and(|(_, missing)| *missing),
+                skipped: false,
+            })
             .collect()
     }
 
@@ -353,9 +363,9 @@ impl FaceIndex {
             env,
             move |set| {
                 Ok(match set.reload(k as usize, &dir) {
-                    Ok(p) => ShardSnapshot { shard: k, position: to_js_whole(p), error: None, skipped: false },
+                    Ok(p) => ShardSnapshot { shard: k, position: to_js_whole(p), error: None, missing: false, skipped: false },
                     Err(e @ (IndexError::NoSuchShard(_) | IndexError::WrongState { .. })) => return Err(e),
-                    Err(e) => ShardSnapshot { shard: k, position: 0.0, error: Some(e.to_string()), skipped: false },
+                    Err(e) => ShardSnapshot { shard: k, position: 0.0, missing: e.is_missing_file(), error: Some(e.to_string()), skipped: false },
                 })
             },
             |_env, r| Ok(r),
@@ -425,9 +435,9 @@ impl FaceIndex {
                     .map(|(k, r)| {
                         let shard = k as u32;
                         match r {
-                            Ok(p) => ShardSnapshot { shard, position: to_js_whole(p), error: None, skipped: false },
-                            Err(IndexError::WrongState { .. }) => ShardSnapshot { shard, position: 0.0, error: None, skipped: true },
-                            Err(e) => ShardSnapshot { shard, position: 0.0, error: Some(e.to_string()), skipped: false },
+                            Ok(p) => ShardSnapshot { shard, position: to_js_whole(p), error: None, missing: false, skipped: false },
+                            Err(IndexError::WrongState { .. }) => ShardSnapshot { shard, position: 0.0, error: None, missing: false, skipped: true },
+                            Err(e) => ShardSnapshot { shard, position: 0.0, error: Some(e.to_string()), missing: false, skipped: false },
                         }
                     })
                     .collect::<Vec<_>>())

@@ -524,12 +524,16 @@ impl Engine {
         };
         static SIMD_LOG: Once = Once::new();
         SIMD_LOG.call_once(|| {
-            runtime::log_json(&format!(
-                r#"{{"level":"info","msg":"engine ready","simd":{},"onnxruntime":{},"recognizer":{},"dim":{dim}}}"#,
-                runtime::json_str(simd::active_level().name()),
-                runtime::json_str(rt.version()),
-                runtime::json_str(&recognizer_entry.id)
-            ))
+            runtime::log_json(
+                runtime::LogLevel::Info,
+                "engine ready",
+                serde_json::json!({
+                    "simd": simd::active_level().name(),
+                    "onnxruntime": rt.version(),
+                    "recognizer": recognizer_entry.id,
+                    "dim": dim,
+                }),
+            )
         });
         Ok(Engine { inner: Arc::new(inner), pool: Arc::new(pool) })
     }

@@ -6,6 +6,7 @@
 //! to CPU silently, so what is active and what was skipped, and why, is logged as one JSON
 //! line on stderr and reported by `info()`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -14,6 +15,7 @@ use ort::environment::Environment;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 use ort::value::Tensor;
+use serde_json::json;
 
 use crate::error::{EngineError, Result};
 use crate::manifest::InputSpec;
@@ -85,11 +87,11 @@ pub fn init(library: &Path) -> Result<&'static Runtime> {
     let _guard = INIT_LOCK.lock().map_err(|_| EngineError::Internal("runtime init lock poisoned".into()))?;
     if let Some(rt) = RUNTIME.get() {
         if rt.library != library {
-            log_json(&format!(
-                r#"{{"level":"warn","msg":"onnxruntime already loaded; ignoring other library path","loaded":{},"requested":{}}}"#,
-                json_str(&rt.library.display().to_string()),
-                json_str(&library.display().to_string())
-            ));
+            log_json(
+                LogLevel::Warn,
+                "onnxruntime already loaded; ignoring other library path",
+                json!({"loaded": rt.library.display().to_string(), "requested": library.display().to_string()}),
+            );
         }
         return Ok(rt);
     }
@@ -102,7 +104,7 @@ pub fn init(library: &Path) -> Result<&'static Runtime> {
         .with_telemetry(false)
         .build()
         .map_err(|e| EngineError::Model(format!("cannot create onnxruntime environment: {e}")))?;
-    let version = ort::info().split(',').next().unwrap_or("").trim().to_string();
+    let version = library_version(library).unwrap_or_else(|| "unknown".into());
     let rt = Runtime { env, library: library.to_path_buf(), version };
     let _ = RUNTIME.set(rt);
     Ok(RUNTIME.get().expect("just set"))
@@ -166,47 +168,90 @@ fn register<E: ExecutionProvider>(ep: E, builder: &mut ort::session::builder::Se
 
 /// Logs which providers a model runs on, once per model.
 pub fn log_providers(model_id: &str, requested: &[Provider], report: &ProviderReport) {
-    let requested: Vec<String> = requested.iter().map(|p| json_str(p.name())).collect();
-    let active: Vec<String> = report.active.iter().map(|p| json_str(p)).collect();
-    let skipped: Vec<String> = report
-        .skipped
-        .iter()
-        .map(|(p, why)| format!(r#"{{"provider":{},"reason":{}}}"#, json_str(p), json_str(why)))
-        .collect();
-    let fell_back = report.active.first().map(String::as_str) != requested.first().map(|s| s.trim_matches('"'));
-    log_json(&format!(
-        r#"{{"level":"{}","msg":"execution providers","model":{},"requested":[{}],"active":[{}],"primary":{},"skipped":[{}]}}"#,
-        if fell_back { "warn" } else { "info" },
-        json_str(model_id),
-        requested.join(","),
-        active.join(","),
-        json_str(report.active.first().map(String::as_str).unwrap_or("cpu")),
-        skipped.join(",")
-    ));
+    let requested: Vec<&str> = requested.iter().map(|p| p.name()).collect();
+    let skipped: Vec<serde_json::Value> = report.skipped.iter().map(|(p, why)| json!({"provider": p, "reason": why})).collect();
+    let fell_back = report.active.first().map(String::as_str) != requested.first().copied();
+    log_json(
+        if fell_back { LogLevel::Warn } else { LogLevel::Info },
+        "execution providers",
+        json!({
+            "model": model_id,
+            "requested": requested,
+            "active": report.active,
+            "primary": report.active.first().map(String::as_str).unwrap_or("cpu"),
+            "skipped": skipped,
+        }),
+    );
 }
 
-/// One JSON line on stderr, the format the service's log collector reads.
-pub fn log_json(line: &str) {
-    eprintln!("{line}");
+/// Severity of an engine log line, numbered as the service's logger (pino) numbers it.
+#[derive(Debug, Clone, Copy)]
+pub enum LogLevel {
+    Info = 30,
+    Warn = 40,
 }
 
-/// JSON string literal for `s`.
-pub fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
+/// One JSON line on stderr, in the service's own log format (numeric level, ISO time, service,
+/// msg), so one collector reads the engine's lines and the service's alike.
+pub fn log_json(level: LogLevel, msg: &str, fields: serde_json::Value) {
+    let mut line = json!({
+        "level": level as u8,
+        "time": iso_time(std::time::SystemTime::now()),
+        "service": "face-service",
+        "component": "engine",
+        "msg": msg,
+    });
+    if let (Some(out), serde_json::Value::Object(extra)) = (line.as_object_mut(), fields) {
+        out.extend(extra);
     }
-    out.push('"');
-    out
+    // Never `eprintln!`: it panics when the write fails (a full non-blocking pipe, a closed
+    // stream), and a log line must not take an inference worker down.
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// UTC time as ISO 8601 with milliseconds ("2026-11-25T09:30:00.123Z"), as the service logs it.
+fn iso_time(t: std::time::SystemTime) -> String {
+    let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar, in 400-year eras).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_millis()
+    )
+}
+
+/// The library's own version ("1.30.0"). Its build-info string names a git branch instead,
+/// which says nothing for builds made from a detached HEAD (onnxruntime-node's).
+fn library_version(library: &Path) -> Option<String> {
+    // SAFETY: ort has already loaded this library, so this only takes another reference to it;
+    // OrtGetApiBase and GetVersionString are the C API's entry points, and the string they
+    // return is static and NUL-terminated.
+    unsafe {
+        let lib = libloading::Library::new(library).ok()?;
+        let get_base: libloading::Symbol<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase> = lib.get(b"OrtGetApiBase").ok()?;
+        let base = get_base();
+        if base.is_null() {
+            return None;
+        }
+        let text = ((*base).GetVersionString)();
+        if text.is_null() {
+            return None;
+        }
+        Some(std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned())
+    }
 }
 
 /// An output tensor copied out of a session run.
@@ -253,8 +298,10 @@ mod tests {
     }
 
     #[test]
-    fn json_escaping() {
-        assert_eq!(json_str("a\"b\\c\n"), r#""a\"b\\c\n""#);
-        assert_eq!(json_str("\u{1}"), r#""\u0001""#);
+    fn log_times_are_iso_utc() {
+        let at = |secs: u64, ms: u64| iso_time(std::time::UNIX_EPOCH + std::time::Duration::from_millis(secs * 1000 + ms));
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(at(1_795_599_045, 123), "2026-11-25T09:30:45.123Z");
     }
 }

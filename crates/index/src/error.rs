@@ -37,6 +37,12 @@ pub enum IndexError {
 }
 
 impl IndexError {
+    /// True when a snapshot was not found at all (a shard that was never saved), as opposed to
+    /// one that exists but cannot be used.
+    pub fn is_missing_file(&self) -> bool {
+        matches!(self, IndexError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+
     /// Stable UPPER_SNAKE code, mapped once here so the napi layer does not match on variants.
     pub fn code(&self) -> &'static str {
         match self {

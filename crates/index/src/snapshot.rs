@@ -196,7 +196,11 @@ pub fn read(
         path: meta.clone(),
         reason,
     };
-    let f = File::open(&meta).map_err(|e| bad(format!("cannot open: {e}")))?;
+    let f = File::open(&meta).map_err(|e| match e.kind() {
+        // No sidecar at all: a shard never saved, which its caller treats as expected.
+        std::io::ErrorKind::NotFound => IndexError::Io { path: meta.clone(), source: e },
+        _ => bad(format!("cannot open: {e}")),
+    })?;
     let mut r = SumReader {
         inner: BufReader::with_capacity(1 << 20, f),
         sum: Checksum::new(),
