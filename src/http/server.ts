@@ -87,9 +87,10 @@ const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 /** Seconds a client shed for load should wait before retrying. */
 const RETRY_AFTER_S = 1;
 /**
- * Bounds on draining a refused request's body (Exchange.linger): a body may run to twice the
- * body limit (a client sending just over it still reads its 413) and must end within this
- * time; otherwise the connection is cut.
+ * Bounds on the rest of a refused request's body that is read and dropped so the client can
+ * read the answer (Exchange.send, Exchange.linger): up to twice the body limit (a client
+ * sending just over it still reads its 413), and for chunked bodies within this time;
+ * otherwise the connection is cut.
  */
 const LINGER_BYTES_PER_BODY_LIMIT = 2;
 const LINGER_MS = 10_000;
@@ -199,8 +200,10 @@ class Exchange {
 
   /**
    * Writes a full response; `closeConnection` for answers after which nothing on the
-   * connection can be trusted. While the body is still arriving the answer waits for it
-   * (`linger`).
+   * connection can be trusted. An answer given while the body is still arriving leaves the
+   * rest of the body to be read and dropped, so the client reads the answer rather than a
+   * reset: by uWS after the answer for a declared length, by `linger` before it for a
+   * chunked body.
    */
   send(status: number, body: string | Buffer | undefined, contentType: string | undefined, headers: Record<string, string>, closeConnection = false): void {
     if (!this.open) return;
@@ -208,10 +211,16 @@ class Exchange {
     this.clearDeadline();
     this.status = status;
     if (this.bodyPending && !closeConnection) {
-      this.linger((complete) => this.write(status, body, contentType, headers, !complete));
-      return;
+      if (this.declaredBytes === undefined) {
+        this.linger((complete) => this.write(status, body, contentType, headers, !complete));
+        return;
+      }
+      // uWS reads and drops the rest of a body of declared length itself once the answer is
+      // out, and keeps the connection: the client reads the answer at once, and a sender that
+      // stalls is closed by the idle timeout. Only a declared length past the bound is cut.
+      closeConnection = this.declaredBytes > this.lingerBytes;
     }
-    this.write(status, body, contentType, headers, closeConnection || this.bodyPending);
+    this.write(status, body, contentType, headers, closeConnection);
   }
 
   private write(status: number, body: string | Buffer | undefined, contentType: string | undefined, headers: Record<string, string>, closeConnection: boolean): void {
@@ -325,12 +334,12 @@ class Exchange {
   }
 
   /**
-   * Reads the rest of the body and drops it, then calls `answer` with whether the body ended.
-   * An answer written while the client is still sending, followed by a close, makes the
-   * client's next write fail (EPIPE, a reset), and many clients (Node's fetch among them)
-   * report that instead of the answer. So the body is drained first, within LINGER_MS and
-   * `lingerBytes`; past either bound the answer goes out at once and the connection closes.
-   * When the body ended, the connection stays usable.
+   * Reads the rest of a chunked body and drops it, then calls `answer` with whether the body
+   * ended. An answer written while the client is still sending, followed by a close, makes
+   * the client's next write fail (EPIPE, a reset), and many clients (Node's fetch among them)
+   * report that instead of the answer. A chunked body has no length for uWS to skip, so it is
+   * drained here first, within LINGER_MS and `lingerBytes`; past either bound the answer goes
+   * out at once and the connection closes. When the body ended, the connection stays usable.
    */
   private linger(answer: (complete: boolean) => void): void {
     let dropped = 0;
@@ -351,8 +360,6 @@ class Exchange {
     };
     this.watchBody();
     if (!this.bodyPending) finish(true);
-    // A body declared longer than the bound would only be cut off after the wait.
-    else if ((this.declaredBytes ?? 0) > this.lingerBytes) finish(false);
   }
 
   /**

@@ -150,9 +150,15 @@ export class IndexSync {
   /** Heals the shards that could not be loaded, replays the log after the snapshots, then keeps following it. */
   static async start(opts: IndexSyncOptions): Promise<IndexSync> {
     const sync = new IndexSync(opts);
-    for (const r of opts.index.loadReport()) {
-      if (r.missing) opts.log.info({ shard: r.shard }, 'search shard has no snapshot yet; building it from the database');
-      else if (r.error) opts.log.warn({ shard: r.shard, cause: r.error }, 'search shard snapshot could not be loaded; rebuilding the shard');
+    const report = opts.index.loadReport();
+    // On a first start no shard has been saved yet, which is nothing to warn about; one
+    // snapshot missing beside others is.
+    if (report.length > 0 && report.every((r) => r.missing)) {
+      opts.log.info({ shards: report.map((r) => r.shard) }, 'no search shard snapshots yet (first start); building the shards from the database');
+    } else {
+      for (const r of report) {
+        if (r.error) opts.log.warn({ shard: r.shard, cause: r.error }, 'search shard snapshot could not be loaded; rebuilding the shard');
+      }
     }
     await sync.healAtStart(opts.index.shards().filter((s) => s.state !== 'live').map((s) => s.shard));
     // Every shard is live now, each at its own position; the drain takes each from there.
@@ -363,8 +369,7 @@ export class IndexSync {
     const { index, log, sql } = this.opts;
     const started = Date.now();
     const snapshot = await index.reload(k);
-    if (snapshot.missing) log.info({ shard: k }, 'search shard has no snapshot; building it from the database');
-    else if (snapshot.error) log.warn({ shard: k, cause: snapshot.error }, 'search shard snapshot could not be loaded; rebuilding the shard from the database');
+    if (snapshot.error) log.warn({ shard: k, cause: snapshot.error }, 'search shard snapshot could not be loaded; rebuilding the shard from the database');
     let from = snapshot.position;
     let source = from > 0 ? 'snapshot' : 'log';
     if (from < (await prunedThrough(sql))) {
