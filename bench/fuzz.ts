@@ -351,7 +351,7 @@ export function printFuzzReport(r: FuzzReport, show = 80): void {
   console.log(`most time spent in: ${r.slowestCases.slice(0, 5).map((t) => `${t.case} (${t.runs} × ${(t.totalS / t.runs).toFixed(1)} s)`).join('; ')}`);
   const limits = r.problems.filter((p) => !isUnexpected(p.kind));
   if (limits.length) {
-    console.log(`documented parser limits (uWebSockets.js answers before our code runs; README "HTTP front end"), ${limits.length} cases:`);
+    console.log(`documented parser limits (uWebSockets.js answers before our code runs; docs/api.md, "HTTP front end"), ${limits.length} cases:`);
     for (const p of limits) console.log(`  [${p.category}] ${p.count} × | ${p.case} | ${p.detail}`);
   }
   const problems = r.problems.filter((p) => isUnexpected(p.kind));
