@@ -5,6 +5,12 @@
 //! pool and the promise settles back on the JavaScript thread. The health report, positions
 //! and the operator's offline switch only read or write atomics, so they are synchronous:
 //! none of them waits for a shard's lock.
+//!
+//! Errors: every failure this module raises, thrown or as a rejection, is an `IndexError`
+//! turned into a JavaScript error by `crate::error` (`err.code` = `IndexError::code()`:
+//! BAD_PARAM, INDEX_UNAVAILABLE, SNAPSHOT_INVALID, INTERNAL). Only napi's own conversion of
+//! argument types (a string where a number is declared) throws with napi's status instead;
+//! the TypeScript wrapper's types rule that out, and it maps anything uncoded to INTERNAL.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -42,13 +48,15 @@ pub struct IndexOptions {
 }
 
 /// The shard that owns face `id` among `shards` shards: the rule the index routes by, for
-/// callers that must know which server holds a face.
+/// callers that must know which server holds a face. Throws BAD_PARAM for an id that is not
+/// a whole number in 0..2^53 or for no shards.
 #[napi]
-pub fn shard_of(id: f64, shards: u32) -> Result<u32> {
-    if !(id >= 0.0 && id.fract() == 0.0 && id <= 9_007_199_254_740_991.0) || shards == 0 {
-        return Err(Error::new(Status::InvalidArg, "shardOf needs a whole id ≥ 0 and at least one shard"));
+pub fn shard_of(env: Env, id: f64, shards: u32) -> Result<u32> {
+    let id = whole("id", id).map_err(|e| js_error(&env, &e))?;
+    if shards == 0 {
+        return Err(js_error(&env, &IndexError::BadOption("shards must be at least 1".into())));
     }
-    Ok(face_index::route::shard_of(id as u64, shards as usize) as u32)
+    Ok(face_index::route::shard_of(id, shards as usize) as u32)
 }
 
 /// One database change, applied in position order.

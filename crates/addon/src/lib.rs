@@ -19,9 +19,11 @@ use face_engine::{
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{rejected, PendingPromise};
+use crate::error::{js_error, rejected, PendingPromise};
 
-/// Engine configuration.
+/// Engine configuration. Passed to the engine unchecked: `Engine::open` checks the values.
+// Each field but ageModel and genderModel is a service setting declared once in
+// src/config/engine-options.ts; src/config/engine-options.test.ts fails while the two disagree.
 #[napi(object)]
 pub struct EngineOptions {
     /// Folder holding manifest.json and the converted *.onnx files.
@@ -153,11 +155,9 @@ impl FaceEngine {
     /// Loads the runtime and models and starts the worker threads.
     #[napi(ts_return_type = "Promise<FaceEngine>")]
     pub fn open<'env>(env: &'env Env, opts: EngineOptions) -> Result<Object<'env>> {
-        let options = match catch_unwind(AssertUnwindSafe(|| core_engine_options(opts))) {
-            Ok(Ok(o)) => o,
-            Ok(Err(e)) => return rejected::<FaceEngine, _>(env, e),
-            Err(_) => return rejected::<FaceEngine, _>(env, EngineError::Internal("panic while reading options".into())),
-        };
+        // Passed through unchecked: Engine::open checks every option (EngineOptions::validate)
+        // and rejects with BAD_PARAM naming it.
+        let options = core_engine_options(opts);
         let (pending, promise) = PendingPromise::new(env)?;
         let in_thread = pending.clone();
         // Loading models takes a while; it gets a thread of its own.
@@ -199,8 +199,8 @@ impl FaceEngine {
 
     /// Reports execution providers, SIMD level, recogniser, detector and embedding size.
     #[napi]
-    pub fn info(&self) -> Result<EngineInfo> {
-        let engine = self.engine().map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+    pub fn info(&self, env: Env) -> Result<EngineInfo> {
+        let engine = self.engine().map_err(|e| js_error(&env, &e))?;
         let info = engine.info();
         Ok(EngineInfo {
             providers: info.providers,
@@ -215,8 +215,8 @@ impl FaceEngine {
     /// Work queued at each stage now, and the model runs since the last call. Cheap (a few
     /// short lock holds and a copy), so it runs on the calling thread.
     #[napi]
-    pub fn stats(&self) -> Result<EngineStats> {
-        let engine = self.engine().map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+    pub fn stats(&self, env: Env) -> Result<EngineStats> {
+        let engine = self.engine().map_err(|e| js_error(&env, &e))?;
         let depth = engine.queue_depth();
         let drained = engine.drain_telemetry();
         let mut runs = Vec::with_capacity(drained.runs.len() * 3);
@@ -312,47 +312,35 @@ impl FaceEngine {
     }
 }
 
-fn core_engine_options(o: EngineOptions) -> std::result::Result<CoreEngineOptions, EngineError> {
-    let positive = |name: &str, v: u32| {
-        if v == 0 { Err(EngineError::BadParam(format!("{name} must be positive"))) } else { Ok(v as usize) }
-    };
-    if !(o.max_pixels.is_finite() && o.max_pixels >= 1.0) {
-        return Err(EngineError::BadParam("maxPixels must be a positive number".into()));
-    }
-    Ok(CoreEngineOptions {
+/// Field for field, no checks: the engine's `EngineOptions::validate` is the one place values
+/// are checked. Casts saturate: a NaN or negative number becomes 0 and is refused there, while
+/// +Infinity for maxPixels or maxDecodeBytes becomes u64::MAX, no limit. Fields left out take
+/// the engine's defaults.
+fn core_engine_options(o: EngineOptions) -> CoreEngineOptions {
+    let defaults = CoreEngineOptions::default();
+    CoreEngineOptions {
         model_dir: PathBuf::from(o.model_dir),
         ort_library: PathBuf::from(o.ort_library),
         providers: o.providers,
-        intra_threads: positive("intraThreads", o.intra_threads)?,
-        inference_workers: positive("inferenceWorkers", o.inference_workers)?,
-        max_batch: positive("maxBatch", o.max_batch)?,
-        batch_wait_us: o.batch_wait_us as u64,
-        queue_capacity: positive("queueCapacity", o.queue_capacity)?,
+        intra_threads: o.intra_threads as usize,
+        inference_workers: o.inference_workers as usize,
+        max_batch: o.max_batch as usize,
+        batch_wait_us: u64::from(o.batch_wait_us),
+        queue_capacity: o.queue_capacity as usize,
         max_pixels: o.max_pixels as u64,
         recognizer: o.recognizer,
         detector: o.detector,
         age_model: o.age_model,
         gender_model: o.gender_model,
         detect_threshold: o.detect_threshold.map(|t| t as f32),
-        min_face: match o.min_face {
-            None => CoreEngineOptions::default().min_face,
-            Some(m) if m.is_finite() && m >= 8.0 => m as f32,
-            Some(_) => return Err(EngineError::BadParam("minFace must be at least 8".into())),
-        },
-        max_decode_bytes: match o.max_decode_bytes {
-            None => CoreEngineOptions::default().max_decode_bytes,
-            Some(b) if b.is_finite() && b >= (1 << 20) as f64 => b as u64,
-            Some(_) => return Err(EngineError::BadParam("maxDecodeBytes must be at least 1 MiB".into())),
-        },
-        max_aspect_ratio: match o.max_aspect_ratio {
-            None => CoreEngineOptions::default().max_aspect_ratio,
-            Some(r) => positive("maxAspectRatio", r)? as u32,
-        },
-        heavy_queue_ms: o.heavy_queue_ms.map_or(CoreEngineOptions::default().heavy_queue_ms, u64::from),
-        heavy_threads: o.heavy_threads.map_or(0, |t| t as usize),
+        min_face: o.min_face.map_or(defaults.min_face, |m| m as f32),
+        max_decode_bytes: o.max_decode_bytes.map_or(defaults.max_decode_bytes, |b| b as u64),
+        max_aspect_ratio: o.max_aspect_ratio.unwrap_or(defaults.max_aspect_ratio),
+        heavy_queue_ms: o.heavy_queue_ms.map_or(defaults.heavy_queue_ms, u64::from),
+        heavy_threads: o.heavy_threads.map_or(defaults.heavy_threads, |t| t as usize),
         tensorrt_cache: o.tensorrt_cache.map(PathBuf::from),
-        ..CoreEngineOptions::default()
-    })
+        ..defaults
+    }
 }
 
 fn core_analyze_options(o: AnalyzeOptions) -> std::result::Result<CoreAnalyzeOptions, EngineError> {

@@ -13,7 +13,7 @@
 //!
 //! - `upscale DIR [MP]`: writes every labelled photo of `../shared/testdata/faces`, resampled
 //!   to MP megapixels (default 12) as a quality-90 JPEG under its own name, with
-//!   `labels.json`, to DIR: `node dist/bench/accuracy.js --testdata DIR --no-lfw` then runs
+//!   `labels.json`, to DIR: `node dist/bench/engine/accuracy.js --testdata DIR --no-lfw` then runs
 //!   the dev-set verification on phone-sized copies.
 //!
 //! - `peers DIR`: writes the peer set (the six demo photos as they are, and six 12 MP phone

@@ -67,6 +67,11 @@ impl From<ort::Error> for EngineError {
 /// Shorthand used across the crate.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
+/// A queue's lock was poisoned: a thread panicked while holding it (batcher and pool queues).
+pub(crate) fn queue_poisoned() -> EngineError {
+    EngineError::Internal("queue lock poisoned".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

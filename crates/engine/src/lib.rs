@@ -12,19 +12,23 @@
 //! - [`recognizer`] — embeddings (and age/gender heads)
 //! - [`attributes`] — emotion, age and gender decoding
 //! - [`batcher`] — bounded queues and the worker threads that own sessions
+//! - [`pool`] — the pipeline threads, with a light lane and a cost-bounded heavy lane
+//! - [`cancel`] — the token that withdraws a request
 //! - [`simd`] — dot product / cosine kernels with runtime dispatch
 //! - [`telemetry`] — model runs recorded for the service's metrics
 //! - [`thumbnail`] — small JPEG crops of faces for camera sightings
-//! - [`engine`] — the pipeline tying it together
+//! - [`engine`] — the pipeline tying it together: [`Engine`], its options and results
 
 pub mod align;
 pub mod attributes;
 pub mod batcher;
+pub mod cancel;
 pub mod detector;
 pub mod engine;
 pub mod error;
 pub mod image_io;
 pub mod manifest;
+pub mod pool;
 pub mod recognizer;
 pub mod runtime;
 pub mod simd;
@@ -36,6 +40,6 @@ pub mod yunet;
 pub mod testing;
 
 pub use attributes::Gender;
-pub use batcher::CancelToken;
+pub use cancel::CancelToken;
 pub use engine::{Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face, QueueDepth};
 pub use error::{EngineError, Result};

@@ -78,6 +78,9 @@ pub fn dot_with(level: Level, a: &[f32], b: &[f32]) -> f32 {
 
 /// The reference every accelerated kernel must match. Four partial sums keep the compiler from
 /// serialising on one accumulator while still summing in a fixed, portable order.
+///
+/// `face_index::dot` is a second scalar dot, kept on purpose: it is the index crate's default
+/// similarity, and that crate builds without this one (see its doc comment for why).
 pub fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 4];
     let chunks = a.len() / 4;

@@ -214,3 +214,27 @@ pub mod phone {
         cx >= outer[0] && cx <= outer[2] && cy >= outer[1] && cy <= outer[3]
     }
 }
+
+/// A gate for jobs to block on with [`wait_on`], and the function that opens it (unit tests of
+/// the batcher and the pool).
+#[cfg(test)]
+pub(crate) fn gate() -> (std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>, impl Fn()) {
+    let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let g = std::sync::Arc::clone(&gate);
+    let open = move || {
+        let (lock, cv) = &*g;
+        *lock.lock().unwrap() = true;
+        cv.notify_all();
+    };
+    (gate, open)
+}
+
+/// Blocks until `gate` (from [`gate`]) opens.
+#[cfg(test)]
+pub(crate) fn wait_on(gate: &std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>) {
+    let (lock, cv) = &**gate;
+    let mut open = lock.lock().unwrap();
+    while !*open {
+        open = cv.wait(open).unwrap();
+    }
+}

@@ -12,7 +12,7 @@
 //!   its source about 1/sqrt(1+SIGMA^2), 0.71 for 1.0, like a new photo of an enrolled
 //!   person); rank-1 then counts the source as the right answer.
 //! - `sface`: face embeddings (docs/face-vectors.md). Every real person with two or more
-//!   photos (bench/data/sface-real, written by bench/face-vectors.ts) has one photo enrolled
+//!   photos (bench/data/sface-real, written by bench/search/face-vectors.ts) has one photo enrolled
 //!   and the others are the queries; the rest of the `--n` faces are synthetic people from
 //!   the generator fitted to the real embeddings (examples/faces/mod.rs), in a seeded random
 //!   order. Rank-1 counts a query as identified when its top hit is its own person's
@@ -46,7 +46,7 @@
 //!
 //! Besides the two markdown tables, every build and every search row is printed as one JSON
 //! line (`{"type": "build" | "search", "engine": "ours-<kind>[-rerank|-norerank]", ...}`)
-//! for bench/ann.ts, which sets these numbers beside other libraries'. The engine is plain
+//! for bench/search/ann.ts, which sets these numbers beside other libraries'. The engine is plain
 //! `ours-<kind>` for the service's default re-ranking of that kind (f16 without, i8 with).
 
 mod faces;
@@ -654,7 +654,7 @@ fn num(v: f64) -> String {
     }
 }
 
-/// bench/ann.ts's key for one of our configurations: plain `ours-<kind>` where re-ranking is
+/// bench/search/ann.ts's key for one of our configurations: plain `ours-<kind>` where re-ranking is
 /// what the service does for that kind unless told otherwise (ShardSetOptions resolves
 /// `keep_exact: None` to off for f16 and on for i8).
 fn engine(kind: Scalar, exact: bool) -> String {

@@ -2,7 +2,7 @@
 //! and checks it: a synthetic set with the real set's people and photo counts must show the
 //! same same-person and different-person cosines and the same nearest-neighbour statistics.
 //!
-//!     node dist/bench/face-vectors.js        # once: bench/data/sface-real.{f32,json}
+//!     node dist/bench/search/face-vectors.js        # once: bench/data/sface-real.{f32,json}
 //!     cargo run --release -p face-index --example face_model
 //!
 //! Then the same check through the index: each set split as the index bench splits it (a

@@ -20,6 +20,11 @@ pub enum IndexError {
     Behind { shard: usize, position: u64 },
     #[error("shard {shard} is {state} and cannot do that now")]
     WrongState { shard: usize, state: &'static str },
+    /// There is no snapshot at all (a shard never saved): expected on a first start. The
+    /// remedy is the one for an unusable snapshot, so it shares that code; `is_missing_file`
+    /// tells the two apart.
+    #[error("shard {shard} has no snapshot at {path}")]
+    NoSnapshot { shard: usize, path: PathBuf },
     /// The snapshot cannot be trusted: the caller must rebuild this shard from the database.
     #[error("snapshot of shard {shard} at {path} is unusable: {reason}")]
     Snapshot {
@@ -40,7 +45,7 @@ impl IndexError {
     /// True when a snapshot was not found at all (a shard that was never saved), as opposed to
     /// one that exists but cannot be used.
     pub fn is_missing_file(&self) -> bool {
-        matches!(self, IndexError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        matches!(self, IndexError::NoSnapshot { .. })
     }
 
     /// Stable UPPER_SNAKE code, mapped once here so the napi layer does not match on variants.
@@ -54,7 +59,7 @@ impl IndexError {
             IndexError::ShardFailed(_) | IndexError::WrongState { .. } | IndexError::Behind { .. } => {
                 "INDEX_UNAVAILABLE"
             }
-            IndexError::Snapshot { .. } => "SNAPSHOT_INVALID",
+            IndexError::NoSnapshot { .. } | IndexError::Snapshot { .. } => "SNAPSHOT_INVALID",
             IndexError::Io { .. } | IndexError::Native(_) => "INTERNAL",
         }
     }
@@ -72,3 +77,34 @@ impl IndexError {
 }
 
 pub type Result<T, E = IndexError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes are a contract with the JavaScript side (src/native/face-index.ts): every
+    /// variant is listed, so a new one cannot arrive without a code chosen for it.
+    #[test]
+    fn codes_are_the_contract_strings() {
+        let io = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let all = [
+            (IndexError::Dimensions { expected: 4, got: 3 }, "BAD_PARAM"),
+            (IndexError::NonFinite, "BAD_PARAM"),
+            (IndexError::ZeroVector, "BAD_PARAM"),
+            (IndexError::BadOption("x".into()), "BAD_PARAM"),
+            (IndexError::NoSuchShard(9), "BAD_PARAM"),
+            (IndexError::ShardFailed(1), "INDEX_UNAVAILABLE"),
+            (IndexError::Behind { shard: 1, position: 2 }, "INDEX_UNAVAILABLE"),
+            (IndexError::WrongState { shard: 1, state: "loading" }, "INDEX_UNAVAILABLE"),
+            (IndexError::NoSnapshot { shard: 1, path: "m".into() }, "SNAPSHOT_INVALID"),
+            (IndexError::Snapshot { shard: 1, path: "m".into(), reason: "x".into() }, "SNAPSHOT_INVALID"),
+            (IndexError::io("p", io()), "INTERNAL"),
+            (IndexError::Native("x".into()), "INTERNAL"),
+        ];
+        for (err, code) in &all {
+            assert_eq!(err.code(), *code, "{err}");
+            // Only a missing snapshot counts as missing (the addon's load report says so).
+            assert_eq!(err.is_missing_file(), matches!(err, IndexError::NoSnapshot { .. }), "{err}");
+        }
+    }
+}

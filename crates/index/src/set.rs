@@ -17,6 +17,14 @@ pub type Similarity = Arc<dyn Fn(&[f32], &[f32]) -> f32 + Send + Sync>;
 /// Scalar reference dot product, the default [`Similarity`]. Eight accumulators let the
 /// compiler vectorise it without fast-math, and the summation order is fixed so results
 /// are reproducible.
+///
+/// `face_engine::simd::dot_scalar` is the other scalar dot in the workspace, on purpose: it
+/// is the reference the engine's AVX2/AVX-512 kernels are tested against, and this crate
+/// must build, test and benchmark with plain `cargo` without the engine (ONNX Runtime,
+/// image codecs), while the engine has no reason to link usearch. The service does not use
+/// this one: the addon installs the engine's run-time dispatched `face_engine::simd::dot`
+/// with [`ShardSet::with_similarity`]. The two differ only in float rounding (summation
+/// order), which the contract of `with_similarity` allows.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0f32; 8];

@@ -181,8 +181,8 @@ fn write_sidecar(
 }
 
 /// Reads and fully validates a sidecar and the checksum of its graph file. Every failure is
-/// `IndexError::Snapshot` (rebuild this shard) except a missing directory entry, which is
-/// reported the same way because the remedy is the same.
+/// `IndexError::Snapshot` (rebuild this shard) except a missing sidecar, which is
+/// `IndexError::NoSnapshot`: same code and same remedy, but expected on a first start.
 pub fn read(
     dir: &Path,
     shard: usize,
@@ -198,7 +198,7 @@ pub fn read(
     };
     let f = File::open(&meta).map_err(|e| match e.kind() {
         // No sidecar at all: a shard never saved, which its caller treats as expected.
-        std::io::ErrorKind::NotFound => IndexError::Io { path: meta.clone(), source: e },
+        std::io::ErrorKind::NotFound => IndexError::NoSnapshot { shard, path: meta.clone() },
         _ => bad(format!("cannot open: {e}")),
     })?;
     let mut r = SumReader {

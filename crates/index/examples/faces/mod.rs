@@ -1,4 +1,4 @@
-//! Face embeddings for the index benchmarks: the real ones that `bench/face-vectors.ts`
+//! Face embeddings for the index benchmarks: the real ones that `bench/search/face-vectors.ts`
 //! writes (SFace on LFW and the labelled photos), and a generator fitted to them that
 //! extends them to millions of synthetic faces with the same structure
 //! (docs/face-vectors.md has the method and the validation).
@@ -54,7 +54,7 @@ impl RealFaces {
     }
 }
 
-/// Where `bench/face-vectors.ts` writes the SFace embeddings by default.
+/// Where `bench/search/face-vectors.ts` writes the SFace embeddings by default.
 pub fn default_stem() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/data/sface-real")
 }
@@ -76,7 +76,7 @@ pub fn load_real(stem: &Path) -> io::Result<RealFaces> {
         io::Error::new(
             e.kind(),
             format!(
-                "{}: {e} (write it with `node dist/bench/face-vectors.js`)",
+                "{}: {e} (write it with `node dist/bench/search/face-vectors.js`)",
                 json_path.display()
             ),
         )

@@ -1,0 +1,101 @@
+//! Which manifest models the options pick: the detector, the recogniser, the age and gender
+//! models (or the recogniser's own heads) and the emotion model; and the telemetry slot each
+//! model's runs are counted under.
+
+use crate::error::Result;
+use crate::manifest::{Manifest, ModelEntry};
+
+use super::EngineOptions;
+
+/// The models one engine loads.
+pub(super) struct ModelChoice {
+    pub(super) detector: ModelEntry,
+    pub(super) recognizer: ModelEntry,
+    /// Models the face workers load for age and gender, with what each is asked for
+    /// (age, gender); empty when the recogniser's own heads give both.
+    pub(super) attributes: Vec<(ModelEntry, (bool, bool))>,
+    pub(super) age_from: AttributeSource,
+    pub(super) gender_from: AttributeSource,
+    pub(super) emotion: Option<ModelEntry>,
+}
+
+impl ModelChoice {
+    /// The options' models, else the manifest's defaults; fails on an id the manifest lacks.
+    pub(super) fn resolve(manifest: &Manifest, opts: &EngineOptions) -> Result<ModelChoice> {
+        let detector_id = opts.detector.clone().unwrap_or_else(|| manifest.defaults.detector.clone());
+        let recognizer_id = opts.recognizer.clone().unwrap_or_else(|| manifest.defaults.recognizer.clone());
+        let detector = manifest.get(&detector_id)?.clone();
+        let recognizer = manifest.get(&recognizer_id)?.clone();
+        let emotion = manifest.defaults.emotion.as_deref().map(|id| manifest.get(id)).transpose()?.cloned();
+        // Age and gender: the caller's model, else the manifest's for that attribute, else its
+        // shared one, else the recogniser's own heads; a model serving both is loaded once.
+        let attribute_id = |chosen: &Option<String>, default: &Option<String>| {
+            chosen.clone().or_else(|| default.clone()).or_else(|| manifest.defaults.age_gender.clone()).unwrap_or_else(|| recognizer_id.clone())
+        };
+        let mut attributes = Vec::new();
+        let age_id = attribute_id(&opts.age_model, &manifest.defaults.age);
+        let age_from = attribute_source(manifest, &age_id, &recognizer_id, true, &mut attributes)?;
+        let gender_id = attribute_id(&opts.gender_model, &manifest.defaults.gender);
+        let gender_from = attribute_source(manifest, &gender_id, &recognizer_id, false, &mut attributes)?;
+        Ok(ModelChoice { detector, recognizer, attributes, age_from, gender_from, emotion })
+    }
+
+    /// `(id, onnx path)` of every model, in telemetry slot order (see [`TELEMETRY_DETECTOR`]).
+    pub(super) fn loaded(&self) -> Vec<(String, String)> {
+        let mut models = vec![
+            (self.detector.id.clone(), self.detector.onnx.clone()),
+            (self.recognizer.id.clone(), self.recognizer.onnx.clone()),
+        ];
+        models.extend(self.attributes.iter().map(|(e, _)| (e.id.clone(), e.onnx.clone())));
+        models.extend(self.emotion.iter().map(|e| (e.id.clone(), e.onnx.clone())));
+        models
+    }
+}
+
+// Telemetry slots: a model's position in `EngineInfo::models`, as `ModelChoice::loaded` lists
+// them: detector, recogniser, attribute models, emotion.
+pub(super) const TELEMETRY_DETECTOR: u16 = 0;
+pub(super) const TELEMETRY_RECOGNIZER: u16 = 1;
+
+/// Telemetry slot of the face workers' `k`th attribute model; the emotion model's is the one
+/// after the last attribute model's.
+pub(super) fn telemetry_attribute(k: usize) -> u16 {
+    2 + k as u16
+}
+
+/// Where age (or gender) comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AttributeSource {
+    /// The recogniser's own head (FaceRes), from the recogniser run.
+    Recognizer,
+    /// The face worker's attribute model at this index.
+    Model(usize),
+}
+
+/// Resolves one attribute's model id to its source, adding the model to `models` (with what it
+/// is asked for: age, gender) unless the recogniser or an earlier entry already gives it.
+fn attribute_source(
+    manifest: &Manifest,
+    id: &str,
+    recognizer_id: &str,
+    age: bool,
+    models: &mut Vec<(ModelEntry, (bool, bool))>,
+) -> Result<AttributeSource> {
+    if id == recognizer_id {
+        return Ok(AttributeSource::Recognizer);
+    }
+    let k = match models.iter().position(|(e, _)| e.id == id) {
+        Some(k) => k,
+        None => {
+            models.push((manifest.get(id)?.clone(), (false, false)));
+            models.len() - 1
+        }
+    };
+    let (wants_age, wants_gender) = &mut models[k].1;
+    if age {
+        *wants_age = true;
+    } else {
+        *wants_gender = true;
+    }
+    Ok(AttributeSource::Model(k))
+}

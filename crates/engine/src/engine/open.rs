@@ -1,0 +1,146 @@
+//! [`Engine::open`]: check the options, load the runtime, pick the models, start the detector
+//! and face workers, then the pipeline threads.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use crate::batcher::BatcherConfig;
+use crate::error::Result;
+use crate::image_io::DecodeLimits;
+use crate::manifest::Manifest;
+use crate::pool::{Pool, PoolConfig};
+use crate::runtime::{self, Provider, ProviderReport, Runtime};
+use crate::simd;
+use crate::telemetry::Telemetry;
+
+use super::crop::{CropSpec, EMOTION_CROP, RECOGNIZER_CROP};
+use super::detector_stage::DetectorStage;
+use super::face_stage;
+use super::models::ModelChoice;
+use super::{Engine, EngineInfo, EngineOptions, Inner};
+
+impl Engine {
+    /// Loads the runtime and every model the options name, starting all worker threads.
+    pub fn open(opts: EngineOptions) -> Result<Engine> {
+        opts.validate()?;
+        let providers = opts.execution_providers()?;
+        let manifest = Manifest::load(&opts.model_dir)?;
+        let rt = runtime::init(&opts.ort_library)?;
+        if providers.contains(&Provider::TensorRt) {
+            runtime::set_tensorrt_cache(opts.tensorrt_cache.clone())?;
+        }
+        let models = ModelChoice::resolve(&manifest, &opts)?;
+        let telemetry = Arc::new(Telemetry::default());
+        let stage = StageSettings::new(rt, &opts, providers, &telemetry);
+        let detector = DetectorStage::start(&stage, &models.detector, &opts)?;
+        let (faces, dim, active) = face_stage::start(&stage, &models)?;
+        let info = EngineInfo {
+            providers: active,
+            simd: simd::active_level().name().to_string(),
+            recognizer: models.recognizer.id.clone(),
+            detector: models.detector.id.clone(),
+            dim,
+            models: models.loaded(),
+        };
+        let pool = pipeline_pool(&opts)?;
+        let inner = Inner {
+            limits: DecodeLimits { max_pixels: opts.max_pixels, max_aspect_ratio: opts.max_aspect_ratio, max_bytes: opts.max_decode_bytes },
+            detector,
+            decoder: models.detector.decoder,
+            faces,
+            recognizer_crop: CropSpec::of(&models.recognizer, RECOGNIZER_CROP),
+            attribute_crops: models.attributes.iter().map(|(e, _)| CropSpec::attribute(e)).collect(),
+            age_from: models.age_from,
+            gender_from: models.gender_from,
+            emotion_crop: models.emotion.as_ref().map(|e| CropSpec::of(e, EMOTION_CROP)),
+            info,
+            telemetry,
+        };
+        log_ready(rt, &models.recognizer.id, dim);
+        Ok(Engine { inner: Arc::new(inner), pool: Arc::new(pool) })
+    }
+}
+
+/// What every model stage's workers are started with. Each worker loads its own sessions from
+/// it on its own thread.
+#[derive(Clone)]
+pub(super) struct StageSettings {
+    pub(super) rt: &'static Runtime,
+    pub(super) dir: PathBuf,
+    pub(super) providers: Vec<Provider>,
+    /// ONNX Runtime intra-op threads per session.
+    pub(super) intra: usize,
+    pub(super) max_batch: usize,
+    workers: usize,
+    max_wait: Duration,
+    /// Inputs that may wait for a worker.
+    capacity: usize,
+    pub(super) telemetry: Arc<Telemetry>,
+}
+
+impl StageSettings {
+    fn new(rt: &'static Runtime, opts: &EngineOptions, providers: Vec<Provider>, telemetry: &Arc<Telemetry>) -> StageSettings {
+        StageSettings {
+            rt,
+            dir: opts.model_dir.clone(),
+            providers,
+            intra: opts.intra_threads,
+            max_batch: opts.max_batch,
+            workers: opts.inference_workers,
+            max_wait: Duration::from_micros(opts.batch_wait_us),
+            capacity: opts.queue_capacity * 64,
+            telemetry: Arc::clone(telemetry),
+        }
+    }
+
+    /// The stage's batcher, named `name` in thread names and OVERLOADED messages.
+    pub(super) fn batcher_config(&self, name: &'static str) -> BatcherConfig {
+        BatcherConfig { name, workers: self.workers, max_batch: self.max_batch, max_wait: self.max_wait, capacity: self.capacity }
+    }
+
+    /// Logs which providers a model runs on; only the first worker (`n` 0) of a stage does, as
+    /// the others load the same models on the same providers.
+    pub(super) fn log_providers(&self, n: usize, model_id: &str, report: &ProviderReport) {
+        if n == 0 {
+            runtime::log_providers(model_id, &self.providers, report);
+        }
+    }
+}
+
+/// The pipeline threads (decode, detector passes, crops): as many as asked, one per CPU by
+/// default.
+fn pipeline_pool(opts: &EngineOptions) -> Result<Pool> {
+    let threads = if opts.pipeline_threads == 0 {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+    } else {
+        opts.pipeline_threads
+    };
+    // At least two threads, so that one is always free for light requests.
+    let threads = threads.max(2);
+    let heavy_threads = if opts.heavy_threads == 0 { (threads / 2).max(1) } else { opts.heavy_threads };
+    Pool::with_config(PoolConfig {
+        name: "pipeline",
+        threads,
+        capacity: opts.queue_capacity,
+        heavy_limit: heavy_threads,
+        heavy_budget_ms: opts.heavy_queue_ms,
+    })
+}
+
+/// One log line per process when the first engine is ready.
+fn log_ready(rt: &Runtime, recognizer: &str, dim: usize) {
+    static SIMD_LOG: Once = Once::new();
+    SIMD_LOG.call_once(|| {
+        runtime::log_json(
+            runtime::LogLevel::Info,
+            "engine ready",
+            serde_json::json!({
+                "simd": simd::active_level().name(),
+                "onnxruntime": rt.version(),
+                "recognizer": recognizer,
+                "dim": dim,
+            }),
+        )
+    });
+}

@@ -1,0 +1,64 @@
+//! What the engine hands back: an [`Analysis`] of one image with its [`Face`]s, and the
+//! [`EngineInfo`] and [`QueueDepth`] reported for health checks and metrics.
+
+use crate::attributes::Gender;
+
+/// One face in the upright image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Face {
+    pub x1: i32,
+    pub y1: i32,
+    pub x2: i32,
+    pub y2: i32,
+    /// Detector score (1 for caller-given boxes).
+    pub score: f32,
+    /// How usable the face is for recognition, in [0, 1]: see [`quality`](fn@crate::engine::quality).
+    pub quality: f32,
+    /// Flat `[x, y, ...]` keypoints used for alignment, in the detector family's order (YuNet:
+    /// right eye, left eye, nose tip, right and left mouth corner); empty when none were found.
+    pub landmarks: Vec<f32>,
+    pub age: Option<u32>,
+    pub gender: Option<Gender>,
+    /// All emotion labels, most likely first.
+    pub emotions: Option<Vec<String>>,
+    /// JPEG bytes, when asked for with [`AnalyzeOptions::thumbnail`](crate::AnalyzeOptions::thumbnail).
+    pub thumbnail: Option<Vec<u8>>,
+}
+
+/// Result of [`Engine::analyze`](crate::Engine::analyze).
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    pub width: u32,
+    pub height: u32,
+    /// Biggest first for detected faces; caller order for caller boxes.
+    pub faces: Vec<Face>,
+    /// `faces.len() * dim` L2-normalised values, row-major; empty unless `embed`.
+    pub embeddings: Vec<f32>,
+    pub dim: usize,
+}
+
+/// What the engine runs on, for health checks.
+#[derive(Debug, Clone)]
+pub struct EngineInfo {
+    /// Execution providers in use, highest priority first (ends with "cpu").
+    pub providers: Vec<String>,
+    pub simd: String,
+    pub recognizer: String,
+    pub detector: String,
+    pub dim: usize,
+    /// `(id, onnx path)` of every loaded model.
+    pub models: Vec<(String, String)>,
+}
+
+/// Work waiting right now at each stage (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Requests waiting for a pipeline thread, light lane.
+    pub light: usize,
+    /// Requests waiting for a pipeline thread, heavy lane (huge photos).
+    pub heavy: usize,
+    /// Detector inputs waiting for a detector worker.
+    pub detector: usize,
+    /// Face crops waiting for a face worker (recogniser and attribute models).
+    pub faces: usize,
+}
