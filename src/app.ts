@@ -5,18 +5,16 @@
  *
  * By FACE_ROLE: `startServer` serves the API with the search shards in this
  * process (all) or on shard servers (api); `startShardServer` serves a shard
- * server, which runs no models.
+ * server, which runs no models. The search tier of each role is opened by
+ * search/open.ts.
  */
 import { readFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
-import { ClusterIndex } from './cluster/cluster-index.js';
 import { findProjectRoot, type Config } from './config.js';
 import type { Database } from './db/client.js';
 import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
-import { claimLayout, readLayout, SHARD_RULE, type SearchLayout } from './db/layout.js';
 import { ReadReplica } from './db/read-replica.js';
 import { ensureSightingPartitions } from './db/history-partitions.js';
 import { HistoryStore } from './db/history-store.js';
@@ -28,14 +26,16 @@ import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import type { Engine } from './native/engine.js';
-import { openFaceIndex, type FaceIndex } from './native/face-index.js';
+import type { FaceIndex } from './native/face-index.js';
 import { buildRegistry, buildShardRegistry, type DatabaseRoutes } from './routes/index.js';
+import type { IndexSync } from './search/index-sync.js';
+import { INDEX_WAIT_MS } from './search/index-writes.js';
+import { openSearch, openShardServer, type OpenedSearch } from './search/open.js';
+import type { SearchShards } from './search/search-shards.js';
+import { ShardControl } from './search/shard-control.js';
 import { useCalibration } from './services/calibration.js';
-import { discardForeignSnapshots, IndexSync } from './services/index-sync.js';
-import { INDEX_WAIT_MS, IndexWrites } from './services/index-writes.js';
 import { PhotoSource } from './services/photo-source.js';
 import { duringMigration, EmbeddingMigration } from './services/reembed.js';
-import { localShards, type SearchShards } from './services/search-shards.js';
 
 export interface StartOptions {
   config: Config;
@@ -97,46 +97,6 @@ function expireThumbnails(history: HistoryStore, days: number, log: Logger): Nod
   return timer;
 }
 
-/** This process in `shard_snapshots`: which server last saved a shard. */
-const serverName = (config: Config) => `${config.role}@${os.hostname()}:${config.port || process.pid}`;
-
-/** The search shards held in this process, caught up with the change log: FACE_ROLE all and shard. */
-async function openHeldShards(
-  config: Config,
-  db: Database,
-  layout: { recognizer: string; dims: number },
-  log: Logger,
-): Promise<{ index: FaceIndex; sync: IndexSync }> {
-  const indexDir = path.join(config.dataDir, 'index');
-  await discardForeignSnapshots(indexDir, layout.recognizer, log);
-  const index = await openFaceIndex({
-    dir: indexDir,
-    shards: config.index.shards,
-    dims: layout.dims,
-    scalar: config.index.scalar,
-    threads: config.index.threads,
-    keepExact: config.index.exactCopies,
-    owned: config.role === 'shard' ? config.cluster.shardIds : undefined,
-  });
-  try {
-    const sync = await IndexSync.start({
-      sql: db.sql,
-      index,
-      model: layout.recognizer,
-      dims: layout.dims,
-      log,
-      snapshotSeconds: config.index.snapshotSeconds,
-      snapshotChanges: config.index.snapshotChanges,
-      shardCount: config.index.shards,
-      server: serverName(config),
-    });
-    return { index, sync };
-  } catch (err) {
-    index.close();
-    throw err;
-  }
-}
-
 /** Listens with the configured limits; every role serves through this. */
 function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier, operatorVerifier: TokenVerifier, metrics: ServiceMetrics, log: Logger) {
   return listen({
@@ -157,33 +117,6 @@ function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier,
     log,
     observer: (sample) => metrics.requestFinished(sample),
   });
-}
-
-/** The search shards of an API node or of one process, and how a write waits for them. */
-async function openSearch(
-  config: Config,
-  db: Database,
-  layout: { recognizer: string; dims: number },
-  indexWaitMs: number,
-  log: Logger,
-): Promise<{ search: SearchShards; writes: IndexWrites; held?: { index: FaceIndex; sync: IndexSync }; close: () => Promise<void> }> {
-  if (config.role === 'api') {
-    const cluster = await ClusterIndex.start({
-      servers: config.cluster.servers ?? [],
-      shardCount: config.index.shards,
-      rule: SHARD_RULE,
-      recognizer: layout.recognizer,
-      dims: layout.dims,
-      token: config.token as string,
-      deadlineMs: config.cluster.deadlineMs,
-      maxBehindMs: config.cluster.maxBehindMs,
-      log,
-    });
-    return { search: cluster, writes: new IndexWrites(cluster, log, indexWaitMs), close: async () => cluster.close() };
-  }
-  const held = await openHeldShards(config, db, layout, log);
-  const search = localShards(held.index, held.sync);
-  return { search, writes: new IndexWrites(search, log, indexWaitMs), held, close: () => held.sync.stop() };
 }
 
 const PARTITION_SWEEP_MS = 24 * 60 * 60_000;
@@ -224,7 +157,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
   // Operator tokens from the database stand beside FACE_TOKEN on the routes that change how the service runs.
   const dbOperatorTokens = db ? new DbTokenVerifier(db.sql, undefined, { log, scope: 'operator' }) : undefined;
-  let search: Awaited<ReturnType<typeof openSearch>> | undefined;
+  let search: OpenedSearch | undefined;
   let migration: EmbeddingMigration | undefined;
   let database: DatabaseRoutes | undefined;
   let replica: ReadReplica | undefined;
@@ -236,8 +169,6 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
     const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads });
     try {
-      // Refuses a shard count other than the deployment's; records the recogniser for shard servers.
-      await claimLayout(db.sql, { shards: config.index.shards, rule: SHARD_RULE, recognizer, dims: dim });
       search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, log);
     } catch (err) {
       await replica?.close();
@@ -270,7 +201,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       index: view,
       // ... writes see them as they are: a face stored during a migration is searchable at once.
       writes: opened.writes,
-      control: held ? { index: held.index, view, rebuild: (k) => held.sync.rebuild(k) } : undefined,
+      control: held ? new ShardControl(held.index, held.sync, view) : undefined,
     };
   }
   const history = database?.history;
@@ -323,24 +254,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   };
 }
 
-const LAYOUT_WAIT_MS = 1000;
-
-/**
- * Waits for the recogniser an API node records (a shard server runs no
- * models, so it learns which embeddings it holds from the database), checking
- * the shard count on the way.
- */
-async function awaitLayout(db: Database, config: Config, log: Logger): Promise<{ recognizer: string; dims: number }> {
-  await claimLayout(db.sql, { shards: config.index.shards, rule: SHARD_RULE });
-  for (let told = false; ; told = true) {
-    const layout: SearchLayout | undefined = await readLayout(db.sql);
-    if (layout?.recognizer && layout.dims) return { recognizer: layout.recognizer, dims: layout.dims };
-    if (!told) log.info('waiting for an API node to record which embeddings the shards hold');
-    await new Promise((r) => setTimeout(r, LAYOUT_WAIT_MS));
-  }
-}
-
-export interface ShardServer {
+export interface RunningShardServer {
   port: number;
   sync: IndexSync;
   index: FaceIndex;
@@ -351,21 +265,18 @@ export interface ShardServer {
 /**
  * A shard server (FACE_ROLE=shard): the shards of FACE_SHARD_IDS, caught up
  * with the change log before it listens, then following it and answering
- * API nodes (routes/shard.ts). Only the operator token is accepted.
+ * API nodes (search/shard-server.ts, through routes/shard.ts). Only the
+ * operator token is accepted.
  */
-export async function startShardServer({ config, db, log = rootLog }: { config: Config; db: Database; log?: Logger }): Promise<ShardServer> {
-  const layout = await awaitLayout(db, config, log);
-  const { index, sync } = await openHeldShards(config, db, layout, log);
-  const view = localShards(index, sync);
+export async function startShardServer({ config, db, log = rootLog }: { config: Config; db: Database; log?: Logger }): Promise<RunningShardServer> {
+  const { index, sync, view, server: answers, control } = await openShardServer(config, db, log);
   const metrics = new ServiceMetrics({ log });
   metrics.watchStore(view, db);
   const registry = buildShardRegistry({
-    index,
-    follower: sync,
-    layout: { shards: config.index.shards, rule: SHARD_RULE, ...layout },
+    server: answers,
     maxN: config.identify.maxN,
     view,
-    control: { index, view, rebuild: (k) => sync.rebuild(k) },
+    control,
     metrics,
     serviceVersion: serviceVersion(),
   });

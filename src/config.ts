@@ -3,13 +3,15 @@
  *
  * Every variable has a documented default so that `npm start` works on a fresh
  * checkout; a malformed value stops the process before anything listens, with
- * the offending variable named.
+ * the offending variable named. The engine's settings are declared apart, in
+ * config/engine-options.ts, which also feeds the addon and the README.
  */
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { engineConfigFrom, engineEnvSchema, type EngineConfig } from './config/engine-options.js';
 
 /** Walks up from this module until a folder holding package.json: the project root in both src/ and dist/src/. */
 export function findProjectRoot(start: string = path.dirname(fileURLToPath(import.meta.url))): string {
@@ -40,12 +42,8 @@ function dropEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
   return out;
 }
 
+/** Every variable but the engine's, which config/engine-options.ts declares. */
 function envSchema(root: string, cores: number, totalMem: number) {
-  // Inference workers side by side, each with its own single-threaded sessions, beat one worker
-  // whose session spreads over the cores: on 2 cores, 2 x 1 gave 1.2x the photos/s of 1 x 2 for
-  // detect + embed (bench/RESULTS.md). Beyond 8 workers, the cores go to intra-op threads.
-  const workers = Math.max(1, Math.min(8, cores));
-  const intra = Math.max(1, Math.floor(cores / workers));
   return z.object({
     PORT: intVar(8080).pipe(z.number().max(65535)),
     HOST: z.string().default('0.0.0.0'),
@@ -57,26 +55,6 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
     FACE_DB_POOL: intVar(20, 1),
     FACE_DATA_DIR: z.string().default(path.join(root, 'data')),
-    FACE_MODEL_DIR: z.string().default(path.join(root, 'models')),
-    ORT_LIBRARY: z
-      .string()
-      .default(path.join(root, 'node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1')),
-    FACE_PROVIDERS: z
-      .string()
-      .default('cpu')
-      .transform((s) => s.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean))
-      .pipe(z.array(z.string().regex(/^[a-z0-9_]+$/)).min(1)),
-    FACE_INTRA_THREADS: intVar(intra, 1),
-    FACE_INFERENCE_WORKERS: intVar(workers, 1),
-    FACE_MAX_BATCH: intVar(32, 1),
-    FACE_BATCH_WAIT_US: intVar(2000, 0),
-    FACE_QUEUE_CAPACITY: intVar(256, 1),
-    FACE_MAX_PIXELS: intVar(64_000_000, 1),
-    FACE_MAX_DECODE_BYTES: intVar(512 * 1024 * 1024, 1024 * 1024),
-    FACE_MAX_ASPECT_RATIO: intVar(20, 1),
-    FACE_HEAVY_QUEUE_MS: intVar(10_000, 0),
-    FACE_HEAVY_THREADS: intVar(0, 0),
-    FACE_TRT_CACHE_DIR: z.string().optional(),
     // A 48 MP phone JPEG is 15 to 25 MiB.
     FACE_MAX_UPLOAD_BYTES: intVar(32 * MiB, 1),
     // verify carries two photos plus form overhead, so the body cap sits above two uploads.
@@ -94,11 +72,7 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_FETCH_TIMEOUT_MS: intVar(5000, 1),
     FACE_FETCH_MAX_REDIRECTS: intVar(3, 0),
     FACE_FETCH_ALLOW_PRIVATE: boolVar(false),
-    FACE_RECOGNIZER: z.string().optional(),
-    FACE_DETECTOR: z.string().optional(),
     FACE_MIN_QUALITY: z.coerce.number().min(0).max(1).default(0),
-    FACE_MIN_FACE: intVar(40, 16),
-    FACE_DETECT_THRESHOLD: z.coerce.number().min(0.05).max(0.99).optional(),
     FACE_SHARDS: intVar(cores, 1).pipe(z.number().max(4096)),
     FACE_ROLE: z.enum(['all', 'api', 'shard']).default('all'),
     FACE_SHARD_IDS: z
@@ -141,7 +115,8 @@ function envSchema(root: string, cores: number, totalMem: number) {
   });
 }
 
-export interface Config {
+/** The engine's settings (`maxBatch`, `minFace`, ...) come from config/engine-options.ts. */
+export interface Config extends EngineConfig {
   port: number;
   host: string;
   /** Bootstrap API token; requests bearing it are accepted. */
@@ -158,35 +133,8 @@ export interface Config {
   dbPool: number;
   /** Embedded database (pg/), photo blobs (photos/). */
   dataDir: string;
-  modelDir: string;
-  ortLibrary: string;
-  providers: string[];
-  intraThreads: number;
-  inferenceWorkers: number;
-  maxBatch: number;
-  batchWaitUs: number;
-  queueCapacity: number;
-  maxPixels: number;
-  /** Most bytes decoding one image may hold; more is refused with IMAGE_TOO_LARGE. */
-  maxDecodeBytes: number;
-  /** Longest over shortest side beyond which an image is refused with IMAGE_ASPECT_RATIO. */
-  maxAspectRatio: number;
-  /** Estimated ms of work on huge photos that may be queued and running at once; beyond it 503 OVERLOADED. */
-  heavyQueueMs: number;
-  /** Pipeline threads that may work on huge photos at once; 0: half of them. */
-  heavyThreads: number;
-  /** Where TensorRT keeps the engines it builds, so a restart loads them instead of rebuilding. */
-  tensorrtCache: string;
-  /** Manifest id of the recogniser; unset means the manifest's default. */
-  recognizer?: string;
-  /** Manifest id of the detector; unset means the manifest's default. */
-  detector?: string;
   /** Enrolment refuses detected faces whose quality is below this (0 accepts every face). */
   minQuality: number;
-  /** Smallest face side (pixels) the detector looks for; smaller means more tiles, slower. */
-  minFace: number;
-  /** Detector score threshold; unset means the engine's default. */
-  detectThreshold?: number;
   maxUploadBytes: number;
   maxBodyBytes: number;
   /** Requests in progress on light routes (lookups, listings, changes). */
@@ -253,9 +201,12 @@ export function loadConfig(
   const root = opts.root ?? findProjectRoot();
   const cores = opts.cores ?? os.availableParallelism();
   const totalMem = opts.totalMem ?? os.totalmem();
-  const parsed = envSchema(root, cores, totalMem).safeParse(dropEmpty(env));
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+  const vars = dropEmpty(env);
+  const parsed = envSchema(root, cores, totalMem).safeParse(vars);
+  const engineVars = engineEnvSchema().safeParse(vars);
+  if (!parsed.success || !engineVars.success) {
+    const issues = [...(parsed.error?.issues ?? []), ...(engineVars.error?.issues ?? [])];
+    const lines = issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new Error(`invalid configuration: ${lines.join('; ')}`);
   }
   const e = parsed.data;
@@ -278,25 +229,8 @@ export function loadConfig(
     publicUrl: e.FACE_PUBLIC_URL,
     dbPool: e.FACE_DB_POOL,
     dataDir: e.FACE_DATA_DIR,
-    modelDir: e.FACE_MODEL_DIR,
-    ortLibrary: e.ORT_LIBRARY,
-    providers: e.FACE_PROVIDERS,
-    intraThreads: e.FACE_INTRA_THREADS,
-    inferenceWorkers: e.FACE_INFERENCE_WORKERS,
-    maxBatch: e.FACE_MAX_BATCH,
-    batchWaitUs: e.FACE_BATCH_WAIT_US,
-    queueCapacity: e.FACE_QUEUE_CAPACITY,
-    maxPixels: e.FACE_MAX_PIXELS,
-    maxDecodeBytes: e.FACE_MAX_DECODE_BYTES,
-    maxAspectRatio: e.FACE_MAX_ASPECT_RATIO,
-    heavyQueueMs: e.FACE_HEAVY_QUEUE_MS,
-    heavyThreads: e.FACE_HEAVY_THREADS,
-    tensorrtCache: e.FACE_TRT_CACHE_DIR ?? path.join(e.FACE_DATA_DIR, 'trt-cache'),
-    recognizer: e.FACE_RECOGNIZER,
-    detector: e.FACE_DETECTOR,
+    ...engineConfigFrom(engineVars.data, { root, cores, dataDir: e.FACE_DATA_DIR }),
     minQuality: e.FACE_MIN_QUALITY,
-    minFace: e.FACE_MIN_FACE,
-    detectThreshold: e.FACE_DETECT_THRESHOLD,
     maxUploadBytes: e.FACE_MAX_UPLOAD_BYTES,
     maxBodyBytes: e.FACE_MAX_BODY_BYTES,
     maxInflight: e.FACE_MAX_INFLIGHT,

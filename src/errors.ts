@@ -1,8 +1,10 @@
 /**
- * Domain errors: what db/, native/ and services/ raise when a request cannot
- * be served as asked. Each carries a stable code; the HTTP layer alone knows
- * which status a code is sent with (src/http/errors.ts), so the mapping is
- * written once. This module imports nothing, so every layer may use it.
+ * Domain errors: what db/, native/, search/ and services/ raise when a
+ * request cannot be served as asked. Each carries a stable code; the HTTP
+ * layer alone knows which status a code is sent with (src/http/errors.ts), so
+ * the mapping is written once. The helpers below (`invalid`, `notFound`,
+ * `unavailable`) are the only ones: the HTTP layer raises these too. This
+ * module imports nothing, so every layer may use it.
  */
 
 /** Stable error codes, shown to clients as the body's `error`. */

@@ -5,7 +5,7 @@
  * Writers append in their own transaction with `logChanges`, which takes the
  * change-log lock first and holds it to commit, so positions become visible
  * in position order and "after the last position seen" never skips one. The
- * follower (services/index-sync.ts) reads with `changesAfter`, joined with
+ * follower (search/index-sync.ts) reads with `changesAfter`, joined with
  * the faces as they are now, so replaying old entries converges on the
  * current database.
  *

@@ -8,7 +8,7 @@
  * - Membership of `default` is implicit (galleries.ts).
  * - Every write that changes what search sees appends to the change log in
  *   the same transaction and returns the last position it wrote; waiting for
- *   the search index is the caller's business (services/index-writes.ts).
+ *   the search index is the caller's business (search/index-writes.ts).
  *
  * Locks are always taken in the order gallery rows → face rows → photo locks
  * (sorted) → change-log lock, so concurrent requests do not deadlock; a

@@ -20,9 +20,9 @@
  *   gallery and face rows and before the change-log lock, sorted.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { fsyncDir } from '../durable-fs.js';
 import type { Logger } from '../log.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
 
@@ -47,16 +47,6 @@ export function sniffImageType(bytes: Buffer): string {
     return 'image/webp';
   }
   return 'application/octet-stream';
-}
-
-/** Makes a directory's entries (a rename, a new file) durable. */
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await fs.open(dir, constants.O_RDONLY);
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }
 
 export interface BlobEntry {

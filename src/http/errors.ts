@@ -99,14 +99,6 @@ export class HttpError extends Error {
   }
 }
 
-export const badParam = (param: string, reason: string) =>
-  new HttpError(400, 'BAD_PARAM', reason, { param });
-
-export const notFound = (reason = 'Not found') => new HttpError(404, 'NOT_FOUND', reason);
-
-export const unavailable = (reason: string, retryAfterS = 1) =>
-  new HttpError(503, 'SERVICE_UNAVAILABLE', reason, { headers: { 'Retry-After': String(retryAfterS) } });
-
 export const INTERNAL_REASON = 'Internal server error';
 
 /**

@@ -26,8 +26,9 @@ import { randomUUID } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import type { Logger } from '../log.js';
 import { authenticate, type TokenVerifier } from '../auth.js';
+import { unavailable } from '../errors.js';
 import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
-import { HttpError, INTERNAL_REASON, toHttpError, unavailable } from './errors.js';
+import { HttpError, INTERNAL_REASON, toHttpError } from './errors.js';
 import { ActivityTracker, ConcurrencyLimiter, MemoryBudget } from './limiter.js';
 import { assertText, parseParams, queryToParams, rejectUnknownFields, type RawParams } from './params.js';
 import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
@@ -579,7 +580,9 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       assertText(raw);
       rejectUnknownFields(route.request, raw);
       input = parseParams(route.request, raw);
-      if (method === 'PUT' && isEmptyUpdate(input)) {
+      // Strict input (docs/api.md): a PUT that carries no parameter at all is refused on every route. What an
+      // update must change is the service's to say (services/face-changes.ts).
+      if (method === 'PUT' && Object.keys(raw).length === 0) {
         throw new HttpError(400, 'BAD_PARAM', 'An update needs at least one field to change');
       }
     } else {
@@ -633,11 +636,6 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       });
     });
   });
-}
-
-/** An update whose every field was left out (an empty body): nothing to change. */
-function isEmptyUpdate(input: unknown): boolean {
-  return input !== null && typeof input === 'object' && Object.values(input).every((v) => v === undefined);
 }
 
 function hasBody(headers: Record<string, string>): boolean {

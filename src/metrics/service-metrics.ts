@@ -23,7 +23,7 @@ import type { FinishedRequest } from '../http/server.js';
 import type { Logger } from '../log.js';
 import type { Engine } from '../native/engine.js';
 import type { FetchOutcome } from '../services/photo-source.js';
-import type { SearchShards, ShardView } from '../services/search-shards.js';
+import type { SearchShards, ShardView } from '../search/search-shards.js';
 
 export interface MetricsSources {
   /** Absent on a shard server, which runs no models. */

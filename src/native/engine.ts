@@ -12,6 +12,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type * as Addon from '../../build/addon/index.cjs';
+import { pickEngineConfig, type EngineConfig, type NapiOnlyField } from '../config/engine-options.js';
 import { findProjectRoot, type Config } from '../config.js';
 import { DomainError, type ErrorCode } from '../errors.js';
 
@@ -155,29 +156,19 @@ class NativeEngineWrapper implements Engine {
   }
 }
 
+/**
+ * The settings of config/engine-options.ts are the addon's fields under the same names, but
+ * for the ones callers set themselves: checked here at compile time, and against the built
+ * index.d.cts and the README by config/engine-options.test.ts.
+ */
+type Assert<T extends true> = T;
+type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type _SettingsAreFields = Assert<SameKeys<keyof EngineConfig, Exclude<keyof EngineOptions, NapiOnlyField>>>;
+type _SettingsFitFields = Assert<EngineConfig extends Omit<EngineOptions, NapiOnlyField> ? true : false>;
+
 /** Engine options as the service configures them; callers may override single fields (benchmarks, calibration). */
 export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptions> = {}): EngineOptions {
-  return {
-    modelDir: config.modelDir,
-    ortLibrary: config.ortLibrary,
-    providers: config.providers,
-    intraThreads: config.intraThreads,
-    inferenceWorkers: config.inferenceWorkers,
-    maxBatch: config.maxBatch,
-    batchWaitUs: config.batchWaitUs,
-    queueCapacity: config.queueCapacity,
-    maxPixels: config.maxPixels,
-    minFace: config.minFace,
-    maxDecodeBytes: config.maxDecodeBytes,
-    maxAspectRatio: config.maxAspectRatio,
-    heavyQueueMs: config.heavyQueueMs,
-    tensorrtCache: config.tensorrtCache,
-    ...(config.heavyThreads > 0 ? { heavyThreads: config.heavyThreads } : {}),
-    ...(config.recognizer ? { recognizer: config.recognizer } : {}),
-    ...(config.detector ? { detector: config.detector } : {}),
-    ...(config.detectThreshold !== undefined ? { detectThreshold: config.detectThreshold } : {}),
-    ...overrides,
-  };
+  return { ...pickEngineConfig(config), ...overrides };
 }
 
 /** Loads the addon and opens the engine: models are loaded and sessions built before this resolves. */

@@ -2,13 +2,15 @@
  * The search shards of the native addon (`FaceIndex`, crates/index): the only
  * importer of that part of the binding.
  *
- * The shapes are the addon's generated types; the wrapper turns its coded
- * rejections into DomainErrors once, like engine.ts does for the engine. Positions and ids
- * cross as plain numbers: both are bigserials that stay far below 2^53.
+ * The shapes are the addon's generated types. Every native call goes through
+ * `native()` below, which turns the addon's coded failures (thrown or
+ * rejected) into DomainErrors once, with engine.ts's `mapEngineError`.
+ * Positions and ids cross as plain numbers: both are bigserials that stay far
+ * below 2^53.
  */
 import type * as Addon from '../../build/addon/index.cjs';
-import { DomainError } from '../errors.js';
-import { addonPath, loadAddon } from './engine.js';
+import { unavailable, type DomainError } from '../errors.js';
+import { addonPath, loadAddon, mapEngineError } from './engine.js';
 
 export type { IndexMatch, IndexOptions, IndexSearchResult, ShardInfo, ShardSnapshot } from '../../build/addon/index.cjs';
 type IndexOptions = Addon.IndexOptions;
@@ -56,109 +58,127 @@ export interface FaceIndex {
 }
 
 /**
- * Maps an index rejection: BAD_PARAM (an unknown shard, a malformed vector)
- * is the caller's; INDEX_UNAVAILABLE a 503; the rest an internal error.
+ * A failure of the addon's index as a DomainError. The codes are crates/index's
+ * `IndexError::code()`: BAD_PARAM (an unknown shard, a malformed vector or
+ * number) keeps its message; SNAPSHOT_INVALID, INTERNAL and anything uncoded
+ * become INTERNAL with the original as the cause. That is all engine.ts's
+ * mapping, used as is; the one code the engine never raises, INDEX_UNAVAILABLE
+ * (a shard loading, failed or behind: retry shortly), is named here.
  */
-export function mapIndexError(err: unknown): DomainError {
-  if (err instanceof DomainError) return err;
-  const code = (err as { code?: unknown } | null)?.code;
-  const message = err instanceof Error ? err.message : String(err);
-  if (code === 'BAD_PARAM') return new DomainError('BAD_PARAM', message, { cause: err });
-  if (code === 'INDEX_UNAVAILABLE') return new DomainError('SERVICE_UNAVAILABLE', 'Search index unavailable', { retryAfterS: 1, cause: err });
-  return new DomainError('INTERNAL', 'Internal server error', { cause: err });
+function mapNativeError(err: unknown): DomainError {
+  if ((err as { code?: unknown } | null)?.code === 'INDEX_UNAVAILABLE') return unavailable('Search index unavailable', 1, err);
+  return mapEngineError(err);
+}
+
+/**
+ * Runs one call into the addon, synchronous or not, and maps what it throws or
+ * rejects with: the one place this file turns native failures into DomainErrors.
+ */
+function native<T>(call: () => T): T {
+  let out: T;
+  try {
+    out = call();
+  } catch (err) {
+    throw mapNativeError(err);
+  }
+  if (out instanceof Promise) {
+    return out.catch((err: unknown) => {
+      throw mapNativeError(err);
+    }) as T;
+  }
+  return out;
 }
 
 class NativeIndexWrapper implements FaceIndex {
   private closed = false;
 
-  constructor(private readonly native: Addon.FaceIndex) {}
+  constructor(private readonly index: Addon.FaceIndex) {}
 
   async apply(changes: IndexChange[]): Promise<void> {
     if (changes.length === 0) return;
-    await this.native.apply(changes);
+    await native(() => this.index.apply(changes));
   }
 
   async searchBatch(queries: Float32Array, n: number, gallery?: string, shards?: number[]): Promise<IndexSearchResult[]> {
     if (queries.length === 0) return [];
-    try {
-      return await this.native.searchBatch(queries, n, gallery ?? null, shards ?? null);
-    } catch (err) {
-      throw mapIndexError(err);
-    }
+    return native(() => this.index.searchBatch(queries, n, gallery ?? null, shards ?? null));
   }
 
   shards(): ShardInfo[] {
-    return this.native.shards().map((s) => ({ ...s, snapshotAgeS: s.snapshotAgeS ?? undefined, snapshotPosition: s.snapshotPosition ?? undefined }));
+    return native(() => this.index.shards()).map((s) => ({ ...s, snapshotAgeS: s.snapshotAgeS ?? undefined, snapshotPosition: s.snapshotPosition ?? undefined }));
   }
 
   threads(): number {
-    return this.native.threads();
+    return native(() => this.index.threads());
   }
 
   setOffline(shard: number): void {
-    this.native.setOffline(shard);
+    native(() => this.index.setOffline(shard));
   }
 
   setOnline(shard: number): void {
-    this.native.setOnline(shard);
+    native(() => this.index.setOnline(shard));
   }
 
   loadReport(): ShardSnapshot[] {
-    return this.native.loadReport();
+    return native(() => this.index.loadReport());
   }
 
-  async markFailed(shard: number): Promise<void> {
-    try {
-      await this.native.markFailed(shard);
-    } catch (err) {
-      throw mapIndexError(err);
-    }
+  markFailed(shard: number): Promise<void> {
+    return native(() => this.index.markFailed(shard));
   }
 
   reload(shard: number): Promise<ShardSnapshot> {
-    return this.native.reload(shard);
+    return native(() => this.index.reload(shard));
   }
 
   beginRebuild(shard: number): Promise<void> {
-    return this.native.beginRebuild(shard);
+    return native(() => this.index.beginRebuild(shard));
   }
 
   refill(shard: number, ids: Float64Array, vectors: Float32Array, galleries: string[][]): Promise<number> {
-    return this.native.refill(shard, ids, vectors, galleries);
+    return native(() => this.index.refill(shard, ids, vectors, galleries));
   }
 
   replay(shard: number, changes: IndexChange[]): Promise<number> {
-    return this.native.replay(shard, changes);
+    return native(() => this.index.replay(shard, changes));
   }
 
   finishRebuild(shard: number, position: number): Promise<void> {
-    return this.native.finishRebuild(shard, position);
+    return native(() => this.index.finishRebuild(shard, position));
   }
 
   snapshot(): Promise<ShardSnapshot[]> {
-    return this.native.snapshot();
+    return native(() => this.index.snapshot());
   }
 
   position(): number {
-    return this.native.position();
+    return native(() => this.index.position());
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.native.close();
+    native(() => this.index.close());
   }
 }
 
-/** The shard that owns face `id` among `shards` shards: the rule the index routes by (crates/index/src/route.rs). */
+/**
+ * The shard that owns face `id` among `shards` shards: the rule the index routes by (crates/index/src/route.rs).
+ * Throws BAD_PARAM for an id that is not a whole number in 0..2^53, or for no shards.
+ */
 export function shardOf(id: number, shards: number): number {
   routing ??= loadAddon<typeof Addon>();
-  return routing.shardOf(id, shards);
+  const binding = routing;
+  return native(() => binding.shardOf(id, shards));
 }
 let routing: typeof Addon | undefined;
 
-/** Creates the shards and loads their snapshots from `opts.dir`; shards without a usable one stay empty and rebuilding (`loadReport`). */
+/**
+ * Creates the shards and loads their snapshots from `opts.dir`; shards without a usable one stay empty and rebuilding (`loadReport`).
+ * A missing addon is reported as such (an Error naming the file), not mapped.
+ */
 export async function openFaceIndex(opts: IndexOptions, file: string = addonPath()): Promise<FaceIndex> {
   const binding = loadAddon<typeof Addon>(file);
-  return new NativeIndexWrapper(await binding.FaceIndex.open(opts));
+  return new NativeIndexWrapper(await native(() => binding.FaceIndex.open(opts)));
 }

@@ -4,9 +4,9 @@
  * holding it in memory.
  */
 import { Reply, type StreamReply } from '../http/registry.js';
-import type { Listing, PageLinks, StoredFace } from '../db/faces.js';
-import type { HistoryEvent } from '../db/history-store.js';
-import type { IndexLag } from '../services/index-writes.js';
+import type { IndexLag } from '../search/index-writes.js';
+import type { Listing, PageLinks, StoredFace } from '../services/face-reads.js';
+import type { HistoryEvent } from '../services/history.js';
 
 /**
  * `X-Index-Lag: <behind>/<total>` on a write's answer: the write is stored,

@@ -5,9 +5,9 @@
 import { z } from 'zod';
 import { idParam, jsonParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import type { FaceStore, GalleryChange } from '../db/faces.js';
 import { enrol, type EnrolDeps } from '../services/enrol.js';
-import { deleteFace, unknownFace, updateFace, type FaceChangeDeps } from '../services/face-changes.js';
+import { deleteFace, updateFace, type FaceChangeDeps, type GalleryChange } from '../services/face-changes.js';
+import { getFace } from '../services/face-reads.js';
 import { PHOTO_ERRORS } from '../services/faces.js';
 import { baseUrl, indexLagHeaders, INDEX_LAG_NOTE, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
@@ -80,12 +80,11 @@ export const addFaceResponse = z.object({
 });
 
 export interface FaceRouteDeps extends EnrolDeps, FaceChangeDeps {
-  store: FaceStore;
   publicUrl?: string;
 }
 
 export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void {
-  const { store, publicUrl } = deps;
+  const { publicUrl } = deps;
 
   registry.define({
     method: 'POST',
@@ -123,9 +122,7 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     response: { status: 200, description: 'The face.', schema: faceOutput },
     errors: ['NOT_FOUND'],
     async handler({ params, headers }) {
-      const face = await store.getFace(params.id);
-      if (!face) throw unknownFace(params.id);
-      return renderFace(face, baseUrl(headers, publicUrl));
+      return renderFace(await getFace(deps, params.id), baseUrl(headers, publicUrl));
     },
   });
 

@@ -3,9 +3,9 @@
  * always exists and cannot be deleted.
  */
 import { z } from 'zod';
-import { DomainError } from '../errors.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import { deleteGallery, type FaceChangeDeps } from '../services/face-changes.js';
+import { createGallery, listGalleries } from '../services/galleries.js';
 import { indexLagHeaders, INDEX_LAG_NOTE } from './face-view.js';
 import { galleryName } from './schemas.js';
 
@@ -16,7 +16,6 @@ const galleriesResponse = z.object({
 });
 
 export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps): void {
-  const { galleries } = deps;
   registry.define({
     method: 'GET',
     path: '/v0/galleries/',
@@ -25,7 +24,7 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     response: { status: 200, description: 'All gallery names.', schema: galleriesResponse },
     errors: [],
     async handler() {
-      return { results: await galleries.list() };
+      return { results: await listGalleries(deps) };
     },
   });
 
@@ -39,9 +38,7 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     response: { status: 201, description: 'Created; no body.' },
     errors: ['CONFLICT'],
     async handler({ params }) {
-      if (!(await galleries.create(params.gallery))) {
-        throw new DomainError('CONFLICT', `Gallery ${params.gallery} already exists`, { param: 'gallery' });
-      }
+      await createGallery(deps, params.gallery);
       return Reply.empty(201);
     },
   });

@@ -10,9 +10,7 @@
  */
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
-import type { Engine } from '../native/engine.js';
-import type { SearchShards } from '../services/search-shards.js';
-import type { EmbeddingMigration } from '../services/reembed.js';
+import { health, type HealthDeps } from '../services/health.js';
 
 const healthResponse = z.object({
   status: z.literal('ok'),
@@ -50,14 +48,7 @@ const healthResponse = z.object({
   max_inflight: z.number().int(),
 });
 
-export interface HealthDeps {
-  role: 'all' | 'api' | 'shard';
-  engine?: Engine;
-  index?: SearchShards;
-  migration?: EmbeddingMigration;
-}
-
-export function registerHealth(registry: RouteRegistry, { role, engine, index, migration }: HealthDeps): void {
+export function registerHealth(registry: RouteRegistry, deps: HealthDeps): void {
   registry.define({
     method: 'GET',
     path: '/health',
@@ -68,32 +59,7 @@ export function registerHealth(registry: RouteRegistry, { role, engine, index, m
     response: { status: 200, description: 'The service is up.', schema: healthResponse },
     errors: [],
     async handler({ server }) {
-      const info = engine?.info();
-      return {
-        status: 'ok' as const,
-        role,
-        ...(info
-          ? {
-              engine: {
-                providers: info.providers,
-                simd: info.simd,
-                recognizer: info.recognizer,
-                detector: info.detector,
-                dim: info.dim,
-                models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
-              },
-            }
-          : {}),
-        ...(index ? { search: searchSummary(index) } : {}),
-        ...(migration ? { migration: migration.status() } : {}),
-        inflight: server.inflight,
-        max_inflight: server.maxInflight,
-      };
+      return { ...health(deps), inflight: server.inflight, max_inflight: server.maxInflight };
     },
   });
-}
-
-function searchSummary(index: SearchShards) {
-  const { live, total } = index.servers();
-  return { live, total, faces: index.shards().reduce((n, s) => n + s.size, 0) };
 }

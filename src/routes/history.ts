@@ -14,10 +14,10 @@
  * - `cam_ids` and its spelling `cam_id` may both be given; they are joined.
  */
 import { z } from 'zod';
-import { invalid, notFound } from '../errors.js';
+import { invalid } from '../errors.js';
 import { boolParam, idParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry, type StreamReply } from '../http/registry.js';
-import type { HistoryEvent, HistoryFilter, HistoryStore } from '../db/history-store.js';
+import { searchHistory, sightingThumbnail, type HistoryDeps, type HistoryEvent, type HistoryFilter } from '../services/history.js';
 import { baseUrl, renderEvent, streamResults } from './face-view.js';
 import { cameraList, isoTimestamp, personIdParam } from './schemas.js';
 
@@ -101,11 +101,12 @@ function nextPageLink(filter: HistoryFilter, limit: number, maxId: number): stri
   return `/v0/history/search?${q.toString().replace(/\+/g, '%20')}`;
 }
 
-export function registerHistory(registry: RouteRegistry, history: HistoryStore, publicUrl?: string): void {
+export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & { publicUrl?: string }): void {
+  const { publicUrl } = deps;
   async function search(input: SearchInput, headers: Readonly<Record<string, string>>): Promise<StreamReply> {
     const filter = filterOf(input);
     const limit = input.limit || undefined;
-    const listing = await history.search(filter, { limit, maxId: input.max_id });
+    const listing = await searchHistory(deps, filter, { limit, maxId: input.max_id });
     const base = baseUrl(headers, publicUrl);
     return streamResults(listing.batches, (e: HistoryEvent) => renderEvent(e, base), () => {
       const next = listing.nextMaxId();
@@ -146,9 +147,7 @@ export function registerHistory(registry: RouteRegistry, history: HistoryStore, 
     response: { status: 200, description: 'The JPEG.', alternatives: ['image/jpeg'] },
     errors: ['NOT_FOUND'],
     async handler({ params }) {
-      const jpeg = await history.thumbnail(params.id);
-      if (!jpeg) throw notFound(`No history event ${params.id}`);
-      if (jpeg === 'expired') throw notFound(`The thumbnail of history event ${params.id} has expired`);
+      const jpeg = await sightingThumbnail(deps, params.id);
       return new Reply(200, jpeg, 'image/jpeg', { 'Cache-Control': 'private, max-age=31536000, immutable' });
     },
   });

@@ -15,10 +15,11 @@
  * - `n` is at most FACE_IDENTIFY_MAX_N; more is 400.
  */
 import { z } from 'zod';
+import { DomainError } from '../errors.js';
 import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import { PHOTO_ERRORS } from '../services/faces.js';
-import { identify, liveServersHeader, LIVE_SERVERS, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
+import { identify, ShardsUnavailable, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
 import { baseUrl, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
 import {
@@ -34,7 +35,16 @@ import {
   thresholdParam,
 } from './schemas.js';
 
-export { LIVE_SERVERS };
+/** `X-Live-Servers: <live>/<total>`: search servers that served the search (or are live) out of all. */
+export const LIVE_SERVERS = 'X-Live-Servers';
+
+const liveServersHeader = ({ live, total }: { live: number; total: number }) => ({ [LIVE_SERVERS]: `${live}/${total}` });
+
+/** A strict refusal carries the counts it was decided on: they become its X-Live-Servers. */
+function withLiveServers(err: unknown): never {
+  if (!(err instanceof ShardsUnavailable)) throw err;
+  throw new DomainError(err.code, err.message, { retryAfterS: err.retryAfterS, headers: liveServersHeader(err), cause: err });
+}
 
 export interface IdentifyDeps extends IdentifyServiceDeps {
   publicUrl?: string;
@@ -94,7 +104,7 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
   ): Promise<Reply> {
     const bbox = callerBoxes(input);
     checkSightingFields(input);
-    const found = await identify(deps, { ...input, bbox, gallery }, signal);
+    const found = await identify(deps, { ...input, bbox, gallery }, signal).catch(withLiveServers);
     const base = baseUrl(reqHeaders, deps.publicUrl);
     const results: Record<string, z.input<typeof match>[]> = {};
     for (const r of found.results) {

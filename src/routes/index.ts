@@ -2,14 +2,13 @@
  * Every route of the service, registered in one place.
  */
 import { RouteRegistry } from '../http/registry.js';
-import type { FaceStore } from '../db/faces.js';
-import type { GalleryStore } from '../db/galleries.js';
-import type { HistoryStore } from '../db/history-store.js';
-import type { PhotoStore } from '../db/photos.js';
-import type { Engine } from '../native/engine.js';
-import { FaceService } from '../services/faces.js';
-import type { IndexWrites } from '../services/index-writes.js';
-import type { SearchShards } from '../services/search-shards.js';
+import type { ServiceMetrics } from '../metrics/service-metrics.js';
+import type { SearchShards } from '../search/search-shards.js';
+import type { ShardControl } from '../search/shard-control.js';
+import type { FaceChangeDeps } from '../services/face-changes.js';
+import { FaceService, type Engine } from '../services/faces.js';
+import type { PersonDeps } from '../services/persons.js';
+import type { PhotoDeps } from '../services/photos.js';
 import type { PhotoSource } from '../services/photo-source.js';
 import type { EmbeddingMigration } from '../services/reembed.js';
 import { registerDetect } from './detect.js';
@@ -24,20 +23,16 @@ import { registerListings } from './listings.js';
 import { registerPersons } from './persons.js';
 import { registerPhoto } from './photo.js';
 import { registerVerify } from './verify.js';
-import { registerShardsControl, registerShardsReport, type ShardControl } from './shards-admin.js';
+import { registerShardsControl, registerShardsReport } from './shards-admin.js';
 import { registerShardServer, type ShardServerDeps } from './shard.js';
-import type { ServiceMetrics } from '../metrics/service-metrics.js';
 
-/** The face database as the routes use it; all of it or none. */
-export interface DatabaseRoutes {
-  store: FaceStore;
-  galleries: GalleryStore;
-  photos: PhotoStore;
-  history: HistoryStore;
+/**
+ * The face database as the routes' services take it (its stores, and how
+ * writes wait for the search index); all of it or none.
+ */
+export interface DatabaseRoutes extends FaceChangeDeps, PersonDeps, PhotoDeps {
   /** The search shards as identify and /health see them. */
   index: SearchShards;
-  /** How writes wait for the search index. */
-  writes: IndexWrites;
   /** The shards held in this process and their controls (absent on an API node, which holds none). */
   control?: ShardControl;
 }
@@ -70,11 +65,11 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
   registerVerify(registry, faces);
   const db = deps.database;
   if (db) {
-    const { store, history, publicUrl } = { ...db, publicUrl: deps.publicUrl };
+    const publicUrl = deps.publicUrl;
     const thumbnailSize = deps.thumbnailSize ?? 160;
-    registerListings(registry, store, publicUrl);
+    registerListings(registry, { ...db, publicUrl });
     registerGalleries(registry, db);
-    registerPhoto(registry, db.photos);
+    registerPhoto(registry, db);
     registerFace(registry, { ...db, faces, thumbnailSize, minQuality: deps.minQuality ?? 0, publicUrl });
     registerIdentify(registry, {
       ...db,
@@ -84,8 +79,8 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
       strict: deps.identify?.strict ?? false,
       maxN: deps.identify?.maxN ?? 100,
     });
-    registerHistory(registry, history, publicUrl);
-    registerPersons(registry, { store, history, publicUrl });
+    registerHistory(registry, { ...db, publicUrl });
+    registerPersons(registry, { ...db, publicUrl });
     registerShardsReport(registry, db.index);
     if (db.control) registerShardsControl(registry, db.control);
   }

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
-import type { FaceStore, MetaSummary, Page, StoredFace } from '../db/faces.js';
+import { listFaces, listMeta, type FaceReadDeps, type MetaSummary, type Page, type StoredFace } from '../services/face-reads.js';
 import { baseUrl, renderFace, streamListing } from './face-view.js';
 import { faceOutput, galleryName, listingOf, metaParam, PAGING_NOTE, pageQuery } from './schemas.js';
 
@@ -37,9 +37,10 @@ function pageOf(q: z.output<typeof pageQuery>): Page {
 
 const enc = encodeURIComponent;
 
-export function registerListings(registry: RouteRegistry, store: FaceStore, publicUrl?: string): void {
+export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & { publicUrl?: string }): void {
+  const { publicUrl } = deps;
   const faceList = (path: string, filter: { meta?: string; gallery?: string }, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) =>
-    store.listFaces(filter, pageOf(q)).then((listing) => {
+    listFaces(deps, filter, pageOf(q)).then((listing) => {
       const base = baseUrl(headers, publicUrl);
       return streamListing(listing, (f: StoredFace) => renderFace(f, base), path, q.limit);
     });
@@ -97,7 +98,7 @@ export function registerListings(registry: RouteRegistry, store: FaceStore, publ
   });
 
   const metaList = async (path: string, gallery: string | undefined, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) => {
-    const listing = await store.listMeta({ gallery }, pageOf(q));
+    const listing = await listMeta(deps, gallery, pageOf(q));
     const base = baseUrl(headers, publicUrl);
     return streamListing(listing, (m: MetaSummary) => ({ meta: m.meta, count: m.count, face: renderFace(m.face, base) }), path, q.limit);
   };

@@ -12,9 +12,7 @@
 import { z } from 'zod';
 import { idParam, numberParam } from '../http/params.js';
 import type { RouteRegistry } from '../http/registry.js';
-import type { FaceStore } from '../db/faces.js';
-import { PERSON_RECENT_SIGHTINGS, type HistoryEvent, type HistoryStore } from '../db/history-store.js';
-import { person as findPerson, personHistory } from '../services/persons.js';
+import { person as findPerson, personHistory, PERSON_RECENT_SIGHTINGS, type HistoryEvent, type PersonDeps } from '../services/persons.js';
 import { baseUrl, renderFace, renderPersonRecord, streamResults } from './face-view.js';
 import { filterOf } from './history.js';
 import { cameraList, faceOutput, isoTimestamp, personIdParam } from './schemas.js';
@@ -56,7 +54,7 @@ const personHistoryResponse = z.object({
 
 const personPath = z.object({ id: idParam('Person id (a positive integer).') });
 
-export function registerPersons(registry: RouteRegistry, deps: { store: FaceStore; history: HistoryStore; publicUrl?: string }): void {
+export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { publicUrl?: string }): void {
   const { publicUrl } = deps;
 
   registry.define({

@@ -3,9 +3,8 @@
  * `photo` URL of faces that came from an upload.
  */
 import { z } from 'zod';
-import { notFound } from '../errors.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import type { PhotoStore } from '../db/photos.js';
+import { storedPhoto, type PhotoDeps } from '../services/photos.js';
 
 const photoPath = z.object({
   hash: z
@@ -14,7 +13,7 @@ const photoPath = z.object({
     .meta({ description: 'photo_hash of a face: SHA-256 of the photo, lower-case hex.' }),
 });
 
-export function registerPhoto(registry: RouteRegistry, photos: PhotoStore): void {
+export function registerPhoto(registry: RouteRegistry, deps: PhotoDeps): void {
   registry.define({
     method: 'GET',
     path: '/v0/photo/:hash/',
@@ -29,17 +28,8 @@ export function registerPhoto(registry: RouteRegistry, photos: PhotoStore): void
     },
     errors: ['NOT_FOUND'],
     async handler({ params }) {
-      const info = await photos.info(params.hash);
-      if (!info) throw notFound(`No photo ${params.hash}`);
-      let bytes: Buffer;
-      try {
-        bytes = await photos.read(params.hash);
-      } catch (err) {
-        // Deleted between the two reads.
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(`No photo ${params.hash}`);
-        throw err;
-      }
-      return new Reply(200, bytes, info.contentType, {
+      const { bytes, contentType } = await storedPhoto(deps, params.hash);
+      return new Reply(200, bytes, contentType, {
         'Cache-Control': 'private, max-age=31536000, immutable',
         ETag: `"${params.hash}"`,
       });

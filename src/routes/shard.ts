@@ -1,32 +1,25 @@
 /**
  * The routes a shard server (FACE_ROLE=shard) answers for API nodes: search
- * of the shards it holds, its state, and waiting for a change-log position.
- * Operator token only: these are between the nodes of one deployment, which
- * share FACE_TOKEN. The answers' shapes are cluster/shard-wire.ts's.
+ * of the shards it holds, its state, and waiting for a change-log position;
+ * what they answer is search/shard-server.ts's. Operator token only: these
+ * are between the nodes of one deployment, which share FACE_TOKEN. The
+ * answers' shapes are search/shard-wire.ts's.
  */
 import { z } from 'zod';
-import { invalid } from '../errors.js';
 import { numberParam } from '../http/params.js';
 import type { RouteRegistry } from '../http/registry.js';
-import type { FaceIndex } from '../native/face-index.js';
-import type { IndexFollower } from '../services/search-shards.js';
-import { decodeQueries, MAX_QUERIES, positionAnswer, searchAnswer, stateAnswer, VECTORS_TYPE } from '../cluster/shard-wire.js';
+import type { ShardServer } from '../search/shard-server.js';
+import { MAX_QUERIES, MAX_WAIT_MS, positionAnswer, searchAnswer, stateAnswer, VECTORS_TYPE } from '../search/shard-wire.js';
 import { galleryName } from './schemas.js';
 
 export interface ShardServerDeps {
-  index: FaceIndex;
-  follower: IndexFollower & { behindMs(): number };
-  layout: { shards: number; rule: string; recognizer: string; dims: number };
+  server: ShardServer;
   /** Largest `n` a search may ask for (FACE_IDENTIFY_MAX_N). */
   maxN: number;
 }
 
-/** Longest wait for a position one request may ask for; below the request deadline. */
-const MAX_WAIT_MS = 20_000;
-
 export function registerShardServer(registry: RouteRegistry, deps: ShardServerDeps): void {
-  const { index, follower, layout } = deps;
-  const served = () => ({ position: index.position(), behind_ms: follower.behindMs(), shards: index.shards().map(wire) });
+  const { server } = deps;
 
   registry.define({
     method: 'POST',
@@ -55,12 +48,7 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     }),
     response: { status: 200, description: 'The matches per query.', schema: searchAnswer },
     errors: [],
-    async handler({ input }) {
-      const queries = decodeQueries(input.vectors, layout.dims);
-      if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${layout.dims} float32 values`);
-      const results = await index.searchBatch(queries, input.n, input.gallery, input.shards);
-      return { ...served(), results: results.map((r) => ({ matches: r.matches, missing: r.missing })) };
-    },
+    handler: ({ input }) => server.search(input.vectors, input.n, input.gallery, input.shards),
   });
 
   registry.define({
@@ -73,7 +61,7 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     response: { status: 200, description: 'The state.', schema: stateAnswer },
     errors: [],
     async handler() {
-      return { ...served(), shard_count: layout.shards, rule: layout.rule, recognizer: layout.recognizer, dims: layout.dims, held: index.shards().map((s) => s.shard) };
+      return server.state();
     },
   });
 
@@ -91,22 +79,6 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     }),
     response: { status: 200, description: 'Where the shards stand.', schema: positionAnswer },
     errors: [],
-    async handler({ input }) {
-      const reached = await follower.caughtUp(input.at_least, input.wait_ms);
-      return { ...served(), reached };
-    },
+    handler: ({ input }) => server.waitFor(input.at_least, input.wait_ms),
   });
-}
-
-function wire(s: ReturnType<FaceIndex['shards']>[number]) {
-  return {
-    shard: s.shard,
-    state: s.state,
-    size: s.size,
-    position: s.position,
-    pending: s.pending,
-    memoryBytes: s.memoryBytes,
-    ...(s.snapshotAgeS !== undefined ? { snapshotAgeS: s.snapshotAgeS } : {}),
-    ...(s.snapshotPosition !== undefined ? { snapshotPosition: s.snapshotPosition } : {}),
-  };
 }

@@ -2,15 +2,14 @@
  * The operator's view of the search shards, GET /v0/admin/shards, on every
  * role that searches (in a cluster, an API node shows each shard as its
  * server last reported it), and the controls of shards held in this process
- * (offline, online, rebuild), on FACE_ROLE=all and on each shard server for
- * its own shards. Operator token only.
+ * (offline, online, rebuild: search/shard-control.ts), on FACE_ROLE=all and
+ * on each shard server for its own shards. Operator token only.
  */
 import { z } from 'zod';
-import { notFound } from '../errors.js';
 import { idParam } from '../http/params.js';
 import type { RouteRegistry } from '../http/registry.js';
-import type { FaceIndex } from '../native/face-index.js';
-import type { SearchShards } from '../services/search-shards.js';
+import type { SearchShards } from '../search/search-shards.js';
+import type { ShardControl } from '../search/shard-control.js';
 
 export const shardLine = z.object({
   shard: z.number().int(),
@@ -77,20 +76,7 @@ export function registerShardsReport(registry: RouteRegistry, index: SearchShard
   });
 }
 
-export interface ShardControl {
-  /** The shards held by this process. */
-  index: FaceIndex;
-  /** As `index` is reported (through a migration's view, where one runs). */
-  view: SearchShards;
-  /** Takes a shard out of service and rebuilds it from its snapshot and the change log (or the database). */
-  rebuild(k: number): Promise<void>;
-}
-
 export function registerShardsControl(registry: RouteRegistry, control: ShardControl): void {
-  const { index, view } = control;
-  const held = (k: number) => {
-    if (!index.shards().some((s) => s.shard === k)) throw notFound(`No search shard ${k} in this process`);
-  };
   for (const [action, online] of [
     ['offline', false],
     ['online', true],
@@ -106,10 +92,9 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
       response: { status: 200, description: 'All shards after the change.', schema: shardsResponse },
       errors: ['NOT_FOUND'],
       async handler({ params }) {
-        held(params.k);
-        if (online) index.setOnline(params.k);
-        else index.setOffline(params.k);
-        return report(view);
+        if (online) control.setOnline(params.k);
+        else control.setOffline(params.k);
+        return report(control.view);
       },
     });
   }
@@ -130,9 +115,8 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
     response: { status: 200, description: 'All shards once the rebuild has started.', schema: shardsResponse },
     errors: ['NOT_FOUND'],
     async handler({ params }) {
-      held(params.k);
       await control.rebuild(params.k);
-      return report(view);
+      return report(control.view);
     },
   });
 }

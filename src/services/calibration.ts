@@ -10,7 +10,7 @@
  * (strict FAR 1e-5, medium 1e-3, low 1e-1).
  *
  * sface (with the yunet detector) comes from LFW deep-funneled through
- * `npm run bench:accuracy` (bench/lfw.ts): 11,975 photos of 5,553 people,
+ * `npm run bench:accuracy` (bench/lib/lfw.ts): 11,975 photos of 5,553 people,
  * the face nearest the centre of each (every photo has one), 97,640 genuine
  * pairs (every pair of photos of the 1,595 people with two or more) and
  * 71,596,685 impostor pairs (every pair of photos of different people). The

@@ -10,11 +10,11 @@
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { unknownGallery, type GalleryStore } from '../db/galleries.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
+import type { IndexLag, IndexWrites } from '../search/index-writes.js';
+import type { SearchShards } from '../search/search-shards.js';
 import { resolveThreshold, type ThresholdPreset } from './calibration.js';
 import { boxOf, pickRows, requireQuality, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
-import type { IndexLag, IndexWrites } from './index-writes.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
-import type { SearchShards } from './search-shards.js';
 import { bestMatches, embedOptions, sightingOf } from './sightings.js';
 
 export interface EnrolDeps {
@@ -50,7 +50,7 @@ export interface Enrolment {
   faces: StoredFace[];
   /** With cam_id: the history event of each face, in the same order. */
   sightings?: HistoryEvent[];
-  /** Set when search does not serve the new faces yet (see index-writes.ts). */
+  /** Set when search does not serve the new faces yet (see search/index-writes.ts). */
   indexLag?: IndexLag;
 }
 

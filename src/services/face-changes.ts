@@ -1,13 +1,17 @@
 /**
  * The writes to stored faces besides enrolment: changing a face (PUT), deleting
  * one, deleting a gallery with its faces. Each commits, then waits for the
- * search index like enrolment does (index-writes.ts), so an answered change is
- * what search shows, or the answer says it is not yet.
+ * search index like enrolment does (search/index-writes.ts), so an answered
+ * change is what search shows, or the answer says it is not yet. An update
+ * must name at least one field to change.
  */
 import type { FaceStore, FaceUpdate, StoredFace } from '../db/faces.js';
 import { unknownGallery, type GalleryStore } from '../db/galleries.js';
-import { notFound } from '../errors.js';
-import type { IndexLag, IndexWrites } from './index-writes.js';
+import { DomainError } from '../errors.js';
+import type { IndexLag, IndexWrites } from '../search/index-writes.js';
+import { unknownFace } from './face-reads.js';
+
+export type { FaceUpdate, GalleryChange } from '../db/faces.js';
 
 export interface FaceChangeDeps {
   store: FaceStore;
@@ -15,9 +19,11 @@ export interface FaceChangeDeps {
   writes: IndexWrites;
 }
 
-export const unknownFace = (id: number) => notFound(`No face with id ${id}`);
+/** An update whose every field was left out (an empty body): nothing to change. */
+const isEmptyUpdate = (update: FaceUpdate) => Object.values(update).every((v) => v === undefined);
 
 export async function updateFace(deps: FaceChangeDeps, id: number, update: FaceUpdate): Promise<{ face: StoredFace; indexLag?: IndexLag }> {
+  if (isEmptyUpdate(update)) throw new DomainError('BAD_PARAM', 'An update needs at least one field to change');
   const written = await deps.store.updateFace(id, update);
   if (!written) throw unknownFace(id);
   // Only a gallery change is logged; it decides where the face can be found.

@@ -8,6 +8,9 @@ import { DomainError, type ErrorCode } from '../errors.js';
 import type { AnalyzeOptions, Analysis, Engine, FaceResult } from '../native/engine.js';
 import type { PhotoInput, PhotoSource } from './photo-source.js';
 
+/** The engine as the photo paths take it; the routes hand it over and never call it. */
+export type { Engine } from '../native/engine.js';
+
 export type Box = [number, number, number, number];
 
 export interface BoxObject {

@@ -7,25 +7,23 @@
  * keep the matches at or above the threshold that are still stored → with a
  * camera, record the sighting → the matches per face.
  *
- * Shards: every answer says how many served the search (`live` of `total`,
- * X-Live-Servers); with `strict`, any shard out of service is 503
- * SHARDS_UNAVAILABLE naming the missing ones, checked before the photo is
- * analysed so a strict caller does not pay for an inference it cannot use,
- * and again after the search.
+ * Shards: every answer says how many served the search (`live` of `total`;
+ * the route renders it as a header); with `strict`, any shard out of service
+ * is SHARDS_UNAVAILABLE naming the missing ones (`ShardsUnavailable`, which
+ * carries the same counts), checked before the photo is analysed so a strict
+ * caller does not pay for an inference it cannot use, and again after the
+ * search.
  */
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { DEFAULT_GALLERY, unknownGallery, type GalleryStore } from '../db/galleries.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
+import type { SearchShards, ServerCount } from '../search/search-shards.js';
 import { isVerified, resolveThreshold, toConfidence, type ThresholdPreset } from './calibration.js';
 import { pickRows, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
 import type { PhotoInput } from './photo-source.js';
-import type { SearchShards, ServerCount } from './search-shards.js';
 import { embedOptions, sightingOf } from './sightings.js';
-
-/** `X-Live-Servers: <live>/<total>`: shards that served the search (or are live) out of all. */
-export const LIVE_SERVERS = 'X-Live-Servers';
 
 export interface IdentifyDeps {
   faces: FaceService;
@@ -69,14 +67,16 @@ export interface Identification {
   total: number;
 }
 
-/** X-Live-Servers' value. */
-export const liveServersHeader = ({ live, total }: { live: number; total: number }) => ({ [LIVE_SERVERS]: `${live}/${total}` });
-
-const shardsUnavailable = (down: string[], live: number, total: number) =>
-  new DomainError('SHARDS_UNAVAILABLE', `Search shards unavailable: ${down.join(', ')}`, {
-    retryAfterS: 1,
-    headers: { [LIVE_SERVERS]: `${live}/${total}` },
-  });
+/** SHARDS_UNAVAILABLE, with how many search servers served (or, before a search, are live) out of all. */
+export class ShardsUnavailable extends DomainError {
+  constructor(
+    down: string[],
+    readonly live: number,
+    readonly total: number,
+  ) {
+    super('SHARDS_UNAVAILABLE', `Search shards unavailable: ${down.join(', ')}`, { retryAfterS: 1 });
+  }
+}
 
 /** Shard numbers in numeric order, server names after them. */
 const byNumberThenText = (a: string, b: string) => {
@@ -92,7 +92,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   const strict = req.strict ?? deps.strict;
   if (strict) {
     const { live, total, down } = index.servers();
-    if (down.length) throw shardsUnavailable(down, live, total);
+    if (down.length) throw new ShardsUnavailable(down, live, total);
   }
   const threshold = resolveThreshold(req.threshold);
   const camId = req.cam_id;
@@ -110,7 +110,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   const live = searches.length ? Math.min(...searches.map((s) => s.live)) : now.live;
   const total = searches[0]?.total ?? now.total;
   const down = [...new Set(searches.flatMap((s) => s.down))].sort(byNumberThenText);
-  if (strict && down.length) throw shardsUnavailable(down, live, total);
+  if (strict && down.length) throw new ShardsUnavailable(down, live, total);
 
   const kept = searches.map((s) =>
     s.matches

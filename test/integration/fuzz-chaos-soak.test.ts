@@ -1,7 +1,8 @@
 /**
- * Short runs of the three robustness tools (bench/fuzz.ts, bench/chaos.ts,
- * bench/soak.ts), each against a service process of its own started from
- * dist/ (rebuilt first), each asserting that nothing unexpected happened:
+ * Short runs of the three robustness tools (`npm run fuzz`, `chaos` and `soak`,
+ * whose runs are in bench/lib/reliability/), each against a service process of
+ * its own started from dist/ (rebuilt first), each asserting that nothing
+ * unexpected happened:
  *
  * - fuzz: about 2,000 requests over every category, each image bomb once;
  * - chaos: two SIGKILL cycles under concurrent writes (PostgreSQL killed too
@@ -12,10 +13,10 @@
  * The failure message lists the unexpected outcomes, one line per group.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runChaos } from '../../bench/chaos.js';
-import { runFuzz } from '../../bench/fuzz.js';
-import { isUnexpected } from '../../bench/fuzz/outcome.js';
-import { runSoak } from '../../bench/soak.js';
+import { runChaos } from '../../bench/lib/reliability/chaos.js';
+import { runFuzz } from '../../bench/lib/reliability/fuzz.js';
+import { isUnexpected } from '../../bench/lib/reliability/outcome.js';
+import { runSoak } from '../../bench/lib/reliability/soak.js';
 import { buildDist } from '../helpers/process.js';
 
 beforeAll(async () => {

@@ -5,8 +5,7 @@
  * the process memory stays bounded and a small photo keeps being served.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniformPng } from '../../bench/fuzz/images.js';
-import { cropJpeg, jpegAnnouncing } from '../../bench/hostile.js';
+import { cropJpeg, jpegAnnouncing, uniformPng } from '../../bench/lib/reliability/images.js';
 import { form, sample } from '../helpers/images.js';
 import { AUTH, startTestService, type TestService } from '../helpers/service.js';
 

@@ -1,0 +1,246 @@
+/**
+ * The engine's settings, each declared once: environment variable, config key
+ * (which is also the addon's `EngineOptions` field name), type and range,
+ * default, and a one-line doc.
+ *
+ * config.ts reads them from the environment with this table, native/engine.ts
+ * hands them to the addon under the same names, and the README's engine table
+ * is generated from it. engine-options.test.ts fails when the addon's
+ * `EngineOptions` (build/addon/index.d.cts) or the README disagree with it.
+ * Adding a setting: an entry here and a field of `EngineOptions` in
+ * crates/addon/src/lib.rs (and crates/engine's options); then regenerate the
+ * README table as the test says.
+ *
+ * The ranges are the service's, checked at start-up with the variable named.
+ * The engine checks its own (`EngineOptions::validate` in crates/engine); the
+ * addon passes values through unchecked.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+
+const MiB = 1024 * 1024;
+
+/** What a default may depend on. */
+export interface DefaultContext {
+  /** The project root (holds package.json). */
+  root: string;
+  /** CPU cores available to the process. */
+  cores: number;
+  /** FACE_DATA_DIR as configured. */
+  dataDir: string;
+}
+
+/** A setting's type: how its variable is parsed, the values it accepts, and the addon field's type. */
+export interface Kind<T> {
+  type: 'integer' | 'number' | 'text' | 'list';
+  min?: number;
+  max?: number;
+  /** The `EngineOptions` field's type, as index.d.cts spells it. */
+  napi: 'number' | 'string' | 'Array<string>';
+  /** Reads the variable's text, enforcing the range. */
+  parse: z.ZodType<T>;
+  /** The accepted values, for the README. */
+  values: string;
+}
+
+const integer = (min: number, max?: number): Kind<number> => {
+  const base = z.coerce.number().int().min(min);
+  return {
+    type: 'integer',
+    min,
+    max,
+    napi: 'number',
+    parse: max === undefined ? base : base.max(max),
+    values: max === undefined ? `integer ≥ ${min}` : `integer ${min} to ${max}`,
+  };
+};
+
+/** A byte count of at least `minMiB` MiB. */
+const bytes = (minMiB: number): Kind<number> => ({ ...integer(minMiB * MiB), values: `bytes, at least ${minMiB} MiB` });
+
+const number = (min: number, max: number): Kind<number> => ({
+  type: 'number',
+  min,
+  max,
+  napi: 'number',
+  parse: z.coerce.number().min(min).max(max),
+  values: `${min} to ${max}`,
+});
+
+const text = (values: string): Kind<string> => ({ type: 'text', napi: 'string', parse: z.string(), values });
+
+/** Comma-separated names, trimmed and lower-cased, at least one. */
+const names = (): Kind<string[]> => ({
+  type: 'list',
+  napi: 'Array<string>',
+  parse: z
+    .string()
+    .transform((s) => s.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^[a-z0-9_]+$/)).min(1)),
+  values: 'comma-separated names',
+});
+
+/** One setting. `default` undefined: unset leaves the engine its own default. */
+export interface EngineOption<T> {
+  env: string;
+  kind: Kind<T>;
+  default: T | ((ctx: DefaultContext) => T) | undefined;
+  /** The default as the README states it. */
+  shown: string;
+  doc: string;
+}
+
+/** A setting that always has a value; `shown` defaults to the value itself. */
+const set = <T>(o: Omit<EngineOption<T>, 'default' | 'shown'> & { default: T | ((ctx: DefaultContext) => T); shown?: string }) => {
+  if (o.shown === undefined && typeof o.default === 'function') throw new Error(`${o.env}: a computed default needs \`shown\``);
+  return { ...o, shown: o.shown ?? String(o.default) };
+};
+
+/** A setting that may be unset, leaving the engine (or the manifest) to choose. */
+const unset = <T>(o: Omit<EngineOption<T>, 'default'>) => ({ ...o, default: undefined });
+
+// Inference workers side by side, each with its own single-threaded sessions, beat one worker
+// whose session spreads over the cores: on 2 cores, 2 x 1 gave 1.2x the photos/s of 1 x 2 for
+// detect + embed (bench/RESULTS.md). Beyond 8 workers, the cores go to intra-op threads.
+const workersFor = (cores: number) => Math.max(1, Math.min(8, cores));
+
+/** Keyed by config key, which is also the addon's `EngineOptions` field name. In the README's order. */
+export const ENGINE_OPTIONS = {
+  modelDir: set({
+    env: 'FACE_MODEL_DIR',
+    kind: text('path'),
+    default: ({ root }) => path.join(root, 'models'),
+    shown: '`./models`',
+    doc: 'manifest and converted models',
+  }),
+  ortLibrary: set({
+    env: 'ORT_LIBRARY',
+    kind: text('path'),
+    default: ({ root }) => path.join(root, 'node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1'),
+    shown: "onnxruntime-node's `libonnxruntime.so.1`",
+    doc: 'ONNX Runtime shared library (point it at a GPU build on GPU hosts)',
+  }),
+  providers: set({
+    env: 'FACE_PROVIDERS',
+    kind: names(),
+    default: () => ['cpu'],
+    shown: '`cpu`',
+    doc: 'execution providers in priority order, e.g. `tensorrt,cuda,cpu`; unavailable ones are skipped with a log line',
+  }),
+  tensorrtCache: set({
+    env: 'FACE_TRT_CACHE_DIR',
+    kind: text('path'),
+    default: ({ dataDir }) => path.join(dataDir, 'trt-cache'),
+    shown: '`$FACE_DATA_DIR/trt-cache`',
+    doc: 'where TensorRT keeps the engines (and timing data) it builds, so a restart loads them instead of rebuilding each model',
+  }),
+  inferenceWorkers: set({
+    env: 'FACE_INFERENCE_WORKERS',
+    kind: integer(1),
+    default: ({ cores }) => workersFor(cores),
+    shown: 'cores (at most 8)',
+    doc: 'threads per model stage owning ONNX sessions (on 2 cores, 2 workers × 1 thread gave 1.2× the photos/s of 1 × 2)',
+  }),
+  intraThreads: set({
+    env: 'FACE_INTRA_THREADS',
+    kind: integer(1),
+    default: ({ cores }) => Math.max(1, Math.floor(cores / workersFor(cores))),
+    shown: 'cores/workers',
+    doc: 'ONNX Runtime threads per session',
+  }),
+  maxBatch: set({ env: 'FACE_MAX_BATCH', kind: integer(1), default: 32, doc: 'recogniser batch cap' }),
+  batchWaitUs: set({ env: 'FACE_BATCH_WAIT_US', kind: integer(0), default: 2000, doc: 'how long a partial batch waits for more faces, in microseconds' }),
+  queueCapacity: set({ env: 'FACE_QUEUE_CAPACITY', kind: integer(1), default: 256, doc: 'engine queue; full means 503' }),
+  maxPixels: set({ env: 'FACE_MAX_PIXELS', kind: integer(1), default: 64_000_000, doc: 'largest image accepted (width × height)' }),
+  minFace: set({
+    env: 'FACE_MIN_FACE',
+    kind: integer(16),
+    default: 40,
+    doc: "smallest face side searched, in pixels; sets the detector's working resolution",
+  }),
+  detectThreshold: unset({
+    env: 'FACE_DETECT_THRESHOLD',
+    kind: number(0.05, 0.99),
+    shown: "the detector's (YuNet 0.80, BlazeFace 0.7)",
+    doc: 'detector score threshold',
+  }),
+  recognizer: unset({
+    env: 'FACE_RECOGNIZER',
+    kind: text('model id'),
+    shown: 'manifest default (`sface`)',
+    doc: 'recogniser model id (`faceres` is the previous one; a change re-embeds stored faces)',
+  }),
+  detector: unset({
+    env: 'FACE_DETECTOR',
+    kind: text('model id'),
+    shown: 'manifest default (`yunet`)',
+    doc: 'detector model id (`blazeface-back` is the previous one)',
+  }),
+  maxDecodeBytes: set({
+    env: 'FACE_MAX_DECODE_BYTES',
+    kind: bytes(1),
+    default: 512 * MiB,
+    shown: '512 MiB',
+    doc: 'most memory decoding one image may need, estimated from its header; more is 413 `IMAGE_TOO_LARGE`',
+  }),
+  maxAspectRatio: set({
+    env: 'FACE_MAX_ASPECT_RATIO',
+    kind: integer(1),
+    default: 20,
+    doc: 'longer over shorter side beyond which an image is refused (400 `IMAGE_ASPECT_RATIO`) before decoding',
+  }),
+  heavyQueueMs: set({
+    env: 'FACE_HEAVY_QUEUE_MS',
+    kind: integer(0),
+    default: 10_000,
+    doc: 'longest estimated wait (ms) for a large photo (above 500 ms of a core) behind the large photos ahead of it; beyond it 503 `OVERLOADED`',
+  }),
+  heavyThreads: set({
+    env: 'FACE_HEAVY_THREADS',
+    kind: integer(0),
+    default: 0,
+    shown: '0 (half the pipeline threads, at least 1)',
+    doc: 'pipeline threads that may work on huge photos at once; the rest serve small photos first',
+  }),
+};
+
+/**
+ * `EngineOptions` fields that no setting feeds: callers set them per engine
+ * (bench/engine/attributes.ts compares age and gender models).
+ */
+export const NAPI_ONLY_FIELDS = ['ageModel', 'genderModel'] as const;
+export type NapiOnlyField = (typeof NAPI_ONLY_FIELDS)[number];
+
+type Options = typeof ENGINE_OPTIONS;
+export type EngineOptionKey = keyof Options;
+type ValueOf<O> = O extends { kind: Kind<infer T> } ? T : never;
+type Values = { [K in EngineOptionKey]: ValueOf<Options[K]> };
+type UnsetKey = { [K in EngineOptionKey]: Options[K]['default'] extends undefined ? K : never }[EngineOptionKey];
+
+/** The engine's part of `Config`: a value for every setting but those left unset. */
+export type EngineConfig = Omit<Values, UnsetKey> & Partial<Pick<Values, UnsetKey>>;
+
+/** The settings as [config key, declaration] pairs, in declaration order. */
+export const engineOptionEntries = () => Object.entries(ENGINE_OPTIONS) as [EngineOptionKey, EngineOption<unknown>][];
+
+/** Parses the engine's variables out of the environment (empty strings already dropped); unset ones stay undefined. */
+export function engineEnvSchema() {
+  return z.object(Object.fromEntries(engineOptionEntries().map(([, o]) => [o.env, o.kind.parse.optional()])));
+}
+
+/** The settings from parsed variables, unset ones given their defaults. */
+export function engineConfigFrom(parsed: Record<string, unknown>, ctx: DefaultContext): EngineConfig {
+  const out: Record<string, unknown> = {};
+  for (const [key, o] of engineOptionEntries()) {
+    const value = parsed[o.env] ?? (typeof o.default === 'function' ? (o.default as (c: DefaultContext) => unknown)(ctx) : o.default);
+    if (value !== undefined) out[key] = value;
+  }
+  return out as EngineConfig;
+}
+
+/** Only the engine's settings out of a whole config, unset ones left out. */
+export function pickEngineConfig(config: EngineConfig): EngineConfig {
+  const out: Record<string, unknown> = {};
+  for (const [key] of engineOptionEntries()) if (config[key] !== undefined) out[key] = config[key];
+  return out as EngineConfig;
+}

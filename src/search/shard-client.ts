@@ -1,0 +1,48 @@
+/**
+ * One shard server as an API node calls it (shard-server.ts answers). Every
+ * call has a deadline; answers are checked against the wire schemas, so a
+ * server of another version fails loudly instead of being misread.
+ */
+import type { z } from 'zod';
+import { encodeQueries, MAX_WAIT_MS, positionAnswer, searchAnswer, stateAnswer, VECTORS_TYPE, type PositionAnswer, type SearchAnswer, type StateAnswer } from './shard-wire.js';
+
+export class ShardClient {
+  private readonly auth: string;
+
+  constructor(
+    readonly url: string,
+    token: string,
+  ) {
+    this.auth = `Token ${token}`;
+  }
+
+  private async call<T extends z.ZodType>(path: string, schema: T, deadlineMs: number, init: RequestInit = {}): Promise<z.output<T>> {
+    const res = await fetch(`${this.url}${path}`, {
+      ...init,
+      headers: { ...(init.headers as Record<string, string>), authorization: this.auth },
+      signal: AbortSignal.timeout(deadlineMs),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${res.status} from ${this.url}${path.split('?')[0]}: ${text.slice(0, 200)}`);
+    return schema.parse(JSON.parse(text));
+  }
+
+  /** Searches the shards named in `shards` of those the server holds. */
+  search(queries: Float32Array, n: number, gallery: string | undefined, shards: number[], deadlineMs: number): Promise<SearchAnswer> {
+    const q = new URLSearchParams({ n: String(n), shards: shards.join(','), ...(gallery !== undefined ? { gallery } : {}) });
+    return this.call(`/v0/shard/search?${q}`, searchAnswer, deadlineMs, {
+      method: 'POST',
+      headers: { 'content-type': VECTORS_TYPE },
+      body: new Uint8Array(encodeQueries(queries)),
+    });
+  }
+
+  state(deadlineMs: number): Promise<StateAnswer> {
+    return this.call('/v0/shard/state', stateAnswer, deadlineMs);
+  }
+
+  /** Resolves once the server's shards reflect `position` (reached) or after `waitMs` (not reached). */
+  waitFor(position: number, waitMs: number, deadlineMs: number): Promise<PositionAnswer> {
+    return this.call(`/v0/shard/position?at_least=${position}&wait_ms=${Math.min(waitMs, MAX_WAIT_MS)}`, positionAnswer, deadlineMs);
+  }
+}

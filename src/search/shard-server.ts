@@ -1,0 +1,78 @@
+/**
+ * What a shard server (FACE_ROLE=shard) answers API nodes, below HTTP
+ * (routes/shard.ts is its route): a search of the shards it holds, its
+ * state, and waiting until its follower reaches a change-log position. Every
+ * answer carries where the held shards stand, so an API node's view of the
+ * server (cluster-index.ts) is refreshed by each call. The shapes are
+ * shard-wire.ts's, which the API node checks.
+ */
+import { invalid } from '../errors.js';
+import type { FaceIndex, ShardInfo } from '../native/face-index.js';
+import type { IndexFollower } from './search-shards.js';
+import { decodeQueries, MAX_QUERIES, type PositionAnswer, type SearchAnswer, type StateAnswer, type WireShard } from './shard-wire.js';
+
+/** How the deployment routes faces to shards, and the embeddings they hold. */
+export interface ShardLayout {
+  shards: number;
+  rule: string;
+  recognizer: string;
+  dims: number;
+}
+
+export class ShardServer {
+  constructor(
+    private readonly index: FaceIndex,
+    private readonly follower: IndexFollower & { behindMs(): number },
+    readonly layout: ShardLayout,
+  ) {}
+
+  /**
+   * Top `n` per query of `vectors` (the binary query body) over the live
+   * shards held here, or over `shards` of them; shards not live are listed
+   * as missing, never waited for.
+   */
+  async search(vectors: Buffer, n: number, gallery: string | undefined, shards: number[] | undefined): Promise<SearchAnswer> {
+    const { dims } = this.layout;
+    const queries = decodeQueries(vectors, dims);
+    if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${dims} float32 values`);
+    const results = await this.index.searchBatch(queries, n, gallery, shards);
+    return { ...this.served(), results: results.map((r) => ({ matches: r.matches, missing: r.missing })) };
+  }
+
+  /** The layout, held shards and position; API nodes refuse a server whose layout differs from theirs. */
+  state(): StateAnswer {
+    const { layout } = this;
+    return {
+      ...this.served(),
+      shard_count: layout.shards,
+      rule: layout.rule,
+      recognizer: layout.recognizer,
+      dims: layout.dims,
+      held: this.index.shards().map((s) => s.shard),
+    };
+  }
+
+  /** Once every held shard has applied `atLeast` (reached), or after `waitMs` (not reached). */
+  async waitFor(atLeast: number, waitMs: number): Promise<PositionAnswer> {
+    const reached = await this.follower.caughtUp(atLeast, waitMs);
+    return { ...this.served(), reached };
+  }
+
+  /** Where the held shards stand, as every answer carries it. */
+  private served() {
+    return { position: this.index.position(), behind_ms: this.follower.behindMs(), shards: this.index.shards().map(wire) };
+  }
+}
+
+function wire(s: ShardInfo): WireShard {
+  return {
+    shard: s.shard,
+    state: s.state,
+    size: s.size,
+    position: s.position,
+    pending: s.pending,
+    memoryBytes: s.memoryBytes,
+    ...(s.snapshotAgeS !== undefined ? { snapshotAgeS: s.snapshotAgeS } : {}),
+    ...(s.snapshotPosition !== undefined ? { snapshotPosition: s.snapshotPosition } : {}),
+  };
+}

@@ -1,0 +1,45 @@
+/**
+ * What GET /health reports about the service below HTTP: its role, what the
+ * engine runs on (execution providers, SIMD level, models), the search
+ * shards in service and the faces they hold, and after a recogniser switch
+ * the re-embedding of stored faces. The route adds the request load.
+ */
+import type { Engine } from '../native/engine.js';
+import type { SearchShards } from '../search/search-shards.js';
+import type { EmbeddingMigration } from './reembed.js';
+
+export interface HealthDeps {
+  role: 'all' | 'api' | 'shard';
+  /** Absent on a shard server, which runs no models. */
+  engine?: Engine;
+  /** Absent without a face database. */
+  index?: SearchShards;
+  migration?: EmbeddingMigration;
+}
+
+export function health({ role, engine, index, migration }: HealthDeps) {
+  const info = engine?.info();
+  return {
+    status: 'ok' as const,
+    role,
+    ...(info
+      ? {
+          engine: {
+            providers: info.providers,
+            simd: info.simd,
+            recognizer: info.recognizer,
+            detector: info.detector,
+            dim: info.dim,
+            models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
+          },
+        }
+      : {}),
+    ...(index ? { search: searchSummary(index) } : {}),
+    ...(migration ? { migration: migration.status() } : {}),
+  };
+}
+
+function searchSummary(index: SearchShards) {
+  const { live, total } = index.servers();
+  return { live, total, faces: index.shards().reduce((n, s) => n + s.size, 0) };
+}
