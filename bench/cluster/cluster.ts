@@ -48,7 +48,7 @@
  * for before measuring) and the one at stop.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -62,7 +62,7 @@ import { claimLayout, SHARD_RULE } from '../../src/db/layout.js';
 import { migrate } from '../../src/db/migrate.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/open.js';
 import { openFaceIndex } from '../../src/native/face-index.js';
-import { parseOptions, runAsScript } from '../lib/args.js';
+import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
 import { Rng } from '../lib/reliability/outcome.js';
 import { Client, demoPhotos } from '../lib/http/client.js';
 import { generatorLine, runLoad, type GeneratorCpu, type LoadResult, type Sample } from '../lib/http/http-load.js';
@@ -1052,10 +1052,7 @@ async function main(opts: Options): Promise<number> {
       loads,
     };
     console.log(report(run));
-    if (opts.json) {
-      writeFileSync(opts.json, JSON.stringify(run, null, 1));
-      console.log(`json: ${opts.json}`);
-    }
+    saveJson(opts.json, run);
     return 0;
   } finally {
     killAll();

@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /** `--name value` options of the benchmark commands. */
@@ -60,4 +61,11 @@ export function runAsScript(moduleUrl: string, parse: () => unknown, main: (opts
       process.exit(1);
     },
   );
+}
+
+/** Writes a run's report as JSON to `--json PATH`, when given, and says where. */
+export function saveJson(file: string | undefined, report: unknown): void {
+  if (!file) return;
+  writeFileSync(file, JSON.stringify(report, null, 1));
+  console.log(`json: ${file}`);
 }

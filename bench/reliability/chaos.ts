@@ -7,8 +7,7 @@
  *   npm run chaos -- [--cycles N] [--concurrency C] [--seed S] [--kill-after MIN-MAX]
  *                    [--kill-postgres never|alternate|always] [--data-dir DIR] [--keep] [--json out.json]
  */
-import { writeFileSync } from 'node:fs';
-import { parseOptions, runAsScript } from '../lib/args.js';
+import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
 import { printChaosReport, runChaos, type ChaosOptions } from '../lib/reliability/chaos.js';
 
 const USAGE =
@@ -42,10 +41,7 @@ function parseCli(argv: string[]): ChaosOptions & { json?: string } {
 async function main(cli: ReturnType<typeof parseCli>): Promise<number> {
   const report = await runChaos(cli);
   printChaosReport(report);
-  if (cli.json) {
-    writeFileSync(cli.json, JSON.stringify(report, null, 1));
-    console.log(`json: ${cli.json}`);
-  }
+  saveJson(cli.json, report);
   return report.problems > 0 ? 1 : 0;
 }
 

@@ -7,8 +7,7 @@
  *                   [--categories a,b] [--heavy-cap N] [--heavy-budget N] [--json out.json]
  *                   [--url http://host:port --token T [--pid P]]
  */
-import { writeFileSync } from 'node:fs';
-import { parseOptions, runAsScript } from '../lib/args.js';
+import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
 import { printFuzzReport, runFuzz, type FuzzOptions } from '../lib/reliability/fuzz.js';
 
 const USAGE =
@@ -42,10 +41,7 @@ function parseCli(argv: string[]): FuzzOptions & { json?: string } {
 async function main(cli: ReturnType<typeof parseCli>): Promise<number> {
   const report = await runFuzz(cli);
   printFuzzReport(report);
-  if (cli.json) {
-    writeFileSync(cli.json, JSON.stringify(report, null, 1));
-    console.log(`json: ${cli.json}`);
-  }
+  saveJson(cli.json, report);
   return report.unexpected > 0 ? 1 : 0;
 }
 
