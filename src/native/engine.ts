@@ -14,7 +14,7 @@ import path from 'node:path';
 import type * as Addon from '../../build/addon/index.cjs';
 import { pickEngineConfig, type EngineConfig, type NapiOnlyField } from '../config/engine-options.js';
 import { findProjectRoot, type Config } from '../config.js';
-import { DomainError, type ErrorCode } from '../errors.js';
+import { DomainError, unavailable, type ErrorCode } from '../errors.js';
 
 export type { Analysis, EngineInfo, EngineOptions, EngineStats, FaceResult } from '../../build/addon/index.cjs';
 type Analysis = Addon.Analysis;
@@ -48,14 +48,16 @@ const CLIENT_CODES = new Set<ErrorCode>(['IMAGE_UNSUPPORTED', 'IMAGE_CORRUPT', '
 const sentence = (message: string) => message.charAt(0).toUpperCase() + message.slice(1);
 
 /**
- * Maps a rejection from the addon to a DomainError. Client-caused errors keep
- * the addon's message, which names the problem once (e.g. which box is bad);
- * MODEL, INTERNAL and anything unexpected become INTERNAL with the original
- * as the cause, which the error handler logs.
+ * Maps a rejection from the addon (engine or search index) to a DomainError.
+ * Client-caused errors keep the addon's message, which names the problem once
+ * (e.g. which box is bad); INDEX_UNAVAILABLE (a shard loading, failed or
+ * behind) is a 503 to retry shortly; MODEL, INTERNAL and anything unexpected
+ * become INTERNAL with the original as the cause, which the error handler logs.
  */
 export function mapEngineError(err: unknown): DomainError {
   if (err instanceof DomainError) return err;
   const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'INDEX_UNAVAILABLE') return unavailable('Search index unavailable', 1, err);
   if (typeof code === 'string' && CLIENT_CODES.has(code as ErrorCode)) {
     const message = err instanceof Error && err.message ? sentence(err.message) : code;
     return new DomainError(code as ErrorCode, message, { cause: err, ...(code === 'OVERLOADED' ? { retryAfterS: 1 } : {}) });

@@ -9,7 +9,7 @@
  * below 2^53.
  */
 import type * as Addon from '../../build/addon/index.cjs';
-import { unavailable, type DomainError } from '../errors.js';
+import type { DomainError } from '../errors.js';
 import { addonPath, loadAddon, mapEngineError } from './engine.js';
 
 export type { IndexMatch, IndexOptions, IndexSearchResult, ShardInfo, ShardSnapshot } from '../../build/addon/index.cjs';
@@ -58,19 +58,6 @@ export interface FaceIndex {
 }
 
 /**
- * A failure of the addon's index as a DomainError. The codes are crates/index's
- * `IndexError::code()`: BAD_PARAM (an unknown shard, a malformed vector or
- * number) keeps its message; SNAPSHOT_INVALID, INTERNAL and anything uncoded
- * become INTERNAL with the original as the cause. That is all engine.ts's
- * mapping, used as is; the one code the engine never raises, INDEX_UNAVAILABLE
- * (a shard loading, failed or behind: retry shortly), is named here.
- */
-function mapNativeError(err: unknown): DomainError {
-  if ((err as { code?: unknown } | null)?.code === 'INDEX_UNAVAILABLE') return unavailable('Search index unavailable', 1, err);
-  return mapEngineError(err);
-}
-
-/**
  * Runs one call into the addon, synchronous or not, and maps what it throws or
  * rejects with: the one place this file turns native failures into DomainErrors.
  */
@@ -79,11 +66,11 @@ function native<T>(call: () => T): T {
   try {
     out = call();
   } catch (err) {
-    throw mapNativeError(err);
+    throw mapEngineError(err);
   }
   if (out instanceof Promise) {
     return out.catch((err: unknown) => {
-      throw mapNativeError(err);
+      throw mapEngineError(err);
     }) as T;
   }
   return out;
