@@ -93,7 +93,12 @@ function envSchema(root: string, cores: number, totalMem: number) {
       .optional(),
     FACE_SHARD_DEADLINE_MS: intVar(1000, 1),
     FACE_SHARD_MAX_BEHIND_MS: intVar(2000, 0),
-    // f16 halves graph memory at about 1e-3 similarity error and, on face
+    // auto is the scan: on face embeddings it beats the graphs at equal recall at
+    // every size measured, up to 10M faces on one node (bench/RESULTS.md, "Search").
+    FACE_INDEX_KIND: z.enum(['hnsw', 'scan', 'auto']).default('auto'),
+    // Scan kind: candidates per query re-scored exactly, the scan's recall knob.
+    FACE_INDEX_RERANK: intVar(64, 1).pipe(z.number().max(100_000)),
+    // Graphs: f16 halves graph memory at about 1e-3 similarity error and, on face
     // embeddings, keeps f32's recall@1 without exact copies (bench/RESULTS.md).
     FACE_INDEX_SCALAR: z.enum(['f32', 'f16', 'i8']).default('f16'),
     // Absent: per scalar kind (only i8 keeps exact f32 copies to re-rank with).
@@ -162,9 +167,13 @@ export interface Config extends EngineConfig {
     /** A shard server that has left a committed change unapplied for longer is not caught up (not live). */
     maxBehindMs: number;
   };
-  /** Search shards: their number, graph storage, and how often they are snapshotted to `<dataDir>/index`. */
+  /** Search shards: their number, kind, storage, and how often they are snapshotted to `<dataDir>/index`. */
   index: {
     shards: number;
+    /** Graphs (hnsw) or batched scans of 4-bit codes re-ranked in f16 (scan); auto is the scan. */
+    kind: 'hnsw' | 'scan' | 'auto';
+    /** Scan kind: candidates per query re-scored exactly. */
+    rerank: number;
     scalar: 'f32' | 'f16' | 'i8';
     /** Keep exact f32 copies to re-rank with; undefined: per scalar kind. */
     exactCopies?: boolean;
@@ -247,6 +256,8 @@ export function loadConfig(
     cluster: { shardIds: e.FACE_SHARD_IDS, servers: e.FACE_SHARD_SERVERS, deadlineMs: e.FACE_SHARD_DEADLINE_MS, maxBehindMs: e.FACE_SHARD_MAX_BEHIND_MS },
     index: {
       shards: e.FACE_SHARDS,
+      kind: e.FACE_INDEX_KIND,
+      rerank: e.FACE_INDEX_RERANK,
       scalar: e.FACE_INDEX_SCALAR,
       exactCopies: e.FACE_INDEX_EXACT_COPIES,
       threads: e.FACE_INDEX_THREADS,

@@ -48,6 +48,8 @@ async function openHeldShards(config: Config, db: Database, layout: EmbeddingLay
     dir: indexDir,
     shards: config.index.shards,
     dims: layout.dims,
+    kind: config.index.kind,
+    rerank: config.index.rerank,
     scalar: config.index.scalar,
     threads: config.index.threads,
     keepExact: config.index.exactCopies,

@@ -107,7 +107,7 @@ describe('shards that heal', () => {
   it('rebuilds a shard whose snapshot was corrupted on disk from the database, and logs why', async () => {
     const head = Number((await svc.tdb.db.sql`SELECT coalesce(max(position), 0) AS p FROM face_changes`)[0].p);
     await snapshotted(head);
-    const graph = path.join(svc.dir, 'index', 'shard-0.usearch');
+    const graph = path.join(svc.dir, 'index', 'shard-0.scan');
     const bytes = await readFile(graph);
     bytes[Math.floor(bytes.length / 2)] ^= 0xff;
     await writeFile(graph, bytes);
@@ -124,12 +124,12 @@ describe('shards that heal', () => {
   });
 
   it('logs a snapshot that cannot be saved, with its cause', async () => {
-    const blocker = path.join(svc.dir, 'index', 'shard-1.usearch.tmp');
+    const blocker = path.join(svc.dir, 'index', 'shard-1.scan.tmp');
     await mkdir(blocker, { recursive: true });
     try {
       await addPhotos('c');
       await until('a failed save logged', async () =>
-        lines.some((l) => l.msg === 'search shard snapshot could not be saved' && l.shard === 1 && /shard-1\.usearch\.tmp/.test(l.cause ?? '')) ? true : undefined,
+        lines.some((l) => l.msg === 'search shard snapshot could not be saved' && l.shard === 1 && /shard-1\.scan\.tmp/.test(l.cause ?? '')) ? true : undefined,
       );
     } finally {
       await rm(blocker, { recursive: true, force: true });

@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use face_index::{IndexError, Scalar, ShardSet, ShardSetOptions, Update};
+use face_index::{GatheredSearch, IndexError, IndexKind, Scalar, ShardSet, ShardSetOptions, Update};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -35,6 +35,12 @@ pub struct IndexOptions {
     pub shards: u32,
     /// Embedding dimension.
     pub dims: u32,
+    /// "hnsw" (graphs), "scan" (batched scans of 4-bit codes, re-ranked in f16) or "auto"
+    /// (the scan); absent: auto. Snapshots of the other kind are ignored (rebuild).
+    #[napi(ts_type = "\"hnsw\" | \"scan\" | \"auto\"")]
+    pub kind: Option<String>,
+    /// Scan kind: candidates per query re-scored exactly; absent: the crate's default.
+    pub rerank: Option<u32>,
     /// Graph storage: "f32", "f16" or "i8".
     #[napi(ts_type = "\"f32\" | \"f16\" | \"i8\"")]
     pub scalar: String,
@@ -225,6 +231,12 @@ impl FaceIndex {
             let mut o = ShardSetOptions::new(opts.dims as usize);
             o.shards = opts.shards as usize;
             o.scalar = opts.scalar.parse::<Scalar>()?;
+            if let Some(kind) = &opts.kind {
+                o.kind = kind.parse::<IndexKind>()?;
+            }
+            if let Some(r) = opts.rerank {
+                o.rerank = r as usize;
+            }
             o.threads = opts.threads.unwrap_or(0) as usize;
             o.keep_exact = opts.keep_exact;
             o.owned = opts.owned.as_ref().map(|ks| ks.iter().map(|&k| k as usize).collect());
@@ -287,7 +299,8 @@ impl FaceIndex {
     /// Top `n` faces by cosine similarity over the live shards for each of the queries
     /// (`queries` holds them one after another, `dims` each), optionally only in `gallery`
     /// and only over the held shards named in `shards`. One call for all the faces of a
-    /// photo: every query and shard pair runs on the pool.
+    /// photo; calls that arrive while another search runs are gathered into one pass
+    /// over the shards (`ShardSet::search_gathered`).
     #[napi(ts_return_type = "Promise<IndexSearchResult[]>")]
     pub fn search_batch<'env>(
         &self,
@@ -297,20 +310,25 @@ impl FaceIndex {
         gallery: Option<String>,
         shards: Option<Vec<u32>>,
     ) -> Result<Object<'env>> {
-        let queries = queries.to_vec();
+        let set = match self.set() {
+            Ok(s) => s,
+            Err(e) => return rejected::<Vec<IndexSearchResult>, _>(env, e),
+        };
         let only: Option<Vec<usize>> = shards.map(|ks| ks.into_iter().map(|k| k as usize).collect());
-        self.on_set(
-            env,
-            move |set| {
-                let total = match &only {
-                    Some(ks) => ks.iter().filter(|&&k| set.shard_ids().contains(&k)).count() as u32,
-                    None => set.shard_ids().len() as u32,
-                };
-                let results = set.search_batch_in(&queries, n as usize, gallery.as_deref(), only.as_deref())?;
-                Ok(results.into_iter().map(|r| search_result(r, total)).collect::<Vec<_>>())
-            },
-            |_env, r| Ok(r),
-        )
+        let total = match &only {
+            Some(ks) => ks.iter().filter(|&&k| set.shard_ids().contains(&k)).count() as u32,
+            None => set.shard_ids().len() as u32,
+        };
+        let (pending, promise) = PendingPromise::new(env)?;
+        let search = GatheredSearch { queries: queries.to_vec(), n: n as usize, gallery, only };
+        set.search_gathered(
+            search,
+            Box::new(move |found| {
+                let rendered = found.map(|rs| rs.into_iter().map(|r| search_result(r, total)).collect::<Vec<_>>());
+                pending.settle(rendered, |_env, r| Ok(r));
+            }),
+        );
+        Ok(promise)
     }
 
     /// Per-shard state, size, position and snapshot age, from published figures.

@@ -1,6 +1,7 @@
 //! Partitioned nearest-neighbour search over face embeddings.
 //!
-//! A [`ShardSet`] splits faces over N usearch HNSW graphs by a frozen hash of the face id
+//! A [`ShardSet`] splits faces over N shards, each a usearch HNSW graph or a batched scan
+//! of 4-bit product codes ([`IndexKind`]), by a frozen hash of the face id
 //! ([`route`]), applies database changes in commit order by position (so replaying a log is
 //! idempotent), searches all live shards in parallel and merges their top hits, restricts
 //! searches to a gallery inside the graph walk, optionally re-scores quantised candidates
@@ -10,17 +11,19 @@
 mod checksum;
 mod error;
 mod exact;
+pub mod fastscan;
 mod ids;
 mod membership;
 mod options;
 pub mod route;
+mod scan;
 mod set;
 mod shard;
 mod snapshot;
 
 pub use error::{IndexError, Result};
-pub use options::{Scalar, ShardSetOptions};
-pub use set::{dot, SearchResult, ShardSet, Similarity, SkippedShard, Update};
+pub use options::{IndexKind, Scalar, ShardSetOptions};
+pub use set::{dot, GatheredSearch, Reply, SearchResult, ShardSet, Similarity, SkippedShard, Update};
 pub use shard::{Hit, IndexMemory, Outcome, ShardHealth, ShardState};
 
 /// Version of the usearch library linked in, for health reporting.

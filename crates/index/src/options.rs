@@ -63,6 +63,59 @@ impl std::str::FromStr for Scalar {
     }
 }
 
+/// How a shard stores and searches its faces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IndexKind {
+    /// A usearch HNSW graph: cost per query grows slowly with the shard, recall depends on
+    /// `expansion_search`.
+    Hnsw,
+    /// Every face scanned as a 4-bit product code for a whole batch of queries, the best
+    /// `rerank` re-scored exactly ([`crate::scan`]): cost per query grows with the shard,
+    /// recall depends on `rerank`.
+    Scan,
+    /// [`IndexKind::Scan`]: on face embeddings it is faster than the graph at the same
+    /// recall at every size measured, up to 10M faces on one node (bench/RESULTS.md,
+    /// "Search"), so no crossover to the graph is known to choose by.
+    Auto,
+}
+
+impl IndexKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexKind::Hnsw => "hnsw",
+            IndexKind::Scan => "scan",
+            IndexKind::Auto => "auto",
+        }
+    }
+
+    pub(crate) fn tag(self) -> u8 {
+        match self {
+            IndexKind::Hnsw => 1,
+            IndexKind::Scan | IndexKind::Auto => 2,
+        }
+    }
+
+    pub(crate) fn from_tag(tag: u8) -> Option<IndexKind> {
+        match tag {
+            1 => Some(IndexKind::Hnsw),
+            2 => Some(IndexKind::Scan),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for IndexKind {
+    type Err = IndexError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "hnsw" => Ok(IndexKind::Hnsw),
+            "scan" => Ok(IndexKind::Scan),
+            "auto" => Ok(IndexKind::Auto),
+            other => Err(IndexError::BadOption(format!("unknown index kind {other:?} (hnsw, scan, auto)"))),
+        }
+    }
+}
+
 /// Options for a [`crate::ShardSet`]. Everything except `dims` has a usable default.
 #[derive(Debug, Clone)]
 pub struct ShardSetOptions {
@@ -71,6 +124,19 @@ pub struct ShardSetOptions {
     /// Number of shards; 0 means one per available core. Recorded in every snapshot:
     /// snapshots written with a different count are refused (rebuild).
     pub shards: usize,
+    /// Graph or scan; `Auto` is resolved when the set is created. Recorded in snapshots:
+    /// a snapshot of the other kind is refused (rebuild).
+    pub kind: IndexKind,
+    /// Scan kind: candidates per query re-scored exactly (at least the results asked for).
+    /// The recall knob of the scan: see bench/RESULTS.md, "Search", for recall@1 per value.
+    pub rerank: usize,
+    /// Searches handed to [`crate::ShardSet::search_gathered`] while another gathered
+    /// search is in flight wait for it and then run together, one pass over the shards for
+    /// all their queries; as soon as `gather_max` queries wait they start without waiting.
+    /// A search arriving at an idle set starts at once, so gathering never delays a lone
+    /// query, and under load the wait is at most one batch.
+    pub gather_max: usize,
+    /// HNSW graph storage (the scan kind always keeps f16 vectors and 4-bit codes).
     pub scalar: Scalar,
     /// HNSW edges per node; 0 lets usearch choose (16). Default 32: on face embeddings at
     /// 1M faces it reaches a given recall at half the search time of 16 (recall@1 0.95 at
@@ -128,6 +194,9 @@ impl ShardSetOptions {
         ShardSetOptions {
             dims,
             shards: 0,
+            kind: IndexKind::Auto,
+            rerank: 64,
+            gather_max: 64,
             scalar: Scalar::F16,
             connectivity: 32,
             expansion_add: 0,
@@ -175,12 +244,22 @@ impl ShardSetOptions {
         }
         o.owned = Some(owned);
         o.oversample = o.oversample.max(1);
+        if o.kind == IndexKind::Auto {
+            o.kind = IndexKind::Scan;
+        }
+        if o.kind == IndexKind::Scan {
+            // What the scan stores, recorded in its snapshots.
+            o.scalar = Scalar::F16;
+            o.keep_exact = Some(false);
+        }
+        o.rerank = o.rerank.max(1);
+        o.gather_max = o.gather_max.max(1);
         o.max_pending = o.max_pending.max(1);
         Ok(o)
     }
 
     /// Whether search results are re-scored in f32 before merging.
     pub fn reranks(&self) -> bool {
-        self.scalar != Scalar::F32 && self.keep_exact == Some(true)
+        self.kind == IndexKind::Hnsw && self.scalar != Scalar::F32 && self.keep_exact == Some(true)
     }
 }

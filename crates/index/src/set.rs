@@ -6,9 +6,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::error::{IndexError, Result};
-use crate::options::ShardSetOptions;
+use crate::options::{IndexKind, ShardSetOptions};
 use crate::route::shard_of;
-use crate::shard::{sort_hits, Change, Hit, IndexMemory, Outcome, Shard, ShardHealth, ShardState};
+use crate::shard::{sort_hits, Change, Hit, IndexMemory, Outcome, Query, Shard, ShardHealth, ShardState};
 
 /// Exact similarity used to re-rank quantised candidates and score small galleries.
 /// Both arguments are L2-normalised, so a dot product is the cosine.
@@ -117,6 +117,55 @@ pub struct ShardSet {
     slots: Vec<Option<usize>>,
     similarity: Similarity,
     pool: rayon::ThreadPool,
+    gather: std::sync::Mutex<Gather>,
+}
+
+/// One search for [`ShardSet::search_gathered`]: like the arguments of
+/// [`ShardSet::search_batch_in`], owned.
+#[derive(Debug, Clone)]
+pub struct GatheredSearch {
+    /// One or more queries, `dims` values each.
+    pub queries: Vec<f32>,
+    pub n: usize,
+    pub gallery: Option<String>,
+    pub only: Option<Vec<usize>>,
+}
+
+/// Receives a gathered search's results (one per query), on a pool thread.
+pub type Reply = Box<dyn FnOnce(Result<Vec<SearchResult>>) + Send>;
+
+/// Searches waiting for the one in flight.
+#[derive(Default)]
+struct Gather {
+    waiting: std::collections::VecDeque<(GatheredSearch, Reply)>,
+    /// Queries waiting.
+    queued: usize,
+    /// Batches running (at most one, plus one per `gather_max` queries that arrived while
+    /// it ran).
+    in_flight: usize,
+}
+
+impl Gather {
+    /// The next batch to run, if one should start now: when nothing runs, or when
+    /// `gather_max` queries wait. Takes searches up to `gather_max` queries (at least one).
+    fn next_batch(&mut self, o: &ShardSetOptions) -> Option<Vec<(GatheredSearch, Reply)>> {
+        if self.waiting.is_empty() || (self.in_flight > 0 && self.queued < o.gather_max) {
+            return None;
+        }
+        let mut batch = Vec::new();
+        let mut taken = 0;
+        while let Some((search, _)) = self.waiting.front() {
+            let count = search.queries.len() / o.dims.max(1);
+            if !batch.is_empty() && taken + count > o.gather_max {
+                break;
+            }
+            taken += count;
+            batch.push(self.waiting.pop_front().expect("front exists"));
+        }
+        self.queued -= taken.min(self.queued);
+        self.in_flight += 1;
+        Some(batch)
+    }
 }
 
 impl ShardSet {
@@ -142,6 +191,7 @@ impl ShardSet {
             slots,
             similarity: Arc::new(dot),
             pool,
+            gather: std::sync::Mutex::new(Gather::default()),
         })
     }
 
@@ -379,6 +429,12 @@ impl ShardSet {
         gallery: Option<&str>,
         only: Option<&[usize]>,
     ) -> Result<Vec<SearchResult>> {
+        let qs = self.normalised_rows(queries)?;
+        let asked: Vec<Query<'_>> = qs.iter().map(|q| Query { vector: q, n, gallery }).collect();
+        Ok(self.search_queries(&asked, only))
+    }
+
+    fn normalised_rows(&self, queries: &[f32]) -> Result<Vec<Box<[f32]>>> {
         let dims = self.opts.dims;
         if queries.is_empty() || queries.len() % dims != 0 {
             return Err(IndexError::Dimensions {
@@ -386,10 +442,13 @@ impl ShardSet {
                 got: queries.len(),
             });
         }
-        let qs = queries
-            .chunks_exact(dims)
-            .map(|q| self.normalised(q))
-            .collect::<Result<Vec<_>>>()?;
+        queries.chunks_exact(dims).map(|q| self.normalised(q)).collect()
+    }
+
+    /// Every query over the live shards (of `only`), merged per query. A scan shard takes
+    /// all the queries in one pass (its blocks split over the pool); a graph takes one task
+    /// per query and shard, so either way one call keeps every thread busy.
+    fn search_queries(&self, qs: &[Query<'_>], only: Option<&[usize]>) -> Vec<SearchResult> {
         let (live, down): (Vec<&Shard>, Vec<&Shard>) = self
             .shards
             .iter()
@@ -410,41 +469,112 @@ impl ShardSet {
                 skipped: skipped.clone(),
             })
             .collect();
-        if n == 0 {
-            return Ok(results);
-        }
-        let tasks = qs.len() * live.len();
-        let answers: Vec<(usize, usize, Result<Vec<Hit>>)> = self.pool.install(|| {
-            (0..tasks)
+        let sim = &*self.similarity;
+        // (first query, shard, hits of the queries from the first on)
+        let answers: Vec<(usize, usize, Result<Vec<Vec<Hit>>>)> = self.pool.install(|| match self.opts.kind {
+            IndexKind::Hnsw => (0..qs.len() * live.len())
                 .into_par_iter()
                 .map(|t| {
                     let (qi, s) = (t / live.len(), live[t % live.len()]);
-                    let r = s.search(&qs[qi], n, gallery, &self.opts, &*self.similarity);
-                    (qi, s.k, r)
+                    (qi, s.k, s.search(&qs[qi..qi + 1], &self.opts, sim))
                 })
-                .collect()
+                .collect(),
+            IndexKind::Scan | IndexKind::Auto => live
+                .par_iter()
+                .map(|s| (0, s.k, s.search(qs, &self.opts, sim)))
+                .collect(),
         });
-        for (qi, k, r) in answers {
-            let out = &mut results[qi];
+        for (first, k, r) in answers {
             match r {
-                Ok(hits) => {
-                    out.searched.push(k);
-                    out.hits.extend(hits);
+                Ok(per_query) => {
+                    for (out, hits) in results[first..].iter_mut().zip(per_query) {
+                        out.searched.push(k);
+                        out.hits.extend(hits);
+                    }
                 }
-                Err(e) => out.skipped.push(SkippedShard {
-                    shard: k,
-                    state: self.shard(k).map_or(ShardState::Failed, Shard::state),
-                    error: Some(e.to_string()),
-                }),
+                Err(e) => {
+                    let count = if self.opts.kind == IndexKind::Hnsw { 1 } else { qs.len() };
+                    for out in &mut results[first..first + count] {
+                        out.skipped.push(SkippedShard {
+                            shard: k,
+                            state: self.shard(k).map_or(ShardState::Failed, Shard::state),
+                            error: Some(e.to_string()),
+                        });
+                    }
+                }
             }
         }
-        for out in &mut results {
+        for (out, q) in results.iter_mut().zip(qs) {
             out.searched.sort_unstable();
             out.skipped.sort_by_key(|s| s.shard);
             sort_hits(&mut out.hits);
-            out.hits.truncate(n);
+            out.hits.truncate(q.n);
         }
-        Ok(results)
+        results
+    }
+
+    /// [`ShardSet::search_batch_in`] for callers that do not wait: `reply` is called with
+    /// the results on a pool thread. Searches that arrive while another is in flight are
+    /// gathered and run together, in one pass per shard ([`ShardSetOptions::gather_max`]).
+    pub fn search_gathered(self: &Arc<Self>, search: GatheredSearch, reply: Reply) {
+        let ready = {
+            let mut g = self.gather.lock().unwrap_or_else(|e| e.into_inner());
+            g.queued += search.queries.len() / self.opts.dims.max(1);
+            g.waiting.push_back((search, reply));
+            g.next_batch(&self.opts)
+        };
+        if let Some(batch) = ready {
+            self.run_gathered(batch);
+        }
+    }
+
+    fn run_gathered(self: &Arc<Self>, batch: Vec<(GatheredSearch, Reply)>) {
+        let set = Arc::clone(self);
+        self.pool.spawn(move || {
+            set.answer(batch);
+            let next = {
+                let mut g = set.gather.lock().unwrap_or_else(|e| e.into_inner());
+                g.in_flight -= 1;
+                g.next_batch(&set.opts)
+            };
+            if let Some(batch) = next {
+                set.run_gathered(batch);
+            }
+        });
+    }
+
+    /// Runs a gathered batch and replies to each of its searches. A search with bad input
+    /// is answered with its own error; the others still run, grouped by the shards asked.
+    fn answer(&self, batch: Vec<(GatheredSearch, Reply)>) {
+        let mut groups: Vec<(Option<Vec<usize>>, Vec<(Vec<Box<[f32]>>, GatheredSearch, Reply)>)> = Vec::new();
+        for (search, reply) in batch {
+            match self.normalised_rows(&search.queries) {
+                Err(e) => reply(Err(e)),
+                Ok(rows) => match groups.iter_mut().find(|(only, _)| *only == search.only) {
+                    Some((_, members)) => members.push((rows, search, reply)),
+                    None => groups.push((search.only.clone(), vec![(rows, search, reply)])),
+                },
+            }
+        }
+        for (only, members) in groups {
+            let asked: Vec<Query<'_>> = members
+                .iter()
+                .flat_map(|(rows, s, _)| rows.iter().map(|q| Query { vector: q, n: s.n, gallery: s.gallery.as_deref() }))
+                .collect();
+            let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.search_queries(&asked, only.as_deref())));
+            let mut found = match found {
+                Ok(r) => r.into_iter(),
+                Err(_) => {
+                    for (_, _, reply) in members {
+                        reply(Err(IndexError::Native("panic in a gathered search".into())));
+                    }
+                    continue;
+                }
+            };
+            for (rows, _, reply) in members {
+                reply(Ok(found.by_ref().take(rows.len()).collect()));
+            }
+        }
     }
 
     /// Declares that every change up to `position` has been offered to this set (the caller

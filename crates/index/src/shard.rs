@@ -1,5 +1,5 @@
-//! One shard: a usearch graph, its gallery table, optional exact vectors, and the change
-//! position its contents reflect.
+//! One shard: its faces (a usearch graph with optional exact vectors, or a scan store), its
+//! gallery table, and the change position its contents reflect.
 //!
 //! Locking: `data` is a RwLock so searches share it while updates, which touch the graph,
 //! the gallery table and the position together, take it exclusively for one change at a
@@ -21,7 +21,8 @@ use usearch::{Index, IndexOptions, MetricKind};
 use crate::error::{IndexError, Result};
 use crate::exact::ExactStore;
 use crate::membership::Membership;
-use crate::options::{Scalar, ShardSetOptions};
+use crate::options::{IndexKind, Scalar, ShardSetOptions};
+use crate::scan::{ScanQuery, ScanStore};
 use crate::snapshot;
 
 /// Reported state of a shard.
@@ -134,10 +135,73 @@ pub(crate) enum Change {
     },
 }
 
+/// Where a shard's vectors live, by [`IndexKind`].
+enum Store {
+    Graph {
+        index: Index,
+        exact: Option<ExactStore>,
+    },
+    Scan(ScanStore),
+}
+
+impl Store {
+    fn len(&self) -> usize {
+        match self {
+            Store::Graph { index, .. } => index.size(),
+            Store::Scan(s) => s.len(),
+        }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        match self {
+            Store::Graph { index, .. } => index.contains(id),
+            Store::Scan(s) => s.contains(id),
+        }
+    }
+
+    /// Heap bytes (for the graph: usearch's own figure, a walk over every node).
+    fn memory(&self) -> usize {
+        match self {
+            Store::Graph { index, exact } => index.memory_usage() + exact.as_ref().map_or(0, ExactStore::heap_bytes),
+            Store::Scan(s) => s.heap_bytes(),
+        }
+    }
+
+    fn upsert(&mut self, id: u64, vector: &[f32], o: &ShardSetOptions) -> Result<()> {
+        match self {
+            Store::Graph { index, exact } => {
+                // usearch refuses duplicate keys, so an update is remove + add.
+                if index.contains(id) {
+                    index.remove(id).map_err(IndexError::native)?;
+                }
+                ensure_capacity(index, o)?;
+                index.add(id, vector).map_err(IndexError::native)?;
+                if let Some(x) = exact.as_mut() {
+                    x.put(id, vector);
+                }
+            }
+            Store::Scan(s) => s.put(id, vector),
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, id: u64) -> Result<bool> {
+        match self {
+            Store::Graph { index, exact } => {
+                let removed = index.remove(id).map_err(IndexError::native)?;
+                if let Some(x) = exact.as_mut() {
+                    x.remove(id);
+                }
+                Ok(removed > 0)
+            }
+            Store::Scan(s) => Ok(s.remove(id)),
+        }
+    }
+}
+
 struct Data {
-    index: Index,
+    store: Store,
     members: Membership,
-    exact: Option<ExactStore>,
     position: u64,
     /// (position, change) in arrival order, which is commit order.
     pending: Vec<(u64, Change)>,
@@ -199,11 +263,20 @@ fn new_index(o: &ShardSetOptions) -> Result<Index> {
     Ok(index)
 }
 
+fn empty_store(o: &ShardSetOptions) -> Result<Store> {
+    Ok(match o.kind {
+        IndexKind::Scan | IndexKind::Auto => Store::Scan(ScanStore::new(o.dims)),
+        IndexKind::Hnsw => Store::Graph {
+            index: new_index(o)?,
+            exact: o.reranks().then(|| ExactStore::new(o.dims)),
+        },
+    })
+}
+
 fn empty_data(o: &ShardSetOptions, pending: Vec<(u64, Change)>) -> Result<Data> {
     Ok(Data {
-        index: new_index(o)?,
+        store: empty_store(o)?,
         members: Membership::default(),
-        exact: o.reranks().then(|| ExactStore::new(o.dims)),
         position: 0,
         pending,
     })
@@ -227,32 +300,21 @@ fn apply(d: &mut Data, change: &Change, o: &ShardSetOptions) -> Result<Outcome> 
             vector,
             galleries,
         } => {
-            // usearch refuses duplicate keys, so an update is remove + add.
-            if d.index.contains(*id) {
-                d.index.remove(*id).map_err(IndexError::native)?;
-            }
-            ensure_capacity(&d.index, o)?;
-            d.index.add(*id, &vector[..]).map_err(IndexError::native)?;
-            if let Some(x) = d.exact.as_mut() {
-                x.put(*id, vector);
-            }
+            d.store.upsert(*id, vector, o)?;
             d.members.set(*id, &galleries[..]);
             Ok(Outcome::Applied)
         }
         Change::Remove { id } => {
-            let removed = d.index.remove(*id).map_err(IndexError::native)?;
-            if let Some(x) = d.exact.as_mut() {
-                x.remove(*id);
-            }
+            let removed = d.store.remove(*id)?;
             d.members.clear(*id);
-            Ok(if removed > 0 {
+            Ok(if removed {
                 Outcome::Applied
             } else {
                 Outcome::Missing
             })
         }
         Change::SetGalleries { id, galleries } => {
-            if !d.index.contains(*id) {
+            if !d.store.contains(*id) {
                 return Ok(Outcome::Missing);
             }
             d.members.set(*id, &galleries[..]);
@@ -280,7 +342,7 @@ impl Shard {
     fn publish(&self, d: &Data) {
         let p = &self.published;
         p.position.store(d.position, Ordering::Release);
-        p.size.store(d.index.size(), Ordering::Release);
+        p.size.store(d.store.len(), Ordering::Release);
         p.pending.store(d.pending.len(), Ordering::Release);
     }
 
@@ -288,13 +350,11 @@ impl Shard {
     /// that is itself proportional to the shard, i.e. a snapshot, load or refill).
     fn publish_measured(&self, d: &Data) {
         self.publish(d);
-        let bytes = d.index.memory_usage()
-            + d.members.heap_bytes()
-            + d.exact.as_ref().map_or(0, ExactStore::heap_bytes);
+        let bytes = d.store.memory() + d.members.heap_bytes();
         self.published.memory.store(bytes, Ordering::Release);
         self.published
             .memory_faces
-            .store(d.index.size(), Ordering::Release);
+            .store(d.store.len(), Ordering::Release);
     }
 
     /// Buffers a change for a shard that is not live, within `max_pending`.
@@ -361,7 +421,7 @@ impl Shard {
     }
 
     pub fn contains(&self, id: u64) -> bool {
-        self.read().index.contains(id)
+        self.read().store.contains(id)
     }
 
     pub fn galleries_of(&self, id: u64) -> Vec<String> {
@@ -502,21 +562,33 @@ impl Shard {
         if self.lifecycle() != REBUILDING || rows.is_empty() {
             return Ok(0);
         }
+        let d = &mut *d;
         let result = (|| -> Result<usize> {
+            let (index, exact) = match &mut d.store {
+                Store::Graph { index, exact } => (index, exact),
+                Store::Scan(s) => {
+                    s.reserve(rows.len());
+                    for (id, v, galleries) in &rows {
+                        s.put(*id, v);
+                        d.members.set(*id, &galleries[..]);
+                    }
+                    return Ok(rows.len());
+                }
+            };
             for (id, _, _) in &rows {
-                if d.index.contains(*id) {
-                    d.index.remove(*id).map_err(IndexError::native)?;
+                if index.contains(*id) {
+                    index.remove(*id).map_err(IndexError::native)?;
                 }
             }
-            let need = d.index.size() + rows.len();
-            if need > d.index.capacity() {
-                d.index
+            let need = index.size() + rows.len();
+            if need > index.capacity() {
+                index
                     .reserve_capacity_and_threads(need + need / 8, contexts(o))
                     .map_err(IndexError::native)?;
             }
             let workers = o.threads.clamp(1, rows.len());
             let chunk = rows.len().div_ceil(workers);
-            let index = &d.index;
+            let index = &*index;
             std::thread::scope(|scope| {
                 let handles: Vec<_> = rows
                     .chunks(chunk)
@@ -536,11 +608,11 @@ impl Shard {
                 }
                 Ok::<(), IndexError>(())
             })?;
-            if let Some(x) = d.exact.as_mut() {
+            if let Some(x) = exact.as_mut() {
                 x.reserve(rows.len());
             }
             for (id, v, galleries) in &rows {
-                if let Some(x) = d.exact.as_mut() {
+                if let Some(x) = exact.as_mut() {
                     x.put(*id, v);
                 }
                 d.members.set(*id, &galleries[..]);
@@ -550,7 +622,7 @@ impl Shard {
         if result.is_err() {
             self.set_lifecycle(FAILED);
         }
-        self.publish(&d);
+        self.publish(d);
         result
     }
 
@@ -599,35 +671,56 @@ impl Shard {
         Ok(())
     }
 
-    /// Writes a snapshot; returns the position it covers. The shard is copied into memory
-    /// under the read lock (graph serialised, gallery table and exact vectors cloned) and
-    /// written to disk after the lock is released, so changes to this shard wait for a
-    /// memory copy, not for the disk. The price is a transient copy of one shard.
+    /// Writes a snapshot; returns the position it covers.
+    ///
+    /// A graph is copied into memory under the read lock (serialised, with its gallery
+    /// table and exact vectors cloned) and written to disk after the lock is released, so
+    /// changes to this shard wait for a memory copy, not for the disk; the price is a
+    /// transient copy of one shard. A scan store is written straight from its arrays under
+    /// the read lock: searches go on, changes to this shard wait for the disk, and no copy
+    /// of the shard's largest part is ever made (the scan kind is the one meant for
+    /// millions of faces per node).
     pub fn save(&self, dir: &Path, shards: usize, o: &ShardSetOptions) -> Result<u64> {
-        let (header, graph, members, exact) = {
+        let header = |d: &Data| snapshot::Header {
+            shard: self.k,
+            shards,
+            dims: o.dims,
+            scalar: o.scalar,
+            kind: o.kind,
+            position: d.position,
+            written_at: SystemTime::now(),
+            faces: d.store.len() as u64,
+        };
+        let header = {
             let d = self.read();
             if self.lifecycle() != LIVE {
                 return Err(self.wrong_state());
             }
-            let mut graph = vec![0u8; d.index.serialized_length()];
-            d.index
-                .save_to_buffer(&mut graph)
-                .map_err(IndexError::native)?;
-            let header = snapshot::Header {
-                shard: self.k,
-                shards,
-                dims: o.dims,
-                scalar: o.scalar,
-                position: d.position,
-                written_at: SystemTime::now(),
-                faces: d.index.size() as u64,
-            };
-            self.publish_measured(&d);
-            (header, graph, d.members.clone(), d.exact.clone())
+            match &d.store {
+                Store::Scan(store) => {
+                    let header = header(&d);
+                    self.publish_measured(&d);
+                    snapshot::write(dir, &header, &d.members, None, |p| {
+                        let f = std::fs::File::create(p).map_err(|e| IndexError::io(p, e))?;
+                        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                        store.write_to(&mut w).and_then(|()| std::io::Write::flush(&mut w)).map_err(|e| IndexError::io(p, e))
+                    })?;
+                    header
+                }
+                Store::Graph { index, exact } => {
+                    let mut graph = vec![0u8; index.serialized_length()];
+                    index.save_to_buffer(&mut graph).map_err(IndexError::native)?;
+                    let header = header(&d);
+                    self.publish_measured(&d);
+                    let (members, exact) = (d.members.clone(), exact.clone());
+                    drop(d);
+                    snapshot::write(dir, &header, &members, exact.as_ref(), |p| {
+                        std::fs::write(p, &graph).map_err(|e| IndexError::io(p, e))
+                    })?;
+                    header
+                }
+            }
         };
-        snapshot::write(dir, &header, &members, exact.as_ref(), |p| {
-            std::fs::write(p, &graph).map_err(|e| IndexError::io(p, e))
-        })?;
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((header.position, header.written_at));
         Ok(header.position)
@@ -652,10 +745,9 @@ impl Shard {
         let loaded = self.read_snapshot(dir, shards, o);
         let mut d = self.write();
         let result = match loaded {
-            Ok((index, sidecar)) => {
-                d.index = index;
+            Ok((store, sidecar)) => {
+                d.store = store;
                 d.members = sidecar.membership;
-                d.exact = if o.reranks() { sidecar.exact } else { None };
                 d.position = sidecar.header.position;
                 *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some((sidecar.header.position, sidecar.header.written_at));
@@ -687,14 +779,22 @@ impl Shard {
         dir: &Path,
         shards: usize,
         o: &ShardSetOptions,
-    ) -> Result<(Index, snapshot::Sidecar)> {
-        let sidecar = snapshot::read(dir, self.k, shards, o.dims, o.scalar)?;
-        let graph = snapshot::graph_path(dir, self.k);
+    ) -> Result<(Store, snapshot::Sidecar)> {
+        let mut sidecar = snapshot::read(dir, self.k, shards, o.dims, o.scalar, o.kind)?;
+        let graph = snapshot::data_path(dir, self.k, o.kind);
         let bad = |reason: String| IndexError::Snapshot {
             shard: self.k,
             path: graph.clone(),
             reason,
         };
+        if o.kind == IndexKind::Scan {
+            let f = std::fs::File::open(&graph).map_err(|e| bad(format!("cannot open: {e}")))?;
+            let store = ScanStore::read_from(&mut std::io::BufReader::with_capacity(1 << 20, f), o.dims).map_err(bad)?;
+            if store.len() as u64 != sidecar.header.faces {
+                return Err(bad(format!("holds {} faces, sidecar says {}", store.len(), sidecar.header.faces)));
+            }
+            return Ok((Store::Scan(store), sidecar));
+        }
         if o.reranks() && sidecar.exact.is_none() {
             return Err(bad(
                 "written without exact vectors, which re-ranking needs".into()
@@ -720,7 +820,8 @@ impl Shard {
         index
             .reserve_capacity_and_threads(cap, contexts(o))
             .map_err(IndexError::native)?;
-        Ok((index, sidecar))
+        let exact = if o.reranks() { sidecar.exact.take() } else { None };
+        Ok((Store::Graph { index, exact }, sidecar))
     }
 
     /// The shard's health line, from published figures only: never waits for a writer.
@@ -751,8 +852,12 @@ impl Shard {
         }
     }
 
+    /// The SIMD path in use: usearch's choice for a graph, the fast-scan kernel's for a scan.
     pub fn hardware_acceleration(&self) -> String {
-        self.read().index.hardware_acceleration()
+        match &self.read().store {
+            Store::Graph { index, .. } => index.hardware_acceleration(),
+            Store::Scan(_) => crate::fastscan::acceleration().to_owned(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -760,7 +865,15 @@ impl Shard {
     }
 
     pub fn index_memory(&self) -> IndexMemory {
-        let m = self.read().index.memory_stats();
+        let d = self.read();
+        let index = match &d.store {
+            Store::Graph { index, .. } => index,
+            Store::Scan(s) => {
+                let bytes = s.heap_bytes();
+                return IndexMemory { allocated: bytes, used: bytes };
+            }
+        };
+        let m = index.memory_stats();
         IndexMemory {
             allocated: m.graph_allocated + m.vectors_allocated,
             used: (m.graph_allocated - m.graph_reserved - m.graph_wasted)
@@ -768,93 +881,136 @@ impl Shard {
         }
     }
 
-    /// Top `n` of this shard for a normalised query, best first.
-    pub fn search(
-        &self,
-        query: &[f32],
-        n: usize,
-        gallery: Option<&str>,
-        o: &ShardSetOptions,
-        sim: &SimilarityFn,
-    ) -> Result<Vec<Hit>> {
+    /// Top `n` of every query in this shard, best first: one pass over a scan store for
+    /// all of them, one graph walk per query otherwise.
+    pub fn search(&self, queries: &[Query<'_>], o: &ShardSetOptions, sim: &SimilarityFn) -> Result<Vec<Vec<Hit>>> {
         let d = self.read();
-        let shard = self.k as u32;
-        let gid = match gallery {
-            None => None,
-            Some(name) => match d.members.gallery(name) {
-                Some(g) if d.members.count(g) > 0 => Some(g),
-                _ => return Ok(Vec::new()),
-            },
-        };
+        let mut out: Vec<Option<Vec<Hit>>> = vec![None; queries.len()];
+        let mut scans: Vec<(usize, ScanQuery<'_>)> = Vec::new();
+        for (i, q) in queries.iter().enumerate() {
+            if q.n == 0 {
+                out[i] = Some(Vec::new());
+                continue;
+            }
+            let gid = match q.gallery {
+                None => None,
+                Some(name) => match d.members.gallery(name) {
+                    Some(g) if d.members.count(g) > 0 => Some(g),
+                    _ => {
+                        out[i] = Some(Vec::new());
+                        continue;
+                    }
+                },
+            };
+            if let Some(g) = gid.filter(|&g| d.members.count(g) <= o.exact_scan_below) {
+                out[i] = Some(self.score_members(&d, q, g, o, sim)?);
+                continue;
+            }
+            match &d.store {
+                Store::Graph { index, exact } => out[i] = Some(self.walk(&d, index, exact.as_ref(), q, gid, o, sim)?),
+                Store::Scan(_) => scans.push((
+                    i,
+                    ScanQuery { vector: q.vector, n: q.n, rerank: o.rerank.max(q.n.saturating_mul(o.oversample)), gallery: gid },
+                )),
+            }
+        }
+        if let (Store::Scan(store), false) = (&d.store, scans.is_empty()) {
+            let asked: Vec<ScanQuery<'_>> = scans.iter().map(|(_, q)| *q).collect();
+            for ((i, _), found) in scans.iter().zip(store.search(&asked, &d.members)) {
+                out[*i] = Some(
+                    found
+                        .into_iter()
+                        .map(|(id, similarity)| Hit { id, similarity, shard: self.k as u32 })
+                        .collect(),
+                );
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
 
-        if let Some(g) = gid.filter(|&g| d.members.count(g) <= o.exact_scan_below) {
-            let mut buf = vec![0f32; o.dims];
-            let mut hits = Vec::with_capacity(d.members.count(g));
-            for id in d.members.members(g) {
-                let v = match d.exact.as_ref().and_then(|x| x.get(id)) {
+    /// A small gallery's members scored directly: a filtered graph walk would visit about
+    /// `expansion / selectivity` nodes, which for a tiny gallery is the whole shard.
+    fn score_members(&self, d: &Data, q: &Query<'_>, g: u32, o: &ShardSetOptions, sim: &SimilarityFn) -> Result<Vec<Hit>> {
+        let mut buf = vec![0f32; o.dims];
+        let mut hits = Vec::with_capacity(d.members.count(g));
+        for id in d.members.members(g) {
+            let v = match &d.store {
+                Store::Graph { index, exact } => match exact.as_ref().and_then(|x| x.get(id)) {
                     Some(v) => v,
                     None => {
                         // Without exact copies this is the stored (possibly quantised) vector.
-                        if d.index.get(id, &mut buf[..]).map_err(IndexError::native)? == 0 {
+                        if index.get(id, &mut buf[..]).map_err(IndexError::native)? == 0 {
                             continue;
                         }
                         &buf[..]
                     }
-                };
-                hits.push(Hit {
-                    id,
-                    similarity: sim(query, v),
-                    shard,
-                });
-            }
-            sort_hits(&mut hits);
-            hits.truncate(n);
-            return Ok(hits);
+                },
+                Store::Scan(s) => {
+                    if !s.get(id, &mut buf) {
+                        continue;
+                    }
+                    &buf[..]
+                }
+            };
+            hits.push(Hit { id, similarity: sim(q.vector, v), shard: self.k as u32 });
         }
+        sort_hits(&mut hits);
+        hits.truncate(q.n);
+        Ok(hits)
+    }
 
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &self,
+        d: &Data,
+        index: &Index,
+        exact: Option<&ExactStore>,
+        q: &Query<'_>,
+        gid: Option<u32>,
+        o: &ShardSetOptions,
+        sim: &SimilarityFn,
+    ) -> Result<Vec<Hit>> {
+        let shard = self.k as u32;
         // Oversampled with or without re-ranking: the graph walk returns equally similar faces
         // (the same photo enrolled twice) in no fixed order, and the merge below breaks such
         // ties by id only among the candidates it sees. The walk's candidate list is larger
         // than this anyway, so the extra results cost next to nothing.
-        let want = n.saturating_mul(o.oversample);
+        let want = q.n.saturating_mul(o.oversample);
         let matches = match gid {
-            None => d.index.search(query, want),
+            None => index.search(q.vector, want),
             // The predicate runs inside the graph walk, so non-members are stepped through
             // but never fill result slots: the walk keeps going until `want` members are
             // found or the graph is exhausted, rather than filtering a fixed top-k afterwards.
-            Some(g) => d
-                .index
-                .filtered_search(query, want, |key| d.members.contains(g, key)),
+            Some(g) => index.filtered_search(q.vector, want, |key| d.members.contains(g, key)),
         }
         .map_err(IndexError::native)?;
 
-        let mut hits: Vec<Hit> = match d.exact.as_ref() {
+        let mut hits: Vec<Hit> = match exact {
             Some(x) => matches
                 .keys
                 .iter()
-                .filter_map(|&id| {
-                    x.get(id).map(|v| Hit {
-                        id,
-                        similarity: sim(query, v),
-                        shard,
-                    })
-                })
+                .filter_map(|&id| x.get(id).map(|v| Hit { id, similarity: sim(q.vector, v), shard }))
                 .collect(),
             None => matches
                 .keys
                 .iter()
                 .zip(&matches.distances)
-                .map(|(&id, &dist)| Hit {
-                    id,
-                    similarity: 1.0 - dist,
-                    shard,
-                })
+                .map(|(&id, &dist)| Hit { id, similarity: 1.0 - dist, shard })
                 .collect(),
         };
         sort_hits(&mut hits);
-        hits.truncate(n);
+        hits.truncate(q.n);
         Ok(hits)
     }
+}
+
+/// One search asked of a shard: a normalised vector, how many results, and optionally a
+/// gallery to stay in.
+#[derive(Clone, Copy)]
+pub(crate) struct Query<'a> {
+    pub vector: &'a [f32],
+    pub n: usize,
+    pub gallery: Option<&'a str>,
 }
 
 /// Best first; ties by id so results are deterministic across runs and shard orders.

@@ -1,10 +1,12 @@
 //! On-disk snapshot of one shard.
 //!
 //! Two files per shard in the snapshot directory:
-//! - `shard-<k>.usearch`: the usearch graph, exactly as `Index::save` writes it;
+//! - the shard's data: `shard-<k>.usearch` for a graph, exactly as `Index::save` writes it,
+//!   or `shard-<k>.scan` for a scan store (`ScanStore::write_to`);
 //! - `shard-<k>.meta`: our sidecar, little-endian binary:
 //!   magic `FIDXSNAP`, format version u32, shard u32, shard count u32, dims u32,
-//!   scalar tag u8, has-exact u8, position u64, written-at unix ms u64,
+//!   scalar tag u8, has-exact u8, index kind tag u8 (from version 2; version 1 files are
+//!   graphs), position u64, written-at unix ms u64,
 //!   graph file length u64 and checksum u64, face count u64,
 //!   gallery names (u32 count, then u32 length + UTF-8 bytes each),
 //!   memberships (u64 count, then face u64 + u16 count + u32 gallery ids each),
@@ -25,13 +27,17 @@ use crate::checksum::Checksum;
 use crate::error::{IndexError, Result};
 use crate::exact::ExactStore;
 use crate::membership::Membership;
-use crate::options::Scalar;
+use crate::options::{IndexKind, Scalar};
 
 const MAGIC: &[u8; 8] = b"FIDXSNAP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
-pub fn graph_path(dir: &Path, shard: usize) -> PathBuf {
-    dir.join(format!("shard-{shard}.usearch"))
+/// The file holding shard `shard`'s faces for an index of `kind`.
+pub fn data_path(dir: &Path, shard: usize, kind: IndexKind) -> PathBuf {
+    match kind {
+        IndexKind::Hnsw => dir.join(format!("shard-{shard}.usearch")),
+        IndexKind::Scan | IndexKind::Auto => dir.join(format!("shard-{shard}.scan")),
+    }
 }
 
 pub fn meta_path(dir: &Path, shard: usize) -> PathBuf {
@@ -55,6 +61,7 @@ pub struct Header {
     pub shards: usize,
     pub dims: usize,
     pub scalar: Scalar,
+    pub kind: IndexKind,
     pub position: u64,
     pub written_at: SystemTime,
     pub faces: u64,
@@ -67,7 +74,7 @@ pub struct Sidecar {
     pub exact: Option<ExactStore>,
 }
 
-/// Writes the graph (via `save_graph`, which must write the given path) and the sidecar,
+/// Writes the shard's data (via `save_graph`, which must write the given path) and the sidecar,
 /// atomically replacing any previous snapshot of this shard.
 pub fn write(
     dir: &Path,
@@ -77,7 +84,7 @@ pub fn write(
     save_graph: impl FnOnce(&Path) -> Result<()>,
 ) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| IndexError::io(dir, e))?;
-    let graph = graph_path(dir, header.shard);
+    let graph = data_path(dir, header.shard, header.kind);
     let meta = meta_path(dir, header.shard);
     let graph_tmp = tmp_path(&graph);
     let meta_tmp = tmp_path(&meta);
@@ -137,7 +144,7 @@ fn write_sidecar(
     w.write_all(&(h.shard as u32).to_le_bytes())?;
     w.write_all(&(h.shards as u32).to_le_bytes())?;
     w.write_all(&(h.dims as u32).to_le_bytes())?;
-    w.write_all(&[h.scalar.tag(), exact.is_some() as u8])?;
+    w.write_all(&[h.scalar.tag(), exact.is_some() as u8, h.kind.tag()])?;
     w.write_all(&h.position.to_le_bytes())?;
     let ms = h
         .written_at
@@ -189,6 +196,7 @@ pub fn read(
     shards: usize,
     dims: usize,
     scalar: Scalar,
+    kind: IndexKind,
 ) -> Result<Sidecar> {
     let meta = meta_path(dir, shard);
     let bad = |reason: String| IndexError::Snapshot {
@@ -213,7 +221,7 @@ pub fn read(
         return Err(bad("not a shard snapshot".into()));
     }
     let version = r.u32().map_err(io)?;
-    if version != VERSION {
+    if version != VERSION && version != 1 {
         return Err(bad(format!("format version {version}, expected {VERSION}")));
     }
     let (s_shard, s_shards, s_dims) = (
@@ -231,6 +239,16 @@ pub fn read(
     }
     let mut tags = [0u8; 2];
     r.read_exact(&mut tags).map_err(io)?;
+    let s_kind = if version == 1 {
+        IndexKind::Hnsw
+    } else {
+        let mut tag = [0u8; 1];
+        r.read_exact(&mut tag).map_err(io)?;
+        IndexKind::from_tag(tag[0]).ok_or_else(|| bad("unknown index kind".into()))?
+    };
+    if s_kind.tag() != kind.tag() {
+        return Err(bad(format!("holds a {} index, expected {}", s_kind.as_str(), kind.as_str())));
+    }
     let s_scalar = Scalar::from_tag(tags[0]).ok_or_else(|| bad("unknown scalar kind".into()))?;
     if s_scalar != scalar {
         return Err(bad(format!(
@@ -301,7 +319,7 @@ pub fn read(
     let membership = Membership::restore(names, members)
         .ok_or_else(|| bad("inconsistent gallery table".into()))?;
 
-    let graph = graph_path(dir, shard);
+    let graph = data_path(dir, shard, kind);
     let gbad = |reason: String| IndexError::Snapshot {
         shard,
         path: graph.clone(),
@@ -324,6 +342,7 @@ pub fn read(
             shards,
             dims,
             scalar,
+            kind: s_kind,
             position,
             written_at,
             faces,

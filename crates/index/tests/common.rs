@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use face_index::{dot, Scalar, ShardSet, ShardSetOptions};
+use face_index::{dot, IndexKind, Scalar, ShardSet, ShardSetOptions};
 
 pub struct Rng(u64);
 
@@ -33,10 +33,20 @@ impl Rng {
     }
 }
 
+/// Graph shards storing `scalar`.
 pub fn options(dims: usize, shards: usize, scalar: Scalar) -> ShardSetOptions {
     let mut o = ShardSetOptions::new(dims);
     o.shards = shards;
+    o.kind = IndexKind::Hnsw;
     o.scalar = scalar;
+    o
+}
+
+/// Scan shards.
+pub fn scan_options(dims: usize, shards: usize) -> ShardSetOptions {
+    let mut o = ShardSetOptions::new(dims);
+    o.shards = shards;
+    o.kind = IndexKind::Scan;
     o
 }
 
