@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
-import { changesAfter, CHANGE_LOG_CHUNK, lastPosition, logChanges } from './change-log.js';
+import { changesAfter, CHANGE_LOG_CHUNK, lastPosition, logChanges, scanFaces, type FacePage } from './change-log.js';
 import { transaction } from './client.js';
 import { floatsToBytes } from './embedding.js';
+import { shardOfFace } from './layout.js';
 
 let tdb: TestDatabase;
 
@@ -16,22 +17,38 @@ afterAll(async () => {
 
 beforeEach(async () => {
   await tdb.db.sql`TRUNCATE face_galleries, faces, photos, face_changes RESTART IDENTITY CASCADE`;
+  await tdb.db.sql`DELETE FROM search_layout`;
 });
+
+const recordLayout = (shards: number) => tdb.db.sql`INSERT INTO search_layout (shards, rule) VALUES (${shards}, 'mix64-mod')`;
+
+/** Stores a face embedded by `model` (ids count from 1 in each test); resolves to its id. */
+async function storeFace(model: string, embedding = Float32Array.of(0.5, -1)): Promise<number> {
+  const sql = tdb.db.sql;
+  await sql`INSERT INTO photos (hash, size, content_type) VALUES (${'a'.repeat(64)}, 1, 'image/jpeg') ON CONFLICT DO NOTHING`;
+  const [r] = await sql`
+    INSERT INTO faces (photo_hash, x1, y1, x2, y2, dim, embedding, model)
+    VALUES (${'a'.repeat(64)}, 0, 0, 1, 1, ${embedding.length}, ${floatsToBytes(embedding)}, ${model}) RETURNING id`;
+  return Number(r.id);
+}
 
 describe('logChanges', () => {
   it('logs more ids than one statement can carry, in order, with gap-free positions', async () => {
-    // Two parameters per row: 40,000 ids would need 80,000 in one statement, past postgres.js's 65,534.
+    // Three parameters per row: 40,000 ids would need 120,000 in one statement, past postgres.js's 65,534.
     const n = 4 * CHANGE_LOG_CHUNK;
     const ids = Array.from({ length: n }, (_, i) => n - i);
+    // With a layout, so each row also carries its shard: three parameters.
+    await recordLayout(4);
     const top = await transaction(tdb.db.sql, (tx) => logChanges(tx, ids, 'delete'));
     expect(top).toBe(n);
     expect(await lastPosition(tdb.db.sql)).toBe(n);
     const [summary] = await tdb.db.sql`
       SELECT count(*)::int AS rows, min(position)::int AS lo, max(position)::int AS hi,
              bool_and(op = 'delete') AS deletes,
-             bool_and(face_id = ${n + 1} - position) AS in_order
+             bool_and(face_id = ${n + 1} - position) AS in_order,
+             count(DISTINCT shard)::int AS shards
       FROM face_changes`;
-    expect(summary).toEqual({ rows: n, lo: 1, hi: n, deletes: true, in_order: true });
+    expect(summary).toEqual({ rows: n, lo: 1, hi: n, deletes: true, in_order: true, shards: 4 });
   });
 
   it('logs nothing for no ids, and nothing survives a rollback', async () => {
@@ -43,6 +60,16 @@ describe('logChanges', () => {
       }),
     ).rejects.toThrow('rolled back');
     expect(await lastPosition(tdb.db.sql)).toBe(0);
+  });
+
+  it("tags each row with its face's shard by the recorded layout, and with none before there is one", async () => {
+    const sql = tdb.db.sql;
+    await transaction(sql, (tx) => logChanges(tx, [5, 6], 'upsert'));
+    await recordLayout(4);
+    await transaction(sql, (tx) => logChanges(tx, [0, 1, 2, 3, 4, 5, 6, 7], 'upsert'));
+    const rows = await sql`SELECT face_id::int, shard FROM face_changes ORDER BY position`;
+    // The routing rule's pinned values (crates/index/src/route.rs): ids 0..7 over 4 shards.
+    expect(rows.map((r) => r.shard)).toEqual([null, null, 3, 1, 2, 1, 2, 2, 0, 3]);
   });
 });
 
@@ -73,5 +100,88 @@ describe('changesAfter', () => {
       { position: 5, faceId: current, kind: 'gone' },
     ]);
     expect((await changesAfter(sql, 3, 1, 'now')).map((c) => c.position)).toEqual([4]);
+  });
+});
+
+describe('changesAfter for some shards', () => {
+  /**
+   * Positions 1-2: faces 1 and 2 logged before the layout (no shard). Positions 3-10: faces 0..7 over
+   * 4 shards, in shards 3, 1, 2, 1, 2, 2, 0, 3. Face 1 is stored (shard 1), the others are gone.
+   */
+  async function logTwoEras() {
+    const sql = tdb.db.sql;
+    const stored = await storeFace('now');
+    await transaction(sql, (tx) => logChanges(tx, [1, 2], 'upsert'));
+    await recordLayout(4);
+    await transaction(sql, (tx) => logChanges(tx, [0, 1, 2, 3, 4, 5, 6, 7], 'upsert'));
+    return stored;
+  }
+
+  it('reads the rows of those shards and the rows without one, in position order, then the end of the log', async () => {
+    const sql = tdb.db.sql;
+    const stored = await logTwoEras();
+    expect(stored).toBe(1);
+    const upsert = { kind: 'upsert', embedding: Float32Array.of(0.5, -1), galleries: [] };
+    expect(await changesAfter(sql, 0, 100, 'now', [1, 2])).toEqual([
+      { position: 1, faceId: 1, ...upsert },
+      { position: 2, faceId: 2, kind: 'gone' },
+      { position: 4, faceId: 1, ...upsert },
+      { position: 5, faceId: 2, kind: 'gone' },
+      { position: 6, faceId: 3, kind: 'gone' },
+      { position: 7, faceId: 4, kind: 'gone' },
+      { position: 8, faceId: 5, kind: 'gone' },
+      // Face 7 is in shard 3: read for its position only, the end of the log.
+      { position: 10, faceId: 7, kind: 'elsewhere' },
+    ]);
+    // Shards 0 and 3 own faces 6, then 0 and 7; the newest row is theirs, so nothing follows it.
+    expect((await changesAfter(sql, 0, 100, 'now', [0, 3])).map((c) => [c.position, c.faceId, c.kind])).toEqual([
+      [1, 1, 'upsert'],
+      [2, 2, 'gone'],
+      [3, 0, 'gone'],
+      [9, 6, 'gone'],
+      [10, 7, 'gone'],
+    ]);
+    // Without shards: every row, as before the log had shards.
+    expect((await changesAfter(sql, 0, 100, 'now')).map((c) => c.position)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  });
+
+  it('stops at its own last row when the page is full, and says nothing once at the end', async () => {
+    const sql = tdb.db.sql;
+    await logTwoEras();
+    expect((await changesAfter(sql, 0, 3, 'now', [1, 2])).map((c) => [c.position, c.kind])).toEqual([
+      [1, 'upsert'],
+      [2, 'gone'],
+      [4, 'upsert'],
+    ]);
+    // Nothing of shards 1 and 2 after position 8: only where the log ends.
+    expect(await changesAfter(sql, 8, 100, 'now', [1, 2])).toEqual([{ position: 10, faceId: 7, kind: 'elsewhere' }]);
+    expect(await changesAfter(sql, 10, 100, 'now', [1, 2])).toEqual([]);
+    await sql`TRUNCATE face_changes`;
+    expect(await changesAfter(sql, 10, 100, 'now', [1, 2])).toEqual([]);
+  });
+});
+
+describe('scanFaces', () => {
+  it('reads every face of the recogniser, or only those of the shards asked for', async () => {
+    const sql = tdb.db.sql;
+    const ids: number[] = [];
+    for (let i = 1; i <= 20; i++) ids.push(await storeFace('now', Float32Array.of(i, -i)));
+    await storeFace('before');
+    await storeFace('now', Float32Array.of(1, 2, 3));
+    await recordLayout(4);
+    await transaction(sql, (tx) => logChanges(tx, ids, 'upsert'));
+    const scan = async (shards?: { count: number; only: number[] }) => {
+      const pages: FacePage[] = [];
+      const position = await scanFaces(sql, 'now', 2, 3, async (page) => void pages.push(page), shards);
+      expect(position).toBe(20);
+      const scanned = pages.flatMap((p) => [...p.ids]);
+      pages.forEach((p) => p.ids.forEach((id, k) => expect([p.vectors[2 * k], p.vectors[2 * k + 1]]).toEqual([id, -id])));
+      return scanned;
+    };
+    expect(await scan()).toEqual(ids);
+    const mine = ids.filter((id) => [0, 3].includes(shardOfFace(id, 4)));
+    expect(mine.length).toBeGreaterThan(0);
+    expect(mine.length).toBeLessThan(ids.length);
+    expect(await scan({ count: 4, only: [0, 3] })).toEqual(mine);
   });
 });

@@ -10,6 +10,25 @@ import type { Sql } from './client.js';
 /** The routing rule of crates/index/src/route.rs: a 64-bit mix of the face id, modulo the shard count. */
 export const SHARD_RULE = 'mix64-mod';
 
+/**
+ * SplitMix64's finaliser, as crates/index/src/route.rs `mix64` (a frozen
+ * rule: snapshots were placed by it). The one copy on the TypeScript side:
+ * the database layer, which may not load the addon, tags each change-log row
+ * with its shard by it. layout.test.ts pins it to the Rust values, and
+ * native/face-index.test.ts checks it against the addon's `shardOf`.
+ */
+export function mix64(id: bigint): bigint {
+  let z = BigInt.asUintN(64, id + 0x9e3779b97f4a7c15n);
+  z = BigInt.asUintN(64, (z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n);
+  z = BigInt.asUintN(64, (z ^ (z >> 27n)) * 0x94d049bb133111ebn);
+  return z ^ (z >> 31n);
+}
+
+/** The shard of face `id` among `shards` shards by SHARD_RULE: `mix64(id) % shards`. */
+export function shardOfFace(id: number | string, shards: number): number {
+  return Number(mix64(BigInt(id)) % BigInt(shards));
+}
+
 export interface SearchLayout {
   shards: number;
   rule: string;

@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shardOfFace } from '../db/layout.js';
 import { DomainError, type ErrorCode } from '../errors.js';
 import { ERROR_STATUS } from '../http/errors.js';
 import { openFaceIndex, shardOf, type FaceIndex } from './face-index.js';
@@ -147,5 +148,15 @@ describe('FaceIndex errors', () => {
     expectMapped(await failure(() => closing.snapshot()), 'INTERNAL', 500, 'INTERNAL');
     expectMapped(await failure(() => closing.shards()), 'INTERNAL', 500, 'INTERNAL');
     expectMapped(await failure(() => closing.position()), 'INTERNAL', 500, 'INTERNAL');
+  });
+});
+
+describe('shardOf', () => {
+  it('routes as the TypeScript copy of the rule that tags the change log (db/layout.ts)', () => {
+    const ids = [...Array.from({ length: 5000 }, (_, i) => i), 2 ** 32 - 1, 2 ** 32, 2 ** 40 + 3, Number.MAX_SAFE_INTEGER];
+    for (const shards of [1, 2, 3, 4, 7, 16, 4096]) {
+      const differ = ids.filter((id) => shardOf(id, shards) !== shardOfFace(id, shards));
+      expect(differ, `${shards} shards`).toEqual([]);
+    }
   });
 });

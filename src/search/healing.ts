@@ -24,11 +24,16 @@ export interface HealingOptions {
   log: Logger;
   /** Faces read per query when a shard is refilled from the database. */
   refillPageSize?: number;
+  /** The deployment's shard count: a refill of fewer shards reads only their faces' embeddings. */
+  shardCount: number;
 }
 
 /** What the follower lends the healing: its reading of the log, its pass, and where it stands. */
 export interface FollowerAccess {
-  /** The log entries after `position` as index changes, and how many rows were read. */
+  /**
+   * The log entries after `position` as index changes (of the shards held here), and how many rows of
+   * them were read; the changes may end with one more that only carries the log's end position.
+   */
   readChanges(position: number, limit: number): Promise<{ changes: IndexChange[]; rows: number }>;
   /** Runs `run` inside the follower's pass, between two drains. */
   inPass(run: () => Promise<void>): Promise<void>;
@@ -144,13 +149,22 @@ export class Healing {
 
   /**
    * Empties shards `ks` and fills them from one scan of the faces table (each
-   * takes its own faces); resolves to the change position the scan reflects.
+   * takes its own faces; the scan reads only theirs when they are not all the
+   * deployment's); resolves to the change position the scan reflects.
    */
   private async refill(ks: number[]): Promise<number> {
-    const { index } = this.opts;
+    const { index, shardCount } = this.opts;
     for (const k of ks) await index.beginRebuild(k);
-    return scanFaces(this.opts.sql, this.opts.model, this.opts.dims, this.opts.refillPageSize ?? 4096, async (page) => {
-      for (const k of ks) await index.refill(k, page.ids, page.vectors, page.galleries);
-    });
+    const only = ks.length < shardCount ? { count: shardCount, only: ks } : undefined;
+    return scanFaces(
+      this.opts.sql,
+      this.opts.model,
+      this.opts.dims,
+      this.opts.refillPageSize ?? 4096,
+      async (page) => {
+        for (const k of ks) await index.refill(k, page.ids, page.vectors, page.galleries);
+      },
+      only,
+    );
   }
 }

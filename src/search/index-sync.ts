@@ -7,7 +7,11 @@
  * with the faces as they are now: a change whose face is gone becomes a
  * delete, so replaying old entries converges on the current database. Writers
  * commit positions in order (an advisory lock), so "after the last position
- * seen" never skips a change. This process's own writes wake the follower and
+ * seen" never skips a change. A follower holding some of the shards (a shard
+ * server) reads only their rows, each row carrying its face's shard, and
+ * still moves to the end of the log when the newest rows are of other shards
+ * (`changesAfter`), so its position, and the snapshots and pruning that go by
+ * it, keep up. This process's own writes wake the follower and
  * wait for it (`caughtUp`, through index-writes.ts), so an answered add is
  * searchable at once or its answer says it is not yet; a one-second poll, and
  * LISTEN for the commits' notifications, pick up writes by other processes
@@ -29,7 +33,7 @@
 import { changesAfter, listenForChanges, type LoggedChange } from '../db/change-log.js';
 import type { Sql } from '../db/client.js';
 import type { Logger } from '../log.js';
-import type { FaceIndex, IndexChange } from '../native/face-index.js';
+import { shardOf, type FaceIndex, type IndexChange } from '../native/face-index.js';
 import { Healing, type FollowerAccess } from './healing.js';
 import { Snapshots } from './snapshots.js';
 
@@ -84,12 +88,16 @@ export class IndexSync {
   /** Changes left out of search because their face awaits re-embedding (see the header). */
   private otherModel = 0;
   private readonly pageSize: number;
+  /** The shards whose rows are read from the log: those held here; undefined when that is all of them (no filter). */
+  private readonly reads?: readonly number[];
 
   private constructor(private readonly opts: IndexSyncOptions) {
     // Shards that could not load sit at position 0 until healed; the rest start from what they hold.
     const loaded = opts.index.shards().filter((s) => s.state === 'live');
     this.applied = loaded.length ? Math.min(...loaded.map((s) => s.position)) : 0;
     this.pageSize = opts.pageSize ?? 256;
+    const held = opts.index.shards().map((s) => s.shard);
+    this.reads = held.length < opts.shardCount ? held : undefined;
     this.snapshots = new Snapshots(opts);
     const follower: FollowerAccess = {
       readChanges: (position, limit) => this.readChanges(position, limit),
@@ -216,15 +224,35 @@ export class IndexSync {
     this.opts.index.close();
   }
 
-  /** The log entries after `position` as index changes, and how far they go. */
+  /**
+   * The log entries after `position` (of the shards held here) as index
+   * changes, and how many rows of them were read: fewer than `limit` when the
+   * end of the log was reached. The changes may end with one beyond those
+   * rows, at the end of the log (see `toChange`).
+   */
   private async readChanges(position: number, limit: number): Promise<{ changes: IndexChange[]; rows: number }> {
-    const rows = await changesAfter(this.opts.sql, position, limit, this.opts.model);
-    return { changes: rows.map((r) => this.toChange(r)), rows: rows.length };
+    const logged = await changesAfter(this.opts.sql, position, limit, this.opts.model, this.reads);
+    const changes: IndexChange[] = [];
+    for (const r of logged) {
+      const change = this.toChange(r);
+      if (change) changes.push(change);
+    }
+    return { changes, rows: logged.filter((r) => r.kind !== 'elsewhere').length };
   }
 
-  private toChange(r: LoggedChange): IndexChange {
+  private toChange(r: LoggedChange): IndexChange | undefined {
     const { position, faceId: id } = r;
     switch (r.kind) {
+      case 'elsewhere':
+        // The end of the log, in a shard held elsewhere: the index skips a face routed to a shard it does
+        // not hold and counts the position as offered, which moves every held shard there. Its row was
+        // tagged by the writer; should the tag be wrong, the delete would hit a face held here, so it is
+        // checked by the rule itself, and a wrong one only leaves the position where the held rows end.
+        if (!this.reads || this.reads.includes(shardOf(id, this.opts.shardCount))) {
+          this.opts.log.error({ faceId: id, position }, 'change-log row tagged with a shard the routing rule does not give its face');
+          return undefined;
+        }
+        return { position, op: 'delete', id };
       case 'gone':
         return { position, op: 'delete', id };
       case 'galleries':
@@ -248,7 +276,7 @@ export class IndexSync {
   private async drain(): Promise<void> {
     for (;;) {
       const { changes, rows } = await this.readChanges(this.applied, this.pageSize);
-      if (rows === 0) return;
+      if (changes.length === 0) return;
       await this.opts.index.apply(changes);
       this.applied = changes[changes.length - 1].position;
       this.snapshots.applied(changes.length);

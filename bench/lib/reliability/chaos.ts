@@ -30,6 +30,7 @@ import { chmodSync, createWriteStream, existsSync, mkdtempSync, readFileSync, rm
 import os from 'node:os';
 import path from 'node:path';
 import { findProjectRoot } from '../../../src/config.js';
+import { shardOfFace } from '../../../src/db/layout.js';
 import { freePort, waitForHealth } from '../service.js';
 import { answerProblems, Rng, type Problem } from './outcome.js';
 
@@ -70,16 +71,6 @@ const GALLERIES = ['chaos-all', 'chaos-a', 'chaos-b', 'chaos-c'];
 const EXACT_SCAN_BELOW = 2048;
 /** The largest FACE_IDENTIFY_MAX_N the service takes: a gallery search returns up to this many faces. */
 const IDENTIFY_MAX_N = 10_000;
-
-const M64 = (1n << 64n) - 1n;
-/** The shards' placement rule (crates/index/src/route.rs): SplitMix64's finaliser of the id, modulo the shard count. */
-export function shardOf(id: number, shards: number): number {
-  let z = (BigInt(id) + 0x9e3779b97f4a7c15n) & M64;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M64;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M64;
-  z ^= z >> 31n;
-  return Number(z % BigInt(shards));
-}
 
 interface FaceState {
   meta: string;
@@ -466,7 +457,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     if (shards) {
       shardFaces = shards.shards.reduce((n, s) => n + s.size, 0);
       const perShard = new Array<number>(shards.total).fill(0);
-      for (const id of stored.keys()) perShard[shardOf(id, shards.total)]++;
+      for (const id of stored.keys()) perShard[shardOfFace(id, shards.total)]++;
       for (const s of shards.shards) {
         if (s.size !== perShard[s.shard]) problems.push({ kind: 'loss', detail: `shard ${s.shard} holds ${s.size} faces, PostgreSQL places ${perShard[s.shard]} there` });
       }
@@ -474,7 +465,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       for (const g of GALLERIES.filter((x) => inUse.has(x))) {
         const members = [...stored].filter(([, s]) => s.galleries.includes(g)).map(([id]) => id);
         const crowded = new Array<number>(shards.total).fill(0);
-        for (const id of members) crowded[shardOf(id, shards.total)]++;
+        for (const id of members) crowded[shardOfFace(id, shards.total)]++;
         if (Math.max(...crowded) > EXACT_SCAN_BELOW || members.length > IDENTIFY_MAX_N) {
           notes.push(`gallery ${g} has ${members.length} faces: too many for an exact search, checked by shard sizes only`);
           continue;

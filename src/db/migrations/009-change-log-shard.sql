@@ -1,0 +1,25 @@
+-- The search shard of each change's face, so that a shard server owning some
+-- of the shards reads only their rows (docs/cluster.md) instead of every row
+-- of the log, embeddings included, and dropping the rest.
+--
+-- Writers fill it (change-log.ts, logChanges) by the deployment's routing rule
+-- (search_layout: `mix64-mod` over `shards`), computed in TypeScript: the rule
+-- hashes the id with 64-bit unsigned arithmetic that SQL has no type for. It
+-- stays NULL for the rows logged before this migration, and for rows logged
+-- by a node before any node recorded the layout; every server reads NULL
+-- rows, as all rows were read before. Positions, their order and replaying
+-- are unchanged: the log stays one ordered stream, read by each server
+-- through a filter.
+--
+-- No index of its own: a shard server reads
+--   WHERE position > $after AND (shard IS NULL OR shard = ANY($owned))
+--   ORDER BY position LIMIT $page
+-- and the primary key serves that best, in position order, skipping the
+-- other shards' rows as it goes (small rows: the embeddings are in faces).
+-- Measured with EXPLAIN ANALYZE at 1,000,000 rows over 4 shards, one or two
+-- owned: a page of 256 takes 5 to 15 buffers of face_changes, catching up or
+-- at the tail, and a read at the end of the log 0.05 ms. The planner does not
+-- choose an index on (shard, position) for it (several owned shards, or the
+-- NULL rows, are not in position order there), so one would only cost every
+-- write.
+ALTER TABLE face_changes ADD COLUMN shard integer CHECK (shard >= 0);
