@@ -97,7 +97,7 @@ function envSchema(root: string, cores: number, totalMem: number) {
     // every size measured, up to 10M faces on one node (bench/RESULTS.md, "Search").
     FACE_INDEX_KIND: z.enum(['hnsw', 'scan', 'auto']).default('auto'),
     // Scan kind: candidates per query re-scored exactly, the scan's recall knob.
-    FACE_INDEX_RERANK: intVar(64, 1).pipe(z.number().max(100_000)),
+    FACE_INDEX_RERANK: intVar(512, 1).pipe(z.number().max(100_000)),
     // Graphs: f16 halves graph memory at about 1e-3 similarity error and, on face
     // embeddings, keeps f32's recall@1 without exact copies (bench/RESULTS.md).
     FACE_INDEX_SCALAR: z.enum(['f32', 'f16', 'i8']).default('f16'),

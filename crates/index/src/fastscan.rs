@@ -13,6 +13,8 @@
 //!
 //! The scores only rank candidates; the caller re-scores the best of them exactly.
 
+use rayon::prelude::*;
+
 /// Faces per block of codes: one AVX2 register of byte lanes.
 pub const BLOCK: usize = 32;
 
@@ -75,18 +77,22 @@ impl Codebook {
         let n = rows.len() / dims;
         let take = n.min(sample).max(1);
         let picked: Vec<usize> = (0..take).map(|i| i * n / take).collect();
-        let mut book = Codebook { dims, sub, m, centroids: vec![0.0; m * K * sub] };
-        let mut buf = vec![0f32; sub];
-        for s in 0..m {
-            // The sub-space's sample, contiguous.
-            let mut pts = Vec::with_capacity(take * sub);
-            for &r in &picked {
-                let v = &rows[r * dims..(r + 1) * dims];
-                pts.extend_from_slice(book.sub_vector(v, s, &mut buf));
-            }
-            let cents = kmeans(&pts, sub, iterations);
-            book.centroids[s * K * sub..(s + 1) * K * sub].copy_from_slice(&cents);
-        }
+        let mut book = Codebook { dims, sub, m, centroids: Vec::new() };
+        // Sub-spaces train independently, on the caller's rayon pool.
+        let per_space: Vec<Vec<f32>> = (0..m)
+            .into_par_iter()
+            .map(|s| {
+                // The sub-space's sample, contiguous.
+                let mut buf = vec![0f32; sub];
+                let mut pts = Vec::with_capacity(take * sub);
+                for &r in &picked {
+                    let v = &rows[r * dims..(r + 1) * dims];
+                    pts.extend_from_slice(book.sub_vector(v, s, &mut buf));
+                }
+                kmeans(&pts, sub, iterations)
+            })
+            .collect();
+        book.centroids = per_space.concat();
         book
     }
 
@@ -207,32 +213,116 @@ pub fn move_codes(src: &[u8], from: usize, dst: &mut [u8], to: usize) {
     }
 }
 
-/// The sum of table entries of every face of `block`, for `luts.len()` queries at once:
-/// `out[q][j]` = Σ over sub-spaces s of `luts[q][s * 16 + code_s(face j)]`. Dispatches to
-/// AVX2 when the CPU has it; [`block_sums_scalar`] is the reference.
-pub fn block_sums<const Q: usize>(luts: [&[u8]; Q], block: &[u8], out: &mut [[u16; BLOCK]; Q]) {
+/// The sum of table entries of every face of `block`, for `Q` queries at once, and which
+/// faces reach each query's cut-off.
+///
+/// `out[q]` holds the sums in the kernel's order, even faces then odd ones: face `j`'s sum
+/// is `out[q][sum_index(j)]`. The returned mask of query `q` has bit `j` set when face
+/// `j`'s sum is at least `cuts[q]`: most blocks of a large shard have no face above the
+/// cut-off of a query's best candidates so far, and are dismissed by one test.
+///
+/// Dispatches to AVX2 when the CPU has it; [`block_sums_scalar`] is the reference.
+#[inline]
+pub fn block_sums<const Q: usize>(luts: [&[u8]; Q], block: &[u8], cuts: [u16; Q], out: &mut [[u16; BLOCK]; Q]) -> [u32; Q] {
     #[cfg(target_arch = "x86_64")]
     {
         if avx2() {
             // SAFETY: the CPU supports AVX2 (checked above); lengths are asserted inside.
-            unsafe { block_sums_avx2(luts, block, out) };
-            return;
+            return unsafe { block_sums_avx2(luts, block, cuts, out) };
         }
     }
-    block_sums_scalar(luts, block, out);
+    block_sums_scalar(luts, block, cuts, out)
+}
+
+/// Where face `j`'s sum is in a row of [`block_sums`]'s output.
+#[inline]
+pub fn sum_index(j: usize) -> usize {
+    (j & 1) * (BLOCK / 2) + j / 2
 }
 
 /// Reference for [`block_sums`]: byte by byte.
-pub fn block_sums_scalar<const Q: usize>(luts: [&[u8]; Q], block: &[u8], out: &mut [[u16; BLOCK]; Q]) {
-    for (lut, sums) in luts.iter().zip(out.iter_mut()) {
-        sums.fill(0);
+pub fn block_sums_scalar<const Q: usize>(luts: [&[u8]; Q], block: &[u8], cuts: [u16; Q], out: &mut [[u16; BLOCK]; Q]) -> [u32; Q] {
+    let mut masks = [0u32; Q];
+    for q in 0..Q {
+        let lut = luts[q];
+        let mut sums = [0u16; BLOCK];
         for (p, codes) in block.chunks_exact(BLOCK).enumerate() {
             let (lo, hi) = (&lut[2 * p * K..(2 * p + 1) * K], &lut[(2 * p + 1) * K..(2 * p + 2) * K]);
             for (j, &c) in codes.iter().enumerate() {
                 sums[j] += lo[(c & 0x0f) as usize] as u16 + hi[(c >> 4) as usize] as u16;
             }
         }
+        for (j, &sum) in sums.iter().enumerate() {
+            out[q][sum_index(j)] = sum;
+            if sum >= cuts[q] {
+                masks[q] |= 1 << j;
+            }
+        }
     }
+    masks
+}
+
+/// Inner product of an f32 query with an f16 vector, for re-ranking: widened on the fly
+/// (F16C) into fused multiply-adds when the CPU has them. Conversions are exact, so it
+/// differs from [`dot_f16_scalar`] only in summation order.
+#[inline]
+pub fn dot_f16(q: &[f32], v: &[half::f16]) -> f32 {
+    debug_assert_eq!(q.len(), v.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if f16c_fma() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
+            return unsafe { dot_f16_avx2(q, v) };
+        }
+    }
+    dot_f16_scalar(q, v)
+}
+
+/// Reference for [`dot_f16`].
+pub fn dot_f16_scalar(q: &[f32], v: &[half::f16]) -> f32 {
+    q.iter().zip(v).map(|(a, b)| a * b.to_f32()).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn f16c_fma() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_f16_avx2(q: &[f32], v: &[half::f16]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = q.len().min(v.len());
+    let (qp, vp) = (q.as_ptr(), v.as_ptr() as *const u16);
+    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut i = 0;
+    while i + 16 <= n {
+        for (k, a) in acc.iter_mut().enumerate() {
+            let h = _mm_loadu_si128(vp.add(i + 8 * k) as *const __m128i);
+            *a = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i + 8 * k)), _mm256_cvtph_ps(h), *a);
+        }
+        i += 16;
+    }
+    if i + 8 <= n {
+        let h = _mm_loadu_si128(vp.add(i) as *const __m128i);
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_cvtph_ps(h), acc[0]);
+        i += 8;
+    }
+    let sum = _mm256_add_ps(acc[0], acc[1]);
+    let half = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    let pairs = _mm_add_ps(half, _mm_movehl_ps(half, half));
+    let mut total = _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)));
+    while i < n {
+        total += q[i] * v[i].to_f32();
+        i += 1;
+    }
+    total
 }
 
 /// The kernel [`block_sums`] runs here, for health reporting.
@@ -261,7 +351,7 @@ fn avx2() -> bool {
 /// subtraction. Neither overflows: a face's sum is at most `m * 255` < 65536.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn block_sums_avx2<const Q: usize>(luts: [&[u8]; Q], block: &[u8], out: &mut [[u16; BLOCK]; Q]) {
+unsafe fn block_sums_avx2<const Q: usize>(luts: [&[u8]; Q], block: &[u8], cuts: [u16; Q], out: &mut [[u16; BLOCK]; Q]) -> [u32; Q] {
     use std::arch::x86_64::*;
     let pairs = block.len() / BLOCK;
     for lut in &luts {
@@ -284,18 +374,21 @@ unsafe fn block_sums_avx2<const Q: usize>(luts: [&[u8]; Q], block: &[u8], out: &
             odd[q] = _mm256_add_epi16(odd[q], _mm256_add_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8)));
         }
     }
+    let mut masks = [0u32; Q];
     for q in 0..Q {
         // both = even + 256 * odd (mod 2^16) per u16 lane, so even = both - (odd << 8).
         let even = _mm256_sub_epi16(both[q], _mm256_slli_epi16(odd[q], 8));
-        let mut e = [0u16; 16];
-        let mut o = [0u16; 16];
-        _mm256_storeu_si256(e.as_mut_ptr() as *mut __m256i, even);
-        _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, odd[q]);
-        for i in 0..16 {
-            out[q][2 * i] = e[i];
-            out[q][2 * i + 1] = o[i];
-        }
+        _mm256_storeu_si256(out[q].as_mut_ptr() as *mut __m256i, even);
+        _mm256_storeu_si256(out[q].as_mut_ptr().add(BLOCK / 2) as *mut __m256i, odd[q]);
+        // Unsigned x >= cut as max(x, cut) == x; movemask gives two bits per u16 lane, the
+        // low one at bit 2i, which is face 2i's bit for the even sums and, shifted by one,
+        // face 2i + 1's for the odd ones.
+        let cut = _mm256_set1_epi16(cuts[q] as i16);
+        let pass_even = _mm256_movemask_epi8(_mm256_cmpeq_epi16(_mm256_max_epu16(even, cut), even)) as u32;
+        let pass_odd = _mm256_movemask_epi8(_mm256_cmpeq_epi16(_mm256_max_epu16(odd[q], cut), odd[q])) as u32;
+        masks[q] = (pass_even & 0x5555_5555) | ((pass_odd & 0x5555_5555) << 1);
     }
+    masks
 }
 
 #[cfg(test)]
@@ -326,12 +419,21 @@ mod tests {
             let refs = [&luts[0][..], &luts[1][..], &luts[2][..], &luts[3][..]];
             let mut want = [[0u16; BLOCK]; 4];
             let mut got = [[0u16; BLOCK]; 4];
-            block_sums_scalar(refs, &block, &mut want);
-            block_sums(refs, &block, &mut got);
+            // Cut-offs from none to all faces passing, and in between.
+            let cuts = [0, u16::MAX, (m as u16) * 128, (m as u16) * 120];
+            let want_masks = block_sums_scalar(refs, &block, cuts, &mut want);
+            let got_masks = block_sums(refs, &block, cuts, &mut got);
             assert_eq!(want, got, "m = {m}");
+            assert_eq!(want_masks, got_masks, "m = {m}");
+            assert_eq!((want_masks[0], want_masks[1]), (u32::MAX, 0));
             let mut one = [[0u16; BLOCK]; 1];
-            block_sums([refs[2]], &block, &mut one);
+            assert_eq!(block_sums([refs[2]], &block, [cuts[2]], &mut one), [want_masks[2]]);
             assert_eq!(one[0], want[2]);
+            // The reference: the mask says which sums reach the cut-off.
+            for j in 0..BLOCK {
+                let sum = want[3][sum_index(j)];
+                assert_eq!(want_masks[3] >> j & 1 == 1, sum >= cuts[3], "m = {m}, face {j}");
+            }
         }
     }
 
@@ -354,7 +456,7 @@ mod tests {
             put_codes(&mut block, j, &codes);
         }
         let mut sums = [[0u16; BLOCK]];
-        block_sums([&t.lut[..]], &block, &mut sums);
+        block_sums([&t.lut[..]], &block, [0], &mut sums);
         for j in 0..BLOCK {
             // The sum is the query's inner product with the face's reconstruction (its
             // centroids), up to the rounding of the m table entries to the step.
@@ -364,13 +466,24 @@ mod tests {
                 .enumerate()
                 .map(|(s, &c)| q[s * book.sub..(s + 1) * book.sub].iter().zip(book.centroid(s, c as usize)).map(|(a, b)| a * b).sum::<f32>())
                 .sum();
-            let approx = t.bias + t.step * sums[0][j] as f32;
+            let approx = t.bias + t.step * sums[0][sum_index(j)] as f32;
             let bound = book.m as f32 * t.step / 2.0 + 1e-5;
             assert!((recon - approx).abs() <= bound, "face {j}: {recon} vs {approx} (bound {bound})");
         }
         // The query's own code scores highest among these faces, up to that rounding.
         let best = *sums[0].iter().max().unwrap();
-        assert!(sums[0][0] + (book.m as u16) >= best);
+        assert!(sums[0][sum_index(0)] + (book.m as u16) >= best);
+    }
+
+    #[test]
+    fn f16_dot_equals_scalar() {
+        let mut seed = 11u64;
+        for n in [1usize, 7, 8, 15, 16, 17, 128, 131, 512] {
+            let q: Vec<f32> = (0..n).map(|_| (lcg(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
+            let v: Vec<half::f16> = (0..n).map(|_| half::f16::from_f32((lcg(&mut seed) % 2001) as f32 / 1000.0 - 1.0)).collect();
+            let (fast, slow) = (dot_f16(&q, &v), dot_f16_scalar(&q, &v));
+            assert!((fast - slow).abs() <= 1e-5 * n as f32, "{n}: {fast} vs {slow}");
+        }
     }
 
     #[test]

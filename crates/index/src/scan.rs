@@ -21,8 +21,7 @@
 //! beat the query's current cut-off, so a gallery costs nothing per face scanned and no
 //! memory per gallery.
 
-use std::collections::BinaryHeap;
-use std::cmp::Reverse;
+use std::sync::atomic::{AtomicU16, Ordering};
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -219,17 +218,13 @@ impl ScanStore {
             Some(codes) => self.candidates(codes, queries, members),
         };
         queries
-            .iter()
+            .par_iter()
             .zip(candidates)
             .map(|(q, slots)| {
-                let mut buf = vec![0f32; self.dims];
                 let mut hits: Vec<(u64, f32)> = slots
                     .into_iter()
                     .filter(|&s| q.gallery.is_none_or(|g| members.contains(g, self.ids[s as usize])))
-                    .map(|s| {
-                        self.vector(s as usize).convert_to_f32_slice(&mut buf);
-                        (self.ids[s as usize], crate::set::dot(q.vector, &buf))
-                    })
+                    .map(|s| (self.ids[s as usize], fastscan::dot_f16(q.vector, self.vector(s as usize))))
                     .collect();
                 hits.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                 hits.truncate(q.n);
@@ -245,10 +240,16 @@ impl ScanStore {
         let blocks = self.len().div_ceil(BLOCK);
         let tasks: Vec<(usize, usize)> =
             (0..blocks).step_by(BLOCKS_PER_TASK).map(|b| (b, (b + BLOCKS_PER_TASK).min(blocks))).collect();
+        // Each query's highest cut-off of any task so far. A task's cut-off is the worst of its
+        // own best `rerank`, and the best `rerank` of the shard are at least as good as those of
+        // any one task, so a task may skip what another task's cut-off excludes.
+        let shared: Vec<AtomicU16> = queries.iter().map(|_| AtomicU16::new(0)).collect();
+        // Folded rather than mapped: the candidate lists carry over between the tasks one thread
+        // runs, so only a thread's first task fills them from nothing.
+        let fresh = || -> Vec<Best> { queries.iter().zip(&shared).map(|(q, cut)| Best::new(q.rerank.max(q.n), cut)).collect() };
         let partial: Vec<Vec<Best>> = tasks
             .into_par_iter()
-            .map(|(from, to)| {
-                let mut best: Vec<Best> = queries.iter().map(|q| Best::new(q.rerank.max(q.n))).collect();
+            .fold(fresh, |mut best, (from, to)| {
                 let mut g = 0;
                 while g < queries.len() {
                     let group = (queries.len() - g).min(4);
@@ -263,15 +264,17 @@ impl ScanStore {
                 best
             })
             .collect();
+        let none = AtomicU16::new(0);
         (0..queries.len())
+            .into_par_iter()
             .map(|qi| {
-                let mut merged = Best::new(queries[qi].rerank.max(queries[qi].n));
+                let mut merged = Best::new(queries[qi].rerank.max(queries[qi].n), &none);
                 for p in &partial {
-                    for &Reverse((score, slot)) in p[qi].heap.iter() {
+                    for &(score, slot) in &p[qi].list {
                         merged.offer(score, slot);
                     }
                 }
-                merged.heap.into_iter().map(|Reverse((_, s))| s).collect()
+                merged.into_slots()
             })
             .collect()
     }
@@ -294,20 +297,20 @@ impl ScanStore {
         let mut sums = [[0u16; BLOCK]; Q];
         let len = self.len();
         for b in from..to {
-            fastscan::block_sums(luts, &codes.blocks[b * bb..(b + 1) * bb], &mut sums);
-            let valid = (len - b * BLOCK).min(BLOCK);
-            for (i, row) in sums.iter().enumerate() {
-                let (q, top) = (&queries[g + i], &mut best[g + i]);
-                let cut = top.cut();
-                for (j, &score) in row[..valid].iter().enumerate() {
-                    if score < cut {
-                        continue;
-                    }
+            let cuts: [u16; Q] = std::array::from_fn(|i| best[g + i].cut());
+            let masks = fastscan::block_sums(luts, &codes.blocks[b * bb..(b + 1) * bb], cuts, &mut sums);
+            // The last block is partly used: its empty slots have codes too.
+            let valid = if (b + 1) * BLOCK <= len { u32::MAX } else { (1u32 << (len - b * BLOCK)) - 1 };
+            for i in 0..Q {
+                let mut pass = masks[i] & valid;
+                while pass != 0 {
+                    let j = pass.trailing_zeros() as usize;
+                    pass &= pass - 1;
                     let slot = (b * BLOCK + j) as u32;
-                    if q.gallery.is_some_and(|gid| !members.contains(gid, self.ids[slot as usize])) {
+                    if queries[g + i].gallery.is_some_and(|gid| !members.contains(gid, self.ids[slot as usize])) {
                         continue;
                     }
-                    top.offer(score, slot);
+                    best[g + i].offer(sums[i][fastscan::sum_index(j)], slot);
                 }
             }
         }
@@ -418,35 +421,63 @@ fn bytes_of_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
 }
 
-/// A query's best candidates so far: a min-heap of (code sum, slot) holding at most `cap`.
-struct Best {
+/// A query's best candidates so far, at least `cap` of them once that many were offered.
+///
+/// Candidates at or above the cut-off are appended; when twice `cap` have gathered, the best
+/// `cap` are selected (linear time) and the cut-off rises to the worst of them. Candidates are
+/// ordered by sum, then slot: a candidate is only ever dropped for `cap` better ones, and the
+/// cut-off (also another task's) only excludes sums below `cap` others, so the candidates kept
+/// are exactly the best `cap` in that order, whatever the order of offers and tasks.
+/// Each offer is then O(1) amortised, where a heap would pay a logarithm per offer, and a
+/// scan offers many: every task starts with an empty list and code sums are coarse.
+struct Best<'a> {
     cap: usize,
-    heap: BinaryHeap<Reverse<(u16, u32)>>,
+    cut: u16,
+    list: Vec<(u16, u32)>,
+    /// The query's cut-off across the tasks of a scan.
+    shared: &'a AtomicU16,
 }
 
-impl Best {
-    fn new(cap: usize) -> Best {
-        Best { cap: cap.max(1), heap: BinaryHeap::with_capacity(cap.max(1) + 1) }
+impl<'a> Best<'a> {
+    fn new(cap: usize, shared: &'a AtomicU16) -> Best<'a> {
+        let cap = cap.max(1);
+        Best { cap, cut: 0, list: Vec::with_capacity(2 * cap), shared }
     }
 
-    /// Sums below this cannot enter.
+    /// Sums below this cannot enter: this list's cut-off or a higher one of another task.
     #[inline]
-    fn cut(&self) -> u16 {
-        if self.heap.len() < self.cap {
-            0
-        } else {
-            self.heap.peek().map_or(0, |r| r.0 .0 + 1)
-        }
+    fn cut(&mut self) -> u16 {
+        self.cut = self.cut.max(self.shared.load(Ordering::Relaxed));
+        self.cut
     }
 
     #[inline]
     fn offer(&mut self, score: u16, slot: u32) {
-        if self.heap.len() < self.cap {
-            self.heap.push(Reverse((score, slot)));
-        } else if score >= self.cut() {
-            self.heap.pop();
-            self.heap.push(Reverse((score, slot)));
+        if score < self.cut {
+            return;
         }
+        self.list.push((score, slot));
+        if self.list.len() >= 2 * self.cap {
+            self.shrink();
+        }
+    }
+
+    /// Keeps the best `cap` and raises the cut-off to the worst kept.
+    fn shrink(&mut self) {
+        let cap = self.cap;
+        self.list.select_nth_unstable_by(cap - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        self.list.truncate(cap);
+        let worst = self.list.iter().map(|c| c.0).min().unwrap_or(0);
+        self.cut = self.cut.max(worst);
+        self.shared.fetch_max(self.cut, Ordering::Relaxed);
+    }
+
+    /// The best `cap` slots.
+    fn into_slots(mut self) -> Vec<u32> {
+        if self.list.len() > self.cap {
+            self.shrink();
+        }
+        self.list.into_iter().map(|(_, s)| s).collect()
     }
 }
 

@@ -41,7 +41,11 @@ fn assert_all_found(set: &ShardSet, faces: &[(u64, Vec<f32>)]) {
 }
 
 fn failed_shard_after_snapshot(name: &str) -> (ShardSet, Vec<(u64, Vec<f32>)>, std::path::PathBuf) {
-    let o = options(DIMS, 2, Scalar::F32);
+    let mut o = options(DIMS, 2, Scalar::F32);
+    // One refill worker: graph inserts from several threads build a different graph each
+    // run, and with two, 2 runs in 12 left one of these 450 faces unreachable by a search:
+    // the graph's recall, not healing, which is what these tests check.
+    o.threads = 1;
     let set = live_set(&o);
     let mut rng = Rng::new(7);
     let mut all = faces(1, 300, &mut rng);
