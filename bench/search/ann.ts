@@ -1,31 +1,47 @@
 /**
- * Our search index next to FAISS HNSW, hnswlib and exact search, on the same vectors, in one run:
+ * Our search index next to FAISS (HNSW, PQ fast scan, IVF-PQ fast scan, 8-bit scalar, exact) and
+ * hnswlib on the same vectors, every method at the recall@1 target, in one run:
  *
  *   npm run bench:ann -- [--data random|sface] [--n 100000] [--dim 128] [--queries N]
- *       [--kinds f32,f16,i8] [--ef 16,32,64,128,256,512,1024] [--target-recall1 0.99]
- *       [--shards N] [--threads N] [--connectivity M] [--expansion-add EFC] [--near SIGMA]
- *       [--seed N] [--oversample N] [--no-exact] [--exact-queries 200] [--base f16]
- *       [--dump DIR] [--no-ours] [--out FILE_STEM] [-- <more options of the Rust example>]
+ *       [--kinds scan,f32,f16,i8] [--ef 16,32,64,128,256,512,1024,2048,4096,8192] [--rerank 40,64,128,256,512,1024]
+ *       [--target-recall1 0.99]
+ *       [--batch 64] [--shards N] [--threads N] [--connectivity M] [--expansion-add EFC] [--near SIGMA]
+ *       [--seed N] [--oversample N] [--no-exact] [--base scan] [--full-sweep]
+ *       [--methods LIST] [--k-factors 1,2,4,...] [--nlist N] [--nprobes 1,2,4,...] [--ivf-k-factors 16,64]
+ *       [--scan-queries 200] [--dump DIR] [--no-ours] [--out FILE_STEM] [-- <more options of the Rust example>]
  *
- * 1. `cargo run --release -p face-index --example bench -- ... --expansion-search <--ef> --dump DIR`
- *    builds our shards for each kind, sweeps the candidate list over the same graphs, prints a
- *    JSON line per result, and writes the gallery, the queries and their exact top 10 into DIR
- *    (default .bench-out/ann/random-<n>x<dim> or sface-<n>; kept, for `--no-ours` reruns).
- *    --data, --n, --dim (random only; default 128, SFace's), --queries (default the example's:
- *    random 1000, sface every query photo), --kinds, --shards, --threads, --connectivity,
- *    --expansion-add, --near, --seed, --oversample and --no-exact go to it, and everything after
- *    `--` unchanged. Set CARGO_TARGET_DIR as for any cargo command.
- * 2. `bench/.venv/bin/python bench/search/ann-peers.py DIR` builds FAISS IndexHNSWFlat and hnswlib
- *    (inner product) with the same M and efConstruction as ours (usearch's defaults, 16 and
- *    128, or --connectivity / --expansion-add), on --threads threads (default all cores),
- *    sweeps the same efs, and times exact search (numpy, FAISS IndexFlatIP; --exact-queries of
- *    the queries one at a time). Setup once: `sh bench/search/ann-setup.sh`.
- * 3. One table at equal recall: every graph at the smallest swept ef whose recall@1 reaches
- *    --target-recall1, with build faces/s, queries/s one at a time and in a batch, CPU per
- *    query, recall@1/@10 and rank-1, and ratios to ours (--base: `ours-<kind>` as the service
- *    configures it, default f16; else that kind with re-ranking). Then recall and queries/s at
- *    every swept ef. Printed, and written as markdown to <out>.md (default next to the dump,
- *    for bench/RESULTS.md) with every result in <out>.json.
+ * 1. Ours: `cargo run --release -p face-index --example bench -- ... --expansion-search <--ef>
+ *    --rerank <--rerank> --batch <--batch> --target-recall1 <--target-recall1> --dump DIR` builds
+ *    our shards for each kind (`scan`, or a graph of a scalar kind), sweeps the graphs' candidate
+ *    list and the scan's re-ranked candidates, ending a sweep once recall@1 reaches the target
+ *    (--full-sweep drops the stop), prints a JSON line per result, and writes the gallery,
+ *    the queries and their exact top 10 into DIR (default .bench-out/ann/random-<n>x<dim> or
+ *    sface-<n>; kept, for `--no-ours` reruns). --data, --n, --dim (random only; default 128,
+ *    SFace's), --queries (default the example's: random 1000, sface every query photo), --kinds,
+ *    --shards, --threads, --connectivity, --expansion-add, --near, --seed, --oversample and
+ *    --no-exact go to it, and everything after `--` unchanged. Set CARGO_TARGET_DIR as for any
+ *    cargo command.
+ * 2. Peers: `bench/.venv/bin/python bench/search/ann-peers.py DIR` runs every method of --methods
+ *    (default all: faiss-flat, numpy, faiss-hnsw, hnswlib, faiss-pqfs32-refine, faiss-pqfs64-refine,
+ *    faiss-ivfpqfs32-refine, faiss-sq8, faiss-sq8-refine), each in a child process, each swept until
+ *    its recall@1 reaches --target-recall1: HNSW graphs over the --ef list (M and efConstruction as
+ *    ours: usearch's 16 and 128, or --connectivity / --expansion-add), IndexRefineFlat's k_factor
+ *    over --k-factors, IVF's nprobe over --nprobes at each k_factor of --ivf-k-factors. Batch 1 is one
+ *    query per call on one thread (the exhaustive scans time --scan-queries of the queries);
+ *    batch --batch is calls of that many rows on --threads threads. Setup once:
+ *    `sh bench/search/ann-setup.sh`.
+ * 3. One table at equal recall: every method, ours and the peers', at its chosen setting (the
+ *    smallest swept one whose recall@1 reaches the target; a method that never does is listed at
+ *    its best and says so), with recall@1/@10, rank-1, q/s at batch 1 and at batch --batch, p50/p99
+ *    at batch 1, CPU per query, bytes per face (RSS growth over the build, and the index's own),
+ *    build faces/s and training time, and ratios to --base (a method name such as `faiss-hnsw`, or
+ *    one of our kinds: `ours-<kind>` as the service configures it, default scan). Then every swept
+ *    setting of every method. Printed, and written as markdown to <out>.md (default next to the
+ *    dump, for bench/RESULTS.md) with every result line in <out>.json.
+ *
+ * Methods are told apart by their result lines' "method" ("engine" in the Rust example's) and
+ * settings by "setting" (the Rust example's lines: `ef` and any other number not a measurement,
+ * e.g. `rerank`), so a new kind or method needs nothing here.
  *
  * --no-ours skips step 1 and runs the peers alone on an existing --dump.
  */
@@ -36,13 +52,46 @@ import { findProjectRoot } from '../../src/config.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
 import { describeMachine, machineLine, type Machine } from '../lib/machine.js';
 
-const USAGE = `npm run bench:ann -- [--data random|sface] [--n 100000] [--dim 128] [--queries N] [--kinds f32,f16,i8]
-    [--ef 16,32,64,128,256,512,1024] [--target-recall1 0.99] [--shards N] [--threads N] [--connectivity M]
-    [--expansion-add EFC] [--near SIGMA] [--seed N] [--oversample N] [--no-exact] [--exact-queries 200] [--base f16]
-    [--dump DIR] [--no-ours] [--out FILE_STEM] [-- <more options of the Rust example>]`;
+const USAGE = `npm run bench:ann -- [--data random|sface] [--n 100000] [--dim 128] [--queries N] [--kinds scan,f32,f16,i8] [--rerank 40,64,...]
+    [--ef 16,32,64,128,256,512,1024,2048,4096,8192] [--target-recall1 0.99] [--batch 64] [--shards N] [--threads N]
+    [--connectivity M] [--expansion-add EFC] [--near SIGMA] [--seed N] [--oversample N] [--no-exact] [--base scan]
+    [--full-sweep] [--methods LIST] [--k-factors 1,2,4,...] [--nlist N] [--nprobes 1,2,4,...] [--ivf-k-factors 16,64]
+    [--scan-queries 200] [--dump DIR] [--no-ours] [--out FILE_STEM] [-- <more options of the Rust example>]`;
 
-const VALUED = ['n', 'dim', 'queries', 'data', 'kinds', 'ef', 'target-recall1', 'shards', 'near', 'seed', 'oversample', 'connectivity', 'expansion-add', 'threads', 'exact-queries', 'base', 'dump', 'out'];
-const FLAGS = ['no-exact', 'no-ours'];
+const VALUED = [
+  'n',
+  'dim',
+  'queries',
+  'data',
+  'kinds',
+  'ef',
+  'rerank',
+  'target-recall1',
+  'batch',
+  'shards',
+  'near',
+  'seed',
+  'oversample',
+  'connectivity',
+  'expansion-add',
+  'threads',
+  'scan-queries',
+  'exact-queries',
+  'base',
+  'methods',
+  'k-factors',
+  'nlist',
+  'nprobes',
+  'ivf-k-factors',
+  'dump',
+  'out',
+];
+const FLAGS = ['no-exact', 'no-ours', 'full-sweep'];
+const DEFAULT_EF = '16,32,64,128,256,512,1024,2048,4096,8192';
+/** Our kinds: the scan, and graphs of each scalar kind. */
+const DEFAULT_KINDS = 'scan,f32,f16,i8';
+/** The scan's re-ranked candidates per query (at least 4 x the 10 results asked: 40). */
+const DEFAULT_RERANK = '40,64,128,256,512,1024';
 
 export interface AnnOptions {
   n: number;
@@ -52,16 +101,19 @@ export interface AnnOptions {
   kinds: string;
   ef: string;
   targetRecall1: number;
+  batch: number;
   connectivity?: number;
   expansionAdd?: number;
   threads?: number;
-  exactQueries: number;
   base: string;
   dump: string;
   out: string;
   ours: boolean;
+  fullSweep: boolean;
   /** Options for the Rust example: the ones named above that it takes, then everything after `--`. */
   rustArgs: string[];
+  /** Options for ann-peers.py after the dump folder. */
+  peerArgs: string[];
 }
 
 export function parseCli(argv: string[]): AnnOptions {
@@ -74,6 +126,10 @@ export function parseCli(argv: string[]): AnnOptions {
     if (!Number.isInteger(v) || v < 0) throw new Error(`--${k} must be a whole number, got ${o[k]}`);
     return v;
   };
+  const list = (k: string) => {
+    if (o[k] !== undefined && !/^\d+(,\d+)*$/.test(o[k])) throw new Error(`--${k} must be a list like 1,2,4, got ${o[k]}`);
+    return o[k];
+  };
   const root = findProjectRoot();
   const n = int('n', 100_000)!;
   const data = o.data;
@@ -82,81 +138,152 @@ export function parseCli(argv: string[]): AnnOptions {
   const dim = int('dim', data === 'sface' ? undefined : 128);
   const stem = data === 'sface' ? `sface-${n}` : `random-${n}x${dim}`;
   const dump = path.resolve(o.dump ?? path.join(root, '.bench-out', 'ann', stem));
-  const ef = o.ef ?? '16,32,64,128,256,512,1024';
-  if (!/^\d+(,\d+)*$/.test(ef)) throw new Error(`--ef must be a list like 64,128,256, got ${ef}`);
+  const ef = list('ef') ?? DEFAULT_EF;
   const target = Number(o['target-recall1'] ?? 0.99);
   if (!(target > 0 && target <= 1)) throw new Error(`--target-recall1 must be in (0, 1], got ${o['target-recall1']}`);
-  const rustArgs = ['--n', String(n), '--kinds', o.kinds ?? 'f32,f16,i8', '--expansion-search', ef];
+  const batch = int('batch', 64)!;
+  const fullSweep = Boolean(o['full-sweep']);
+
+  const rerank = list('rerank') ?? DEFAULT_RERANK;
+  const rustArgs = ['--n', String(n), '--kinds', o.kinds ?? DEFAULT_KINDS, '--expansion-search', ef, '--rerank', rerank, '--batch', String(batch)];
+  if (!fullSweep) rustArgs.push('--target-recall1', String(target));
   if (dim !== undefined) rustArgs.push('--dim', String(dim));
   for (const k of ['data', 'queries', 'shards', 'near', 'seed', 'oversample', 'connectivity', 'expansion-add', 'threads']) if (o[k] !== undefined) rustArgs.push(`--${k}`, o[k]);
   if (o['no-exact']) rustArgs.push('--no-exact');
   rustArgs.push(...extra, '--dump', dump);
+
+  const scanQueries = int('scan-queries', int('exact-queries', 200))!;
+  const peerArgs = ['--efs', ef, '--target-recall1', String(target), '--batch', String(batch), '--scan-queries', String(scanQueries)];
+  const connectivity = int('connectivity');
+  const expansionAdd = int('expansion-add');
+  const threads = int('threads');
+  if (connectivity) peerArgs.push('--m', String(connectivity));
+  if (expansionAdd) peerArgs.push('--ef-construction', String(expansionAdd));
+  if (threads) peerArgs.push('--threads', String(threads));
+  if (o.methods !== undefined) peerArgs.push('--methods', o.methods);
+  for (const k of ['k-factors', 'nprobes', 'ivf-k-factors']) if (list(k) !== undefined) peerArgs.push(`--${k}`, o[k]);
+  if (int('nlist') !== undefined) peerArgs.push('--nlist', o.nlist);
+  if (fullSweep) peerArgs.push('--full-sweep');
   return {
     n,
     dim,
     queries: int('queries'),
     data,
-    kinds: o.kinds ?? 'f32,f16,i8',
+    kinds: o.kinds ?? DEFAULT_KINDS,
     ef,
     targetRecall1: target,
-    connectivity: int('connectivity'),
-    expansionAdd: int('expansion-add'),
-    threads: int('threads'),
-    exactQueries: int('exact-queries', 200)!,
-    base: o.base ?? 'f16',
+    batch,
+    connectivity,
+    expansionAdd,
+    threads,
+    base: o.base ?? 'scan',
     dump,
     out: path.resolve(o.out ?? path.join(root, '.bench-out', 'ann', stem)),
     ours: !o['no-ours'],
+    fullSweep,
     rustArgs,
+    peerArgs,
   };
 }
 
-/** One result line, as bench/search/ann-peers.py prints it (and as the Rust example's JSON lines are read). */
+/** What a method was searched with: `{"ef": 512}`, `{"k_factor": 16}`, `{"nprobe": 64, "k_factor": 16}`; `{}` for none. */
+export type Setting = Record<string, number>;
+
+/** A built index, from ann-peers.py or the Rust example. */
 export interface BuildLine {
   type: 'build';
-  engine: string;
+  method: string;
   label: string;
   n?: number;
   dims?: number;
   threads?: number | null;
+  train_s?: number | null;
+  add_s?: number | null;
   build_s: number;
+  /** Faces added per second (after any training). */
   faces_per_s?: number | null;
   build_cpu_s?: number | null;
+  /** Resident-set growth over the build, per face. */
   rss_bytes_per_face?: number | null;
+  /** What the index holds per face by its own sizes (the peers: codes, refine vectors, links, ids). */
+  code_bytes_per_face?: number | null;
+  /** Ours: the shards' memory by usearch, per face. */
+  memory_bytes_per_face?: number | null;
   version?: string;
-  call_us?: number;
+  call_us?: number | null;
 }
 
+/** One method at one setting. */
 export interface SearchLine {
   type: 'search';
-  engine: string;
+  method: string;
   label: string;
-  ef: number | null;
+  setting: Setting;
   recall1: number;
   recall10: number;
+  /** Identification rate where the dump names persons: the top hit is the query's own person. */
+  rank1?: number | null;
+  /** Batch 1: one query per call. */
   qps1?: number | null;
   p50_ms: number;
   p99_ms: number;
   cpu_s_per_query1?: number | null;
-  qps_batch?: number | null;
-  cpu_s_per_query_batch?: number | null;
-  threads_batch?: number | null;
   /** Threads one query may use (ours searches its shards in parallel). */
   threads1?: number | null;
-  /** Identification rate where the dump names persons: the top hit is the query's own person. */
-  rank1?: number | null;
+  /** Rows per call of the batched pass, and its figures. */
+  batch?: number | null;
+  qps_batch?: number | null;
+  batch_p50_ms?: number | null;
+  batch_p99_ms?: number | null;
+  cpu_s_per_query_batch?: number | null;
+  threads_batch?: number | null;
   /** Queries/s from two client threads (ours). */
   qps2?: number | null;
 }
 
-type Line = BuildLine | SearchLine | { type: string; [k: string]: unknown };
+export type Line = BuildLine | SearchLine | { type: string; [k: string]: unknown };
+
+/** Fields of a search line that are measurements or bookkeeping; any other number in a line without `setting` is a setting. */
+const MEASURED = new Set([
+  'recall1',
+  'recall10',
+  'recall1_batch',
+  'recall10_batch',
+  'rank1',
+  'rank1_exact',
+  'qps1',
+  'qps2',
+  'qps_batch',
+  'p50_ms',
+  'p99_ms',
+  'batch_p50_ms',
+  'batch_p99_ms',
+  'cpu_s_per_query1',
+  'cpu_s_per_query_batch',
+  'threads1',
+  'threads_batch',
+  'threads',
+  'batch',
+  'queries',
+  'timed_single',
+  'n',
+  'dims',
+]);
+
+/** The setting of a result line: its `setting`, else `ef` and every other number that is not a measurement. */
+export function settingOf(line: Record<string, unknown>): Setting {
+  if (line.setting && typeof line.setting === 'object') return line.setting as Setting;
+  const s: Setting = {};
+  for (const [k, v] of Object.entries(line)) if (typeof v === 'number' && Number.isFinite(v) && !MEASURED.has(k)) s[k] = v;
+  return s;
+}
 
 /**
- * Engine key of one of our rows from its label, as the Rust example names them: `ours-<kind>` for
+ * Method name of one of our rows from its label, for output without JSON lines: `ours-<kind>` for
  * each kind as the service configures it (f32; f16 without re-ranking; i8 with it), then
  * `ours-f16-rerank`, `ours-i8-norerank`, and `ours-exact` for its exact scan.
  */
-function oursEngine(label: string): string {
+function oursMethod(label: string): string {
   if (/exact scan|brute/.test(label)) return 'ours-exact';
   const m = /usearch (f32|f16|i8)( \+rerank)?/.exec(label);
   if (!m) return `ours-${label}`;
@@ -164,6 +291,21 @@ function oursEngine(label: string): string {
   if (kind === 'f16' && rerank) return 'ours-f16-rerank';
   if (kind === 'i8' && !rerank) return 'ours-i8-norerank';
   return `ours-${kind}`;
+}
+
+/** A result line as the tables read it: `method` (from the Rust example's `engine`) and `setting` filled in. */
+export function normalise(l: Line): Line {
+  if (l.type !== 'build' && l.type !== 'search' && l.type !== 'chosen') return l;
+  const raw = l as Record<string, unknown>;
+  const named = String(raw.method ?? raw.engine ?? raw.label);
+  const ours = raw.method === undefined && !named.startsWith('ours') ? oursMethod(String(raw.label ?? named)) : named;
+  const out: Record<string, unknown> = { ...raw, method: ours };
+  delete out.engine;
+  if (l.type === 'search') {
+    out.setting = settingOf(raw);
+    delete out.ef;
+  }
+  return out as Line;
 }
 
 /** Rows of the markdown tables in `text` whose header's first cell is `first`, as column name → cell. */
@@ -183,10 +325,10 @@ function tableRows(text: string, first: string): Record<string, string>[] {
 }
 
 /**
- * Our numbers from the Rust example's stdout. JSON lines (`{"type": "build" | "search", ...}` with
- * the fields of BuildLine and SearchLine) are used when it prints them; otherwise its two
- * markdown tables: `| index | build s | faces/s | RSS B/f | ...` and `| search | ef | p50 ms 1c |
- * p99 ms 1c | QPS 1c | ... | QPS batch | recall@1 | recall@10 | rank-1 |`, which give no CPU time.
+ * Our numbers from the Rust example's stdout. JSON lines (`{"type": "build" | "search", "engine":
+ * "ours-...", ...}`) are used when it prints them; otherwise its two markdown tables:
+ * `| index | build s | faces/s | RSS B/f | ...` and `| search | ef | p50 ms 1c | p99 ms 1c | QPS 1c |
+ * ... | QPS batch | recall@1 | recall@10 | rank-1 |`, which give no CPU time.
  */
 export function parseOurs(text: string): Line[] {
   const json = text
@@ -194,9 +336,7 @@ export function parseOurs(text: string): Line[] {
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as Line)
     .filter((l) => l.type === 'build' || l.type === 'search');
-  if (json.length) {
-    return json.map((l) => (typeof l.engine === 'string' && l.engine.startsWith('ours') ? l : { ...l, engine: oursEngine(String(l.label ?? l.engine)) }));
-  }
+  if (json.length) return json.map(normalise);
   // "faces N dims D queries Q cores C shards S, ...": one query fans out over the shards, a batch over the cores.
   const head = /faces (\d+) dims (\d+) queries (\d+) cores (\d+) shards (\d+)/.exec(text);
   const [n, dims, , cores, shards] = head ? head.slice(1).map(Number) : [NaN, NaN, NaN, NaN, NaN];
@@ -205,7 +345,7 @@ export function parseOurs(text: string): Line[] {
   for (const r of tableRows(text, 'index')) {
     out.push({
       type: 'build',
-      engine: oursEngine(r.index),
+      method: oursMethod(r.index),
       label: `ours: ${r.index}`,
       n,
       dims,
@@ -214,15 +354,16 @@ export function parseOurs(text: string): Line[] {
       faces_per_s: value(r['faces/s']),
       rss_bytes_per_face: value(r['RSS B/f']),
       memory_bytes_per_face: value(r['memory B/f']),
-    } as BuildLine);
+    } satisfies BuildLine);
   }
   for (const r of tableRows(text, 'search')) {
-    const engine = oursEngine(r.search);
+    const method = oursMethod(r.search);
+    const ef = method === 'ours-exact' ? null : value(r.ef);
     out.push({
       type: 'search',
-      engine,
-      label: engine === 'ours-exact' ? 'ours: exact scan f32' : `ours: ${r.search}`,
-      ef: engine === 'ours-exact' ? null : value(r.ef),
+      method,
+      label: method === 'ours-exact' ? 'ours: exact scan f32' : `ours: ${r.search}`,
+      setting: ef === null ? {} : { ef },
       recall1: Number(r['recall@1']),
       recall10: Number(r['recall@10']),
       rank1: value(r['rank-1']),
@@ -230,10 +371,10 @@ export function parseOurs(text: string): Line[] {
       p50_ms: Number(r['p50 ms 1c']),
       p99_ms: Number(r['p99 ms 1c']),
       qps_batch: value(r['QPS batch']),
-      threads_batch: engine === 'ours-exact' ? null : cores,
-      threads1: engine === 'ours-exact' ? 1 : shards,
+      threads_batch: method === 'ours-exact' ? null : cores,
+      threads1: method === 'ours-exact' ? 1 : shards,
       qps2: value(r['QPS 2c']),
-    } as SearchLine);
+    } satisfies SearchLine);
   }
   return out;
 }
@@ -255,104 +396,132 @@ function run(cmd: string, args: string[], cwd: string): Promise<string> {
 export interface Chosen {
   search: SearchLine;
   build?: BuildLine;
+  /** False: no swept setting reaches the target; `search` is the best one. */
   reached: boolean;
+  /** Settings swept, smallest first. */
+  swept: SearchLine[];
 }
 
-/**
- * The recall@1 the graphs are compared at: the target, or, when some graph stays below it at
- * every swept ef, the best recall@1 of the weakest graph, so that every graph is still taken at
- * (about) the same recall rather than each at its own best.
- */
-export function commonRecall1(lines: Line[], target: number): number {
-  const graphs = lines.filter((l): l is SearchLine => l.type === 'search' && l.ef !== null);
-  const best = new Map<string, number>();
-  for (const s of graphs) best.set(s.engine, Math.max(best.get(s.engine) ?? 0, s.recall1));
-  return Math.min(target, ...best.values());
+/** Orders settings by their values, key by key in the order written: the smaller setting first. */
+function bySetting(a: SearchLine, b: SearchLine): number {
+  const av = Object.values(a.setting);
+  const bv = Object.values(b.setting);
+  for (let i = 0; i < Math.max(av.length, bv.length); i++) {
+    const d = (av[i] ?? -Infinity) - (bv[i] ?? -Infinity);
+    if (d) return d;
+  }
+  return 0;
 }
 
-/** Per engine: the smallest ef whose recall@1 reaches `bar` (else its best row); exact rows as they are. */
-export function choose(lines: Line[], bar: number): Map<string, Chosen> {
+/** Per method: the smallest setting whose recall@1 reaches `target`, else its best one. */
+export function choose(lines: Line[], target: number): Map<string, Chosen> {
   const searches = lines.filter((l): l is SearchLine => l.type === 'search');
   const builds = lines.filter((l): l is BuildLine => l.type === 'build');
   const chosen = new Map<string, Chosen>();
-  for (const engine of [...new Set(searches.map((s) => s.engine))]) {
-    const mine = searches.filter((s) => s.engine === engine).sort((a, b) => (a.ef ?? 0) - (b.ef ?? 0));
-    const hit = mine.find((s) => s.recall1 >= bar);
-    const best = hit ?? [...mine].sort((a, b) => b.recall1 - a.recall1 || b.recall10 - a.recall10)[0];
-    chosen.set(engine, { search: best, build: builds.find((b) => b.engine === engine), reached: hit !== undefined });
+  for (const method of [...new Set(searches.map((s) => s.method))]) {
+    const swept = searches.filter((s) => s.method === method).sort(bySetting);
+    const hit = swept.find((s) => s.recall1 >= target);
+    const best = hit ?? [...swept].sort((a, b) => b.recall1 - a.recall1 || b.recall10 - a.recall10)[0];
+    chosen.set(method, { search: best, build: builds.find((b) => b.method === method), reached: hit !== undefined, swept });
   }
   return chosen;
 }
 
-const ORDER = ['ours-f32', 'ours-f16', 'ours-f16-rerank', 'ours-i8', 'ours-i8-norerank', 'faiss', 'hnswlib', 'ours-exact', 'numpy', 'faiss-flat'];
-const rank = (e: string) => (ORDER.includes(e) ? ORDER.indexOf(e) : ORDER.length);
-const num = (v: number | null | undefined, digits: number) => (v === null || v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(digits));
-const int = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '–' : Math.round(v).toLocaleString('en-US'));
-const ratio = (v: number | null | undefined, base: number | null | undefined) => (v && base && Number.isFinite(v) && Number.isFinite(base) ? `${(v / base).toFixed(2)}x` : '–');
-
-/** The equal-recall table and the sweep table, as markdown. */
-/** Our engine that ratios are taken against: `ours-<kind>` itself, else that kind with re-ranking. */
-export function baseEngine(chosen: Map<string, Chosen>, kind: string): string {
-  const exact = `ours-${kind}`;
-  return chosen.has(exact) ? exact : [...chosen.keys()].find((k) => k.startsWith(exact)) ?? exact;
+/** Our method that ratios are taken against: `base` itself, else `ours-<base>`, else that kind with a suffix (re-ranking). */
+export function baseMethod(chosen: Map<string, Chosen>, base: string): string {
+  if (chosen.has(base)) return base;
+  const ours = `ours-${base}`;
+  return chosen.has(ours) ? ours : [...chosen.keys()].find((k) => k.startsWith(ours)) ?? ours;
 }
 
-export function tables(chosen: Map<string, Chosen>, lines: Line[], baseEngine: string, target: number): string {
-  const base = chosen.get(baseEngine);
-  const out: string[] = [];
-  out.push(
-    `| method | ef | recall@1 | recall@10 | rank-1 | build faces/s (threads) | RSS B/face | q/s, 1 query at a time | p50 ms | p99 ms | CPU µs/query | q/s, one batch (threads) | CPU µs/query, batch | build vs ours | q/s vs ours | p50 vs ours | batch q/s vs ours | CPU/query vs ours |`,
-    `|${'---|'.repeat(18)}`,
-  );
-  for (const [engine, c] of [...chosen].sort((a, b) => rank(a[0]) - rank(b[0]))) {
+const EXACT = new Set(['ours-exact', 'numpy', 'faiss-flat']);
+/** Ours first, then the peers, then the exact scans; otherwise in the order they ran. */
+function group(method: string): number {
+  return EXACT.has(method) ? 2 : method.startsWith('ours') ? 0 : 1;
+}
+const num = (v: number | null | undefined, digits: number, scale = 1) => (v === null || v === undefined || !Number.isFinite(v) ? '–' : (v * scale).toFixed(digits));
+const int = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? '–' : Math.round(v).toLocaleString('en-US'));
+const ratio = (v: number | null | undefined, base: number | null | undefined) => (v && base && Number.isFinite(v) && Number.isFinite(base) ? `${(v / base).toFixed(2)}x` : '–');
+export const settingText = (s: Setting) =>
+  Object.entries(s)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+const row = (cells: string[]) => `| ${cells.join(' | ')} |`;
+/** Bytes per face the index itself holds: the peers' codes (and refine vectors, links), ours by usearch. */
+const indexBytes = (b: BuildLine | undefined) => b?.code_bytes_per_face ?? b?.memory_bytes_per_face;
+
+/** The equal-recall table and the table of every swept setting, as markdown. */
+export function tables(chosen: Map<string, Chosen>, base: string, target: number, batch: number): string {
+  const b0 = chosen.get(base);
+  const order = [...chosen].sort((a, b) => group(a[0]) - group(b[0]));
+  const vsBase = (engine: string, v: number | null | undefined, bv: number | null | undefined) => (engine === base ? '1.00x' : ratio(v, bv));
+  const out: string[] = [
+    row([
+      'method',
+      'setting',
+      'recall@1',
+      'recall@10',
+      'rank-1',
+      'q/s, batch 1',
+      'p50 ms',
+      'p99 ms',
+      `q/s, batch ${batch} (threads)`,
+      'CPU µs/query, batch 1',
+      `CPU µs/query, batch ${batch}`,
+      'RSS B/face',
+      'index B/face',
+      'build faces/s (threads)',
+      'train s',
+      'q/s 1 vs base',
+      `q/s ${batch} vs base`,
+      'p50 vs base',
+      'CPU/query vs base',
+      'index B/face vs base',
+    ]),
+    `|${'---|'.repeat(20)}`,
+  ];
+  for (const [method, c] of order) {
     const s = c.search;
     const b = c.build;
-    const exact = s.ef === null;
-    const ef = exact ? '' : `${s.ef}${c.reached ? '' : ' (below target)'}`;
+    const exact = EXACT.has(method);
+    const setting = exact ? 'exact' : c.reached ? settingText(s.setting) || '–' : `**never reaches ${target}**${settingText(s.setting) ? `; best: ${settingText(s.setting)}` : ' (one setting)'}`;
     const threads1 = s.threads1 && s.threads1 > 1 ? ` (${s.threads1} threads)` : '';
     out.push(
-      [
+      row([
         s.label,
-        ef,
+        setting,
         num(s.recall1, 3),
         num(s.recall10, 3),
         num(s.rank1, 3),
-        !exact && b && b.faces_per_s ? `${int(b.faces_per_s)}${b.threads ? ` (${b.threads})` : ''}` : '–',
-        int(b?.rss_bytes_per_face),
         `${int(s.qps1)}${threads1}`,
         num(s.p50_ms, 3),
         num(s.p99_ms, 3),
-        num(s.cpu_s_per_query1 === undefined || s.cpu_s_per_query1 === null ? null : s.cpu_s_per_query1 * 1e6, 1),
         s.qps_batch ? `${int(s.qps_batch)}${s.threads_batch ? ` (${s.threads_batch})` : ''}` : '–',
-        num(s.cpu_s_per_query_batch === undefined || s.cpu_s_per_query_batch === null ? null : s.cpu_s_per_query_batch * 1e6, 1),
-        engine === baseEngine ? '1.00x' : exact ? '–' : ratio(b?.faces_per_s, base?.build?.faces_per_s),
-        engine === baseEngine ? '1.00x' : ratio(s.qps1, base?.search.qps1),
-        engine === baseEngine ? '1.00x' : ratio(s.p50_ms, base?.search.p50_ms),
-        engine === baseEngine ? '1.00x' : ratio(s.qps_batch, base?.search.qps_batch),
-        engine === baseEngine ? '1.00x' : ratio(s.cpu_s_per_query1, base?.search.cpu_s_per_query1),
-      ]
-        .join(' | ')
-        .replace(/^/, '| ')
-        .replace(/$/, ' |'),
+        num(s.cpu_s_per_query1, 1, 1e6),
+        num(s.cpu_s_per_query_batch, 1, 1e6),
+        int(b?.rss_bytes_per_face),
+        int(indexBytes(b)),
+        b?.faces_per_s ? `${int(b.faces_per_s)}${b.threads ? ` (${b.threads})` : ''}` : '–',
+        b?.train_s ? num(b.train_s, 1) : '–',
+        vsBase(method, s.qps1, b0?.search.qps1),
+        vsBase(method, s.qps_batch, b0?.search.qps_batch),
+        vsBase(method, s.p50_ms, b0?.search.p50_ms),
+        vsBase(method, s.cpu_s_per_query1, b0?.search.cpu_s_per_query1),
+        vsBase(method, indexBytes(b), indexBytes(b0?.build)),
+      ]),
     );
   }
-  // Sweep: one row per ef, one column per graph: recall@1 / recall@10 / q/s one at a time.
-  const searches = lines.filter((l): l is SearchLine => l.type === 'search' && l.ef !== null);
-  const engines = [...new Set(searches.map((s) => s.engine))].sort((a, b) => rank(a) - rank(b));
-  const efs = [...new Set(searches.map((s) => s.ef as number))].sort((a, b) => a - b);
-  if (efs.length) {
-    const label = (e: string) => searches.find((s) => s.engine === e)!.label;
-    out.push('', `Every swept ef: recall@1 / recall@10 / queries/s one at a time (or p50 where a method gives no rate; bold: the ef of the table above, the smallest with recall@1 ≥ ${target.toFixed(3)}).`, '');
-    out.push(`| ef | ${engines.map(label).join(' | ')} |`, `|${'---|'.repeat(engines.length + 1)}`);
-    for (const ef of efs) {
-      const cells = engines.map((e) => {
-        const s = searches.find((x) => x.engine === e && x.ef === ef);
-        if (!s) return '';
-        const speed = s.qps1 ? int(s.qps1) : `p50 ${num(s.p50_ms, 3)} ms`;
-        const text = `${s.recall1.toFixed(3)} / ${s.recall10.toFixed(3)} / ${speed}`;
-        return chosen.get(e)?.search === s ? `**${text}**` : text;
-      });
-      out.push(`| ${ef} | ${cells.join(' | ')} |`);
+  out.push(
+    '',
+    `Every swept setting, smallest first (bold: the one above; a sweep ends at the first setting reaching recall@1 ${target} unless --full-sweep).`,
+    '',
+    row(['method', 'setting', 'recall@1', 'recall@10', 'q/s, batch 1', 'p50 ms', `q/s, batch ${batch}`, 'CPU µs/query, batch 1']),
+    `|${'---|'.repeat(8)}`,
+  );
+  for (const [, c] of order) {
+    for (const s of c.swept) {
+      const cells = [num(s.recall1, 3), num(s.recall10, 3), int(s.qps1), num(s.p50_ms, 3), int(s.qps_batch), num(s.cpu_s_per_query1, 1, 1e6)];
+      out.push(row([s.label, settingText(s.setting) || '–', ...(s === c.search ? cells.map((x) => `**${x}**`) : cells)]));
     }
   }
   return out.join('\n');
@@ -362,9 +531,10 @@ function versionsFrom(lines: Line[]): Record<string, string> {
   const v: Record<string, string> = {};
   for (const l of lines) {
     if (l.type !== 'build' || typeof l.version !== 'string') continue;
-    if (l.engine === 'faiss' || l.engine === 'faiss-flat') v['faiss-cpu'] = l.version;
-    if (l.engine === 'hnswlib') v.hnswlib = l.version;
-    if (l.engine === 'numpy') v.numpy = l.version;
+    const m = String(l.method);
+    if (m.startsWith('faiss')) v['faiss-cpu'] = l.version;
+    if (m === 'hnswlib') v.hnswlib = l.version;
+    if (m === 'numpy') v.numpy = l.version;
   }
   return v;
 }
@@ -376,23 +546,30 @@ interface PeersMeta {
   M: number;
   ef_construction: number;
   threads: number;
+  batch: number;
+  scan_queries: number;
   machine: { python: string };
   dataset?: { about?: Record<string, string> };
 }
 
-export function markdown(o: AnnOptions, machine: Machine, lines: Line[], target: number): string {
+/** Methods that never reach `target` in their sweep, by label. */
+export function shortOf(chosen: Map<string, Chosen>): string[] {
+  return [...chosen.values()].filter((c) => !c.reached).map((c) => `${c.search.label} (best recall@1 ${c.search.recall1.toFixed(3)} at ${settingText(c.search.setting) || 'its one setting'})`);
+}
+
+export function markdown(o: AnnOptions, machine: Machine, lines: Line[]): string {
+  const target = o.targetRecall1;
   const meta = lines.find((l) => l.type === 'meta') as PeersMeta | undefined;
-  const bar = commonRecall1(lines, target);
-  const chosen = choose(lines, bar);
-  const short = [...choose(lines, target).values()].filter((c) => !c.reached && c.search.ef !== null).map((c) => c.search.label);
-  const base = baseEngine(chosen, o.base);
+  const chosen = choose(lines, target);
+  const base = baseMethod(chosen, o.base);
+  const short = shortOf(chosen);
   const command = ['npm run bench:ann --', ...process.argv.slice(2)].join(' ');
   const calls = lines
-    .filter((l): l is BuildLine => l.type === 'build' && typeof l.call_us === 'number' && (l.engine === 'faiss' || l.engine === 'hnswlib'))
+    .filter((l): l is BuildLine => l.type === 'build' && typeof l.call_us === 'number')
     .map((l) => `${l.label} ${l.call_us!.toFixed(1)} µs`)
     .join(', ');
-  const ours = [...chosen.values()].find((c) => c.search.engine.startsWith('ours-') && c.search.engine !== 'ours-exact' && c.search.threads1);
-  const oursCpu = [...chosen.values()].some((c) => c.search.engine.startsWith('ours-') && typeof c.search.cpu_s_per_query1 === 'number');
+  const ours = [...chosen.values()].find((c) => c.search.method.startsWith('ours-') && c.search.method !== 'ours-exact' && c.search.threads1);
+  const oursCpu = [...chosen.values()].some((c) => c.search.method.startsWith('ours-') && typeof c.search.cpu_s_per_query1 === 'number');
   const about = Object.entries(meta?.dataset?.about ?? {})
     .map(([k, v]) => `${k}: ${v}`)
     .join('; ');
@@ -401,8 +578,9 @@ export function markdown(o: AnnOptions, machine: Machine, lines: Line[], target:
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
   const n = meta?.n ?? o.n;
+  const threads = meta?.threads ?? machine.cores;
   const text = [
-    `## Search index against FAISS HNSW and hnswlib: \`${command}\``,
+    `## Search index against FAISS and hnswlib at recall@1 ${target}: \`${command}\``,
     '',
     `${machine.date.slice(0, 16).replace('T', ' ')} UTC, ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB.toFixed(0)} GiB, ${machine.os}, ` +
       `1-minute load ${machine.loadPerCore.toFixed(2)} per core at the start; ${versions}${meta ? `, Python ${meta.machine.python}` : ''}.`,
@@ -411,19 +589,21 @@ export function markdown(o: AnnOptions, machine: Machine, lines: Line[], target:
       `${about ? ` (${about})` : ''}. Every method searches the same vectors (the Rust example's \`--dump\`) and is scored against the same exact top 10; ` +
       `rank-1, where the data has persons, counts a query whose top hit is its own person's enrolled photo. ` +
       `Graphs: inner product, M ${meta?.M ?? o.connectivity ?? 16}, efConstruction ${meta?.ef_construction ?? o.expansionAdd ?? 128}. ` +
+      `Each method is swept from its cheapest setting up and shown at the first whose recall@1 reaches ${target}` +
+      (short.length ? `; these never do within their sweep and are shown at their best: ${short.join('; ')}` : '') +
+      '. ' +
       (o.ours
-        ? `Ours: ${o.kinds} on ${ours?.search.threads1 ?? '?'} shards built in parallel; "1 query at a time" is one client thread, each query searching the shards in parallel ` +
-          `(${ours?.search.threads1 ?? '?'} threads), queries/s over the whole pass; "batch" is \`search_batch\` in batches of 64 on the set's pool (${ours?.search.threads_batch ?? '?'} threads); ` +
-          (oursCpu ? `CPU per query from /proc (10 ms ticks over the pass). ` : `the example reported no CPU time. `)
+        ? `Ours: ${o.kinds} on ${ours?.search.threads1 ?? '?'} shards built in parallel; batch 1 is one client thread, each query searching the shards in parallel ` +
+          `(${ours?.search.threads1 ?? '?'} threads), queries/s over the whole pass; batch ${o.batch} is \`search_batch\` on the set's pool (${ours?.search.threads_batch ?? '?'} threads); ` +
+          (oursCpu ? `CPU per query from /proc (10 ms ticks over the pass); index B/face is the shards' memory by usearch. ` : `the example reported no CPU time. `)
         : 'Ours not run here (`--no-ours`). ') +
-      `Peers: built on ${meta?.threads ?? machine.cores} threads; "1 query at a time" is one call per query on one thread, queries/s = queries / summed call time ` +
-      `(including the Python binding's cost per call: ${calls || 'not measured'}); "batch" is all queries in one call on ${meta?.threads ?? machine.cores} threads; ` +
-      `CPU per query is the process's CPU time over the pass. Each graph at the smallest swept ef whose recall@1 reaches ${bar.toFixed(3)}` +
-      (bar < target ? ` (the best of the weakest graph: ${short.join(', ')} stayed below the asked ${target} at every swept ef)` : '') +
-      '; ' +
-      `ratios against ${chosen.get(base)?.search.label ?? `ours ${o.base} (not run)`}.`,
+      `Peers: built on ${threads} threads; batch 1 is one call per query on one thread, queries/s = queries / summed call time ` +
+      `(the exhaustive scans time ${meta?.scan_queries ?? '?'} queries; every call includes the Python binding's cost: ${calls || 'not measured'}); ` +
+      `batch ${meta?.batch ?? o.batch} is calls of that many rows on ${threads} threads; CPU per query is the process's CPU time over the pass; ` +
+      `index B/face is FAISS's code size (plus the f32 vectors of IndexRefineFlat, IVF ids and centroids, HNSW links), hnswlib's index file size. ` +
+      `Ratios against ${chosen.get(base)?.search.label ?? `${base} (not run)`}.`,
     '',
-    tables(chosen, lines, base, bar),
+    tables(chosen, base, target, o.batch),
   ];
   return text.join('\n');
 }
@@ -442,27 +622,24 @@ async function main(o: AnnOptions): Promise<number> {
     const ours = parseOurs(text);
     if (!ours.length) throw new Error('no result rows in the output of the Rust example');
     lines.push(...ours);
-  } else if (!existsSync(o.dump)) {
-    throw new Error(`--no-ours needs an existing --dump folder, ${o.dump} is missing`);
+  } else if (!existsSync(path.join(o.dump, 'dataset.json'))) {
+    throw new Error(`--no-ours needs an existing --dump folder, ${o.dump} has no dataset.json`);
   }
-  const peerArgs = [path.join(root, 'bench/search/ann-peers.py'), o.dump, '--efs', o.ef, '--target-recall1', String(o.targetRecall1), '--exact-queries', String(o.exactQueries)];
-  if (o.connectivity) peerArgs.push('--m', String(o.connectivity));
-  if (o.expansionAdd) peerArgs.push('--ef-construction', String(o.expansionAdd));
-  if (o.threads) peerArgs.push('--threads', String(o.threads));
+  const peerArgs = [path.join(root, 'bench/search/ann-peers.py'), o.dump, ...o.peerArgs];
   process.stderr.write(`peers: ${py} ${peerArgs.join(' ')}\n`);
   const peers = await run(py, peerArgs, root);
-  for (const l of peers.split('\n')) if (l.startsWith('{')) lines.push(JSON.parse(l) as Line);
+  for (const l of peers.split('\n')) if (l.startsWith('{')) lines.push(normalise(JSON.parse(l) as Line));
 
   const machine = { ...start, versions: { ...start.versions, ...versionsFrom(lines) } };
-  const md = markdown(o, machine, lines, o.targetRecall1);
+  const md = markdown(o, machine, lines);
   console.log(machineLine(machine));
   console.log();
   console.log(md);
   writeFileSync(`${o.out}.md`, md + '\n');
   writeFileSync(`${o.out}.json`, JSON.stringify({ options: o, machine, results: lines }, null, 1));
   console.log(`\nwritten: ${o.out}.md (for bench/RESULTS.md), ${o.out}.json; vectors in ${o.dump}`);
-  const missing = [...choose(lines, o.targetRecall1)].filter(([, c]) => !c.reached && c.search.ef !== null).map(([, c]) => c.search.label);
-  if (missing.length) console.log(`below recall@1 ${o.targetRecall1} at every swept ef: ${missing.join(', ')} (sweep larger --ef values)`);
+  const short = shortOf(choose(lines, o.targetRecall1));
+  if (short.length) console.log(`never reach recall@1 ${o.targetRecall1} in their sweep: ${short.join('; ')} (sweep further: --ef, --k-factors, --nprobes, --ivf-k-factors)`);
   return 0;
 }
 

@@ -25,10 +25,12 @@
 //!
 //! Options: --data random|sface, --n faces (100000), --dim (1024, random only),
 //! --queries (random: 1000; sface: all, or a seeded sample of this many),
-//! --kinds (f32,f16,i8), --exact on,off (re-ranking with kept f32 copies, for f16/i8;
+//! --kinds (f32,f16,i8: graphs of that scalar; scan: the scan kind, swept over --rerank
+//! instead of the candidate list), --rerank (64; a list sweeps it), --exact on,off (re-ranking with kept f32 copies, for f16/i8;
 //! random: on, sface: on,off; --no-exact is `--exact off`), --shards (0 = cores),
 //! --expansion-search (0 = usearch default 64; a list such as 64,128,256 sweeps it),
 //! --target-recall R (stop a sweep at the first value whose recall@10 reaches R),
+//! --target-recall1 R (the same by recall@1),
 //! --oversample (4), --connectivity (0 = usearch default 16), --expansion-add (0 = usearch
 //! default 128), --threads (the index's worker pool; 0 = cores), --clients (1,2), --batch (64; 0 skips the batched pass),
 //! --near SIGMA, --seed (1), --real STEM (bench/data/sface-real),
@@ -56,12 +58,38 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use face_index::{dot, route::mix64, Scalar, ShardSet, ShardSetOptions};
+use face_index::{dot, route::mix64, IndexKind, Scalar, ShardSet, ShardSetOptions};
 use faces::{FaceModel, Rng, Within};
 
 const K: usize = 10;
 /// Person number for a gallery row that is nobody's enrolled photo.
 const NOBODY: u32 = u32::MAX;
+
+/// What a row builds: a graph of a scalar kind, or the scan kind.
+#[derive(Clone, Copy, PartialEq)]
+enum Built {
+    Graph(Scalar),
+    Scan,
+}
+
+impl Built {
+    fn as_str(self) -> &'static str {
+        match self {
+            Built::Graph(s) => s.as_str(),
+            Built::Scan => "scan",
+        }
+    }
+}
+
+impl std::str::FromStr for Built {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Built, String> {
+        match s {
+            "scan" => Ok(Built::Scan),
+            other => other.parse::<Scalar>().map(Built::Graph).map_err(|e| e.to_string()),
+        }
+    }
+}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Data {
@@ -75,7 +103,9 @@ struct Args {
     /// Random data only; face embeddings have their model's.
     dim: Option<usize>,
     queries: Option<usize>,
-    kinds: Vec<Scalar>,
+    kinds: Vec<Built>,
+    rerank: Vec<usize>,
+    target_recall1: Option<f64>,
     exact: Option<Vec<bool>>,
     shards: usize,
     expansion_search: Vec<usize>,
@@ -100,7 +130,9 @@ fn parse_args() -> Args {
         n: 100_000,
         dim: None,
         queries: None,
-        kinds: vec![Scalar::F32, Scalar::F16, Scalar::I8],
+        kinds: vec![Built::Graph(Scalar::F32), Built::Graph(Scalar::F16), Built::Graph(Scalar::I8)],
+        rerank: vec![64],
+        target_recall1: None,
         exact: None,
         shards: 0,
         expansion_search: vec![0],
@@ -159,6 +191,8 @@ fn parse_args() -> Args {
             "--shards" => a.shards = val().parse().expect("--shards"),
             "--expansion-search" => a.expansion_search = list(val(), "--expansion-search"),
             "--target-recall" => a.target_recall = Some(val().parse().expect("--target-recall")),
+            "--target-recall1" => a.target_recall1 = Some(val().parse().expect("--target-recall1")),
+            "--rerank" => a.rerank = list(val(), "--rerank"),
             "--oversample" => a.oversample = val().parse().expect("--oversample"),
             "--connectivity" => a.connectivity = val().parse().expect("--connectivity"),
             "--expansion-add" => a.expansion_add = val().parse().expect("--expansion-add"),
@@ -657,7 +691,11 @@ fn num(v: f64) -> String {
 /// bench/search/ann.ts's key for one of our configurations: plain `ours-<kind>` where re-ranking is
 /// what the service does for that kind unless told otherwise (ShardSetOptions resolves
 /// `keep_exact: None` to off for f16 and on for i8).
-fn engine(kind: Scalar, exact: bool) -> String {
+fn engine(built: Built, exact: bool) -> String {
+    let kind = match built {
+        Built::Scan => return "ours-scan".into(),
+        Built::Graph(k) => k,
+    };
     match (kind, exact) {
         (Scalar::F32, _) | (Scalar::F16, false) | (Scalar::I8, true) => {
             format!("ours-{}", kind.as_str())
@@ -710,10 +748,11 @@ impl SearchRow {
     fn json(&self, engine: &str, threads1: usize, threads_batch: usize) -> String {
         let one = self.latency.iter().find(|l| l.clients == 1);
         format!(
-            "{{\"type\":\"search\",\"engine\":\"{engine}\",\"label\":\"ours: {}\",\"ef\":{},\"recall1\":{},\"recall10\":{},\"rank1\":{},\
+            "{{\"type\":\"search\",\"engine\":\"{engine}\",\"label\":\"ours: {}\",\"{}\":{},\"recall1\":{},\"recall10\":{},\"rank1\":{},\
              \"qps1\":{},\"p50_ms\":{},\"p99_ms\":{},\"cpu_s_per_query1\":{},\"threads1\":{threads1},\"qps2\":{},\
              \"qps_batch\":{},\"cpu_s_per_query_batch\":{},\"threads_batch\":{threads_batch}}}",
             self.label,
+            self.setting,
             if self.ef == 0 { "null".into() } else { self.ef.to_string() },
             num(self.recall1),
             num(self.recall10),
@@ -738,6 +777,8 @@ struct Latency {
 
 struct SearchRow {
     label: String,
+    /// What `ef` is: "ef" (a graph's candidate list) or "rerank" (a scan's re-ranked candidates).
+    setting: &'static str,
     ef: usize,
     latency: Vec<Latency>,
     /// CPU seconds per query of the single-client pass.
@@ -749,7 +790,11 @@ struct SearchRow {
     rank1: Option<f64>,
 }
 
-fn label(kind: Scalar, exact: bool, oversample: usize) -> String {
+fn label(built: Built, exact: bool, oversample: usize) -> String {
+    let kind = match built {
+        Built::Scan => return "scan 4-bit codes +rerank f16".into(),
+        Built::Graph(k) => k,
+    };
     match (kind, exact) {
         (Scalar::F32, _) => "usearch f32".into(),
         (k, true) => format!("usearch {} +rerank x{}", k.as_str(), oversample),
@@ -801,16 +846,26 @@ fn timed_search(set: &ShardSet, ds: &Dataset, clients: usize) -> (Latency, Vec<V
     )
 }
 
-fn options(a: &Args, dims: usize, kind: Scalar, ef: usize, exact: bool) -> ShardSetOptions {
+/// `setting` is the swept value: the candidate list of a graph, the re-ranked candidates of a scan.
+fn options(a: &Args, dims: usize, built: Built, setting: usize, exact: bool) -> ShardSetOptions {
     let mut o = ShardSetOptions::new(dims);
     o.shards = a.shards;
-    o.scalar = kind;
-    o.expansion_search = ef;
+    match built {
+        Built::Scan => {
+            o.kind = IndexKind::Scan;
+            o.rerank = setting;
+        }
+        Built::Graph(kind) => {
+            o.kind = IndexKind::Hnsw;
+            o.scalar = kind;
+            o.expansion_search = setting;
+        }
+    }
     o.oversample = a.oversample;
     o.connectivity = a.connectivity;
     o.expansion_add = a.expansion_add;
     o.threads = a.threads;
-    o.keep_exact = Some(exact && kind != Scalar::F32);
+    o.keep_exact = Some(exact && built != Built::Graph(Scalar::F32));
     o
 }
 
@@ -880,6 +935,7 @@ fn main() {
     brute_lat.sort();
     let brute = SearchRow {
         label: "exact scan f32".into(),
+        setting: "ef",
         ef: 0,
         latency: vec![Latency {
             clients: 1,
@@ -911,10 +967,13 @@ fn main() {
     };
     let exact_list = a.exact.clone().unwrap_or(exact_default);
     for &kind in &a.kinds {
-        let variants: Vec<bool> = if kind == Scalar::F32 {
-            vec![false]
-        } else {
-            exact_list.clone()
+        let variants: Vec<bool> = match kind {
+            Built::Graph(Scalar::F32) | Built::Scan => vec![false],
+            Built::Graph(_) => exact_list.clone(),
+        };
+        let sweep = match kind {
+            Built::Scan => &a.rerank,
+            Built::Graph(_) => &a.expansion_search,
         };
         let built_exact = variants.contains(&true);
         let snap = |exact: bool| {
@@ -927,7 +986,7 @@ fn main() {
         };
 
         // Build once, with the exact copies if any variant needs them.
-        let o = options(&a, d, kind, a.expansion_search[0], built_exact);
+        let o = options(&a, d, kind, sweep[0], built_exact);
         let rss0 = rss_bytes();
         let set = ShardSet::new(&o).unwrap();
         let (threads_pool, shards) = (set.threads(), set.shard_count());
@@ -975,7 +1034,7 @@ fn main() {
                 // The same graph without the exact copies: what a service configured so
                 // would hold and snapshot.
                 let set =
-                    ShardSet::new(&options(&a, d, kind, a.expansion_search[0], exact)).unwrap();
+                    ShardSet::new(&options(&a, d, kind, sweep[0], exact)).unwrap();
                 for r in set.load_all(&built_dir) {
                     r.unwrap();
                 }
@@ -1002,7 +1061,7 @@ fn main() {
                 num(dir_bytes(&dir) as f64 / n as f64),
             );
             let mut first_load = None;
-            for &ef in &a.expansion_search {
+            for &ef in sweep {
                 let t = Instant::now();
                 let set = ShardSet::new(&options(&a, d, kind, ef, exact)).unwrap();
                 for r in set.load_all(&dir) {
@@ -1046,6 +1105,7 @@ fn main() {
                 }
                 let row = SearchRow {
                     label: name.clone(),
+                    setting: if kind == Built::Scan { "rerank" } else { "ef" },
                     ef: if ef == 0 { 64 } else { ef },
                     latency,
                     cpu1,
@@ -1056,8 +1116,9 @@ fn main() {
                     rank1: identifies.then(|| ident as f64 / q as f64),
                 };
                 eprintln!(
-                    "{} ef {}: load {:.2}s, recall@10 {:.4}, p50 {:.3} ms{}",
+                    "{} {} {}: load {:.2}s, recall@10 {:.4}, p50 {:.3} ms{}",
                     row.label,
+                    row.setting,
                     row.ef,
                     load.as_secs_f64(),
                     row.recall10,
@@ -1066,7 +1127,8 @@ fn main() {
                         .map_or(String::new(), |r| format!(", rank-1 {r:.4}"))
                 );
                 println!("{}", row.json(&key, shards, set.threads()));
-                let reached = a.target_recall.is_some_and(|r| row.recall10 >= r);
+                let reached = a.target_recall.is_some_and(|r| row.recall10 >= r)
+                    || a.target_recall1.is_some_and(|r| row.recall1 >= r);
                 search_rows.push(row);
                 if reached {
                     break;
