@@ -14,7 +14,7 @@
 //! in cache. Until the shard has [`TRAIN_AT`] faces it has no codes and scores every face
 //! exactly (that many faces take well under a millisecond). Its codebook is trained on the
 //! shard's own faces when it first reaches that size and once more at [`RETRAIN_AT`];
-//! later faces are encoded with it (face embeddings do not drift in distribution).
+//! later faces are encoded with it.
 //!
 //! Slots are dense: a removed face's slot is filled by the last face, so a scan never
 //! meets holes. Gallery restriction is tested inside the scan, only for candidates that
@@ -38,8 +38,9 @@ pub const RETRAIN_AT: usize = 65_536;
 /// Most faces a codebook is trained on.
 const TRAIN_SAMPLE: usize = 65_536;
 const TRAIN_ITERATIONS: usize = 12;
-/// Blocks one task scans before the next is taken: 2,048 blocks are 65,536 faces, about
-/// 1 MB of codes at 128 dimensions, which stays in L2 while every query passes over it.
+/// Blocks per task of a shard's scan: 2,048 blocks are 65,536 faces (1 MB of codes at 128
+/// dimensions), so a shard of a million faces makes 16 tasks for the pool to balance, and
+/// each task's pass is long enough for its candidate lists to settle.
 const BLOCKS_PER_TASK: usize = 2048;
 
 #[derive(Clone)]

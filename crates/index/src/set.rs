@@ -531,7 +531,9 @@ impl ShardSet {
     fn run_gathered(self: &Arc<Self>, batch: Vec<(GatheredSearch, Reply)>) {
         let set = Arc::clone(self);
         self.pool.spawn(move || {
-            set.answer(batch);
+            // Whatever happens to this batch, the next must still start: a batch that never
+            // counted itself out would hold every later one back.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| set.answer(batch)));
             let next = {
                 let mut g = set.gather.lock().unwrap_or_else(|e| e.into_inner());
                 g.in_flight -= 1;
