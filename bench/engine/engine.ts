@@ -2,19 +2,24 @@
  * Engine throughput through the addon (no HTTP), with tinybench, for several
  * pipelines side by side in one run:
  *
- *   node dist/bench/engine/engine.js [--time MS] [--pipelines new,new-1x2,old]
+ *   node dist/bench/engine/engine.js [--time MS] [--pipelines new,new-1x2,old] [--base old]
  *
- * Pipelines: `new` is the default (YuNet + SFace) with two inference workers
- * of one ONNX Runtime thread each, `new-1x2` the same models with one worker
- * of two threads, `old` the previous pack (BlazeFace tiles + FaceRes) as it
- * was configured (one worker of two threads). Tasks, on the six demo photos:
+ * Pipelines: `new` is YuNet + SFace with two inference workers of one ONNX
+ * Runtime thread each, `new-1x2` the same models with one worker of two
+ * threads, `old` the previous pack (BlazeFace tiles + FaceRes) as it was
+ * configured (one worker of two threads); `mirror` and `accurate` are the
+ * recogniser modes `sface:mirror` and `accurate` (SFace mirrored + dlib's
+ * ResNet, needs `npm run models -- --all`) on the `new` shape, for what each
+ * mode costs per face (`--pipelines new,mirror,accurate --base new`). Tasks,
+ * on the six demo photos:
  * - detect: photos/s (decode + detection), 1 and 4 in flight;
  * - embed: faces/s with the faces given as boxes (decode + alignment +
  *   recogniser), one face per call (batch 1), then a five-face group photo
  *   per call with 16 calls in flight, so the batching queue merges faces;
  * - detect + embed: photos/s for the whole identify path of a demo photo,
  *   4 in flight.
- * Printed as one table with each pipeline's ratio to `old`.
+ * Printed as one table with each pipeline's ratio to the `--base` pipeline's
+ * rate (default `old`).
  */
 import os from 'node:os';
 import { readFileSync } from 'node:fs';
@@ -28,6 +33,8 @@ const PIPELINES: Record<string, Partial<EngineOptions>> = {
   new: { inferenceWorkers: 2, intraThreads: 1 },
   'new-1x2': { inferenceWorkers: 1, intraThreads: 2 },
   old: { detector: 'blazeface-back', recognizer: 'faceres', inferenceWorkers: 1, intraThreads: 2 },
+  mirror: { recognizer: 'sface:mirror', inferenceWorkers: 2, intraThreads: 1 },
+  accurate: { recognizer: 'accurate', inferenceWorkers: 2, intraThreads: 1 },
 };
 
 interface Row {
@@ -43,7 +50,8 @@ async function main() {
   const root = findProjectRoot();
   const config = loadConfig();
   const time = numberArg('time', 3000);
-  const names = (optionArg('pipelines') ?? Object.keys(PIPELINES).join(',')).split(',');
+  const names = (optionArg('pipelines') ?? 'new,new-1x2,old').split(',');
+  const base = optionArg('base') ?? 'old';
   const photos = [1, 2, 3, 4, 5, 6].map((i) => readFileSync(path.join(root, 'node_modules/@vladmandic/face-api/demo', `sample${i}.jpg`)));
   const none = { embed: false, age: false, gender: false, emotions: false };
   const rows: Row[] = [];
@@ -55,7 +63,7 @@ async function main() {
     const engine = await openEngine(engineOptionsFrom(config, overrides));
     const info = engine.info();
     console.log(
-      `${name}: ${info.models.map((m) => m.id).join(' + ')}, ${info.dim}-d, ${overrides.inferenceWorkers} workers x ` +
+      `${name}: ${info.models.map((m) => m.id).join(' + ')} (recogniser ${info.recognizer}), ${info.dim}-d, ${overrides.inferenceWorkers} workers x ` +
         `${overrides.intraThreads} threads, providers ${info.providers.join(',')}, simd ${info.simd}`,
     );
     const boxes = await Promise.all(photos.map(async (p) => (await engine.analyze(p, none)).faces.map((f) => [f.x1, f.y1, f.x2, f.y2])));
@@ -89,14 +97,14 @@ async function main() {
     engine.close();
   }
 
-  const baseline = new Map(rows.filter((r) => r.pipeline === 'old').map((r) => [r.task, r.perSecond]));
+  const baseline = new Map(rows.filter((r) => r.pipeline === base).map((r) => [r.task, r.perSecond]));
   console.table(
     rows.map((r) => ({
       pipeline: r.pipeline,
       task: r.task,
       [`per second`]: `${r.perSecond.toFixed(1)} ${r.unit}`,
       'ms/call': r.msPerCall.toFixed(1),
-      'x old': baseline.has(r.task) ? (r.perSecond / (baseline.get(r.task) ?? NaN)).toFixed(2) : '',
+      [`x ${base}`]: baseline.has(r.task) ? (r.perSecond / (baseline.get(r.task) ?? NaN)).toFixed(2) : '',
       samples: r.samples,
     })),
   );

@@ -8,9 +8,12 @@
  *   is about the centred face; other faces can show at the edges), or the
  *   largest one where a caller asks (`bench/search/face-vectors.ts`).
  * - Embeddings are cached under .bench-out/, keyed by detector and
- *   recogniser id and checked against the SHA-256 of both ONNX files and the
+ *   recogniser spec (`sface`, `sface:mirror+dlib-resnet`, written out in
+ *   full) and checked against the SHA-256 of every ONNX file in them and the
  *   photo list, so a rerun only redoes the statistics (`--recompute` forces
  *   the embedding pass).
+ * - `limitPeople` keeps the first N people's photos, for smoke tests of the
+ *   code path (`--lfw-limit`); `loadPairs` then keeps the pairs inside them.
  * - Mirroring goes through the engine's own decoder: an EXIF orientation 2
  *   (horizontal flip) segment is put in front of the JPEG data, so the
  *   mirrored photo is decoded by the same code, pixel for pixel mirrored,
@@ -29,6 +32,8 @@ export interface LfwSet {
   /** Person index of each file. */
   person: Int32Array;
   names: string[];
+  /** Cut to its first people by `limitPeople`. */
+  limited?: boolean;
 }
 
 export interface LfwPair {
@@ -63,14 +68,26 @@ export function loadLfw(dir: string): LfwSet {
   return { dir, files, person: Int32Array.from(person), names };
 }
 
-/** pairs.txt: `<fold> <name> <n1> <n2>` (same) or `<fold> <name1> <n1> <name2> <n2>` (different). */
+/** The set with only its first `people` people (in name order) and their photos: a smoke test's subset. */
+export function limitPeople(set: LfwSet, people: number): LfwSet {
+  if (people >= set.names.length) return set;
+  let n = 0;
+  while (n < set.files.length && set.person[n] < people) n++;
+  return { dir: set.dir, files: set.files.slice(0, n), person: set.person.slice(0, n), names: set.names.slice(0, people), limited: true };
+}
+
+/**
+ * pairs.txt: `<fold> <name> <n1> <n2>` (same) or `<fold> <name1> <n1> <name2> <n2>` (different).
+ * A pair naming a photo outside the set is an error, but for a set cut by `limitPeople`, which
+ * keeps the pairs wholly inside it.
+ */
 export function loadPairs(set: LfwSet): LfwPair[] {
   const index = new Map(set.files.map((f, i) => [f, i]));
   const file = (name: string, n: string) => {
     const rel = `${name}/${name}_${n.padStart(4, '0')}.jpg`;
     const i = index.get(rel);
-    if (i === undefined) throw new Error(`pairs.txt names ${rel}, which is not in ${set.dir}/images`);
-    return i;
+    if (i === undefined && !set.limited) throw new Error(`pairs.txt names ${rel}, which is not in ${set.dir}/images`);
+    return i ?? -1;
   };
   const pairs: LfwPair[] = [];
   for (const line of readFileSync(path.join(set.dir, 'pairs.txt'), 'utf8').split('\n')) {
@@ -81,7 +98,7 @@ export function loadPairs(set: LfwSet): LfwPair[] {
     else if (f.length === 5) pairs.push({ fold: Number(f[0]), a: file(f[1], f[2]), b: file(f[3], f[4]), same: false });
     else throw new Error(`pairs.txt: cannot read line "${t}"`);
   }
-  return pairs;
+  return pairs.filter((p) => p.a >= 0 && p.b >= 0);
 }
 
 /** The JPEG with an EXIF APP1 segment holding only `Orientation` put right after SOI. */
@@ -127,6 +144,9 @@ export interface Embedded {
   photosPerSecond: number;
   /** Load average (1 min) when the pass started and ended: the machine is shared. */
   load: [number, number];
+  /** The engine shape and analyses in flight of the pass (the cached pass's where cached). */
+  engine: { inferenceWorkers: number; intraThreads: number };
+  inFlight: number;
   cached: boolean;
 }
 
@@ -156,8 +176,9 @@ interface CacheMeta {
 
 export interface EmbedOptions {
   detector: string;
+  /** The recogniser spec in full, as engine.info().recognizer gives it. */
   recognizer: string;
-  /** SHA-256 of each model file, part of the cache key. */
+  /** SHA-256 of each model file (the detector and every recogniser of the spec), part of the cache key. */
   models: Record<string, string>;
   /** Engine settings that change what is found (minimum face, detector threshold): part of the cache key. */
   settings: Record<string, unknown>;
@@ -233,6 +254,8 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
           seconds: meta.seconds,
           photosPerSecond: meta.photosPerSecond,
           load: meta.load,
+          engine: meta.engine,
+          inFlight: meta.inFlight,
           cached: true,
         };
       }
@@ -323,7 +346,7 @@ export async function embedPhotos(engine: Engine, imagesDir: string, files: stri
   mkdirSync(path.dirname(metaFile), { recursive: true });
   writeFileSync(binFile, Buffer.from(emb.buffer, emb.byteOffset, emb.byteLength));
   writeFileSync(metaFile, JSON.stringify(meta));
-  return { detector: o.detector, recognizer: o.recognizer, mirror: o.mirror, pick, dim, files, emb, found, faces, notBiggest, centredNotBiggest, seconds, photosPerSecond: n / seconds, load, cached: false };
+  return { detector: o.detector, recognizer: o.recognizer, mirror: o.mirror, pick, dim, files, emb, found, faces, notBiggest, centredNotBiggest, seconds, photosPerSecond: n / seconds, load, engine: o.engine, inFlight: o.inFlight, cached: false };
 }
 
 /** Sum of the photo's and the mirrored photo's embeddings, renormalised; either alone where the other found no face. */

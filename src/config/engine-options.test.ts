@@ -38,6 +38,10 @@ function sample(o: EngineOption<unknown>): string {
       return '/elsewhere/x';
     case 'list':
       return 'cuda,cpu';
+    case 'choice':
+      return o.kind.choices!.find((c) => c !== o.default)!;
+    case 'flag':
+      return String(o.default !== true);
   }
 }
 

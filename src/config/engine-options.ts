@@ -32,11 +32,13 @@ export interface DefaultContext {
 
 /** A setting's type: how its variable is parsed, the values it accepts, and the addon field's type. */
 export interface Kind<T> {
-  type: 'integer' | 'number' | 'text' | 'list';
+  type: 'integer' | 'number' | 'text' | 'list' | 'choice' | 'flag';
   min?: number;
   max?: number;
+  /** The words a `choice` accepts. */
+  choices?: readonly string[];
   /** The `EngineOptions` field's type, as index.d.cts spells it. */
-  napi: 'number' | 'string' | 'Array<string>';
+  napi: 'number' | 'string' | 'boolean' | 'Array<string>';
   /** Reads the variable's text, enforcing the range. */
   parse: z.ZodType<T>;
   /** The accepted values, for the README. */
@@ -68,6 +70,26 @@ const number = (min: number, max: number): Kind<number> => ({
 });
 
 const text = (values: string): Kind<string> => ({ type: 'text', napi: 'string', parse: z.string(), values });
+
+/** One of a few words, case-insensitive. */
+const choice = <V extends string>(...choices: [V, ...V[]]): Kind<V> => ({
+  type: 'choice',
+  choices,
+  napi: 'string',
+  parse: z
+    .string()
+    .transform((s) => s.trim().toLowerCase())
+    .pipe(z.enum(choices)),
+  values: choices.map((c) => `\`${c}\``).join(', '),
+});
+
+/** On or off: true, false, 1, 0, yes or no. */
+const flag = (): Kind<boolean> => ({
+  type: 'flag',
+  napi: 'boolean',
+  parse: z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes'),
+  values: 'true or false',
+});
 
 /** Comma-separated names, trimmed and lower-cased, at least one. */
 const names = (): Kind<string[]> => ({
@@ -134,6 +156,19 @@ export const ENGINE_OPTIONS = {
     shown: '`$FACE_DATA_DIR/trt-cache`',
     doc: 'where TensorRT keeps the engines (and timing data) it builds, so a restart loads them instead of rebuilding each model',
   }),
+  trtFp16: set({
+    env: 'FACE_TRT_FP16',
+    kind: flag(),
+    default: true,
+    doc: 'let TensorRT use half-precision kernels where it finds them faster (tensor-core GPUs); `false` keeps every model in fp32',
+  }),
+  fixedShapes: set({
+    env: 'FACE_FIXED_SHAPES',
+    kind: choice('auto', 'on', 'off'),
+    default: 'auto',
+    shown: '`auto`',
+    doc: 'pad model inputs to fixed shapes (9 detector sizes; batches of 1, 4, 16, 64 up to `FACE_MAX_BATCH`) and run each once before the engine is ready, so TensorRT and cuDNN prepare for all of them at start-up instead of per new photo or batch size; `auto` is on exactly when `tensorrt` or `cuda` is a provider (on the CPU padding only costs time)',
+  }),
   inferenceWorkers: set({
     env: 'FACE_INFERENCE_WORKERS',
     kind: integer(1),
@@ -166,9 +201,9 @@ export const ENGINE_OPTIONS = {
   }),
   recognizer: unset({
     env: 'FACE_RECOGNIZER',
-    kind: text('model id'),
-    shown: 'manifest default (`sface`)',
-    doc: 'recogniser model id (`faceres` is the previous one; a change re-embeds stored faces)',
+    kind: text('recogniser spec'),
+    shown: 'manifest default by provider (see the recogniser modes)',
+    doc: 'recogniser mode: `sface`, `sface:mirror` (the crop and its mirror image), `accurate` (`sface:mirror+dlib-resnet`, two models concatenated), or any `id[:mirror]` parts joined by `+`; a change re-embeds stored faces',
   }),
   detector: unset({
     env: 'FACE_DETECTOR',

@@ -177,6 +177,6 @@ describe('routing, docs and health', () => {
     const res = await fetch(url('/health'));
     expect(res.status).toBe(200);
     const body = await res.json();
-    expect(body).toMatchObject({ status: 'ok', engine: { providers: ['cpu'], recognizer: 'sface', detector: 'yunet', dim: 128 } });
+    expect(body).toMatchObject({ status: 'ok', engine: { providers: ['cpu'], recognizer: 'sface:mirror', detector: 'yunet', dim: 128 } });
   });
 });

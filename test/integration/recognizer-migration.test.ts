@@ -2,7 +2,9 @@
  * Stored faces survive a recogniser switch: faces enrolled under faceres are
  * re-embedded from their stored photos when the service starts with the
  * default recogniser, searchable again once that is done, and a SIGKILL in
- * the middle loses nothing (the next start continues).
+ * the middle loses nothing (the next start continues). Faces enrolled under
+ * `sface` move to the `accurate` mode (two models, a 256-d vector) the same
+ * way.
  *
  * The real server, a real PostgreSQL and the real models. To hold the
  * migration at a known point, the test locks one face row: the migration's
@@ -275,5 +277,52 @@ describe('a migration killed half-way', () => {
     service.child.kill('SIGTERM');
     expect(await service.exited).toBe(0);
     service = undefined;
+  });
+});
+
+describe('switching from sface to the accurate mode', () => {
+  let tdb: TestDatabase;
+  let dir: string;
+  let server: RunningServer | undefined;
+
+  async function start(recognizer: string): Promise<string> {
+    const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', FACE_TOKEN: TOKEN, FACE_DATA_DIR: dir, FACE_SHARDS: '2', FACE_RECOGNIZER: recognizer });
+    const engine = await openEngine(engineOptionsFrom(config));
+    server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
+    return `http://127.0.0.1:${server.port}`;
+  }
+
+  beforeAll(async () => {
+    tdb = await freshDatabase();
+    dir = await mkdtemp(path.join(os.tmpdir(), 'face-migration-accurate-'));
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await tdb?.drop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('re-embeds every face with both models and finds each again', { timeout: 300_000 }, async () => {
+    let base = await start('sface');
+    const faces = [...(await enrol(base, sample(1), 'one')), ...(await enrol(base, sample(5), 'five'))];
+    await server?.close();
+
+    base = await start('accurate');
+    const spec = 'sface:mirror+dlib-resnet';
+    expect((await health(base)).engine.recognizer).toBe(spec);
+    await migrationDone(base);
+    expect((await health(base)).migration).toEqual({ state: 'done', from: ['sface'], to: spec, done: faces.length, failed: 0, total: faces.length });
+    const rows = await tdb.db.sql`SELECT model, dim, length(embedding) AS bytes FROM faces`;
+    expect(rows).toHaveLength(faces.length);
+    for (const r of rows) expect(r).toMatchObject({ model: spec, dim: 256, bytes: 1024 });
+    for (const f of faces) {
+      const r = await identify(base, f.photo, f.box);
+      expect(r.status, r.text).toBe(200);
+      const [matches] = Object.values(r.json.results) as any[][];
+      expect(matches[0].face.id, `face ${f.id}`).toBe(f.id);
+      // The stored vector is what the mode computes now: the face matches itself at cosine 1.
+      expect(matches[0].confidence).toBeGreaterThan(0.999);
+    }
   });
 });

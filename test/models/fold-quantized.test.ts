@@ -30,11 +30,11 @@ import {
   type TensorData,
 } from '../../models/convert/onnx-reader.js';
 import { ProtoMessage, ProtoWriter, type WireField } from '../../models/convert/protobuf.js';
-import { convertPypiModel, findProjectRoot, isTfjsModel, readManifest, readPypiSource, type PypiModel } from '../../models/prepare.js';
+import { convertPypiModel, findProjectRoot, isPypiModel, readManifest, readPypiSource, type PypiModel } from '../../models/prepare.js';
 import { compare, makeInput, mulberry32 } from './helpers.js';
 
 const root = findProjectRoot(dirname(fileURLToPath(import.meta.url)));
-const pypiModels = readManifest(root).models.filter((m): m is PypiModel => !isTfjsModel(m));
+const pypiModels = readManifest(root).models.filter(isPypiModel);
 
 /**
  * DequantizeLinear as the ONNX spec words it, one element at a time: the element's index

@@ -8,6 +8,7 @@
 mod error;
 mod index;
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -69,6 +70,12 @@ pub struct EngineOptions {
     pub heavy_threads: Option<u32>,
     /// Folder where TensorRT keeps the engines it builds, so a restart does not rebuild them.
     pub tensorrt_cache: Option<String>,
+    /// Whether model inputs are padded to a few fixed shapes, each run once before open()
+    /// resolves, so a GPU provider prepares for all of them at start-up: "on", "off", or
+    /// "auto" (default: on exactly when "tensorrt" or "cuda" is among the providers).
+    pub fixed_shapes: Option<String>,
+    /// Whether TensorRT may use half-precision kernels (default true).
+    pub trt_fp16: Option<bool>,
 }
 
 /// What to compute for each face.
@@ -131,6 +138,36 @@ pub struct ModelInfo {
     pub onnx: String,
 }
 
+/// One execution provider's options for one model, exactly as ONNX Runtime is given them.
+#[napi(object)]
+pub struct ProviderOptions {
+    /// "tensorrt" or "cuda" (the CPU provider takes none).
+    pub name: String,
+    /// ONNX Runtime's option names and values, e.g. trt_fp16_enable: "true",
+    /// trt_profile_min_shapes: "input:1x3x320x320".
+    pub options: HashMap<String, String>,
+}
+
+/// How the engine builds one model's sessions.
+#[napi(object)]
+pub struct SessionInfo {
+    /// Manifest id.
+    pub model: String,
+    /// The options of each GPU provider asked for.
+    pub providers: Vec<ProviderOptions>,
+    /// Input tensor shapes the model runs at with fixed shapes (its warm-up); empty without.
+    pub shapes: Vec<Vec<i64>>,
+}
+
+/// One model run at one shape before the engine was ready.
+#[napi(object)]
+pub struct WarmupRun {
+    pub model: String,
+    pub shape: Vec<i64>,
+    /// Milliseconds, the slowest worker's.
+    pub ms: f64,
+}
+
 /// What the engine runs on.
 #[napi(object)]
 pub struct EngineInfo {
@@ -142,6 +179,12 @@ pub struct EngineInfo {
     pub detector: String,
     pub dim: u32,
     pub models: Vec<ModelInfo>,
+    /// Whether inputs run at fixed shapes.
+    pub fixed_shapes: bool,
+    /// Every model's sessions, in the order of models.
+    pub sessions: Vec<SessionInfo>,
+    /// With fixed shapes, every model at every shape, run before open() resolved.
+    pub warmup: Vec<WarmupRun>,
 }
 
 /// Face detection, embedding and attributes over ONNX Runtime.
@@ -209,6 +252,17 @@ impl FaceEngine {
             detector: info.detector,
             dim: info.dim as u32,
             models: info.models.into_iter().map(|(id, onnx)| ModelInfo { id, onnx }).collect(),
+            fixed_shapes: info.fixed_shapes,
+            sessions: info
+                .sessions
+                .into_iter()
+                .map(|s| SessionInfo {
+                    model: s.model,
+                    providers: s.providers.into_iter().map(|(name, options)| ProviderOptions { name, options: options.into_iter().collect() }).collect(),
+                    shapes: s.shapes,
+                })
+                .collect(),
+            warmup: info.warmup.into_iter().map(|w| WarmupRun { model: w.model, shape: w.shape, ms: w.ms }).collect(),
         })
     }
 
@@ -339,6 +393,8 @@ fn core_engine_options(o: EngineOptions) -> CoreEngineOptions {
         heavy_queue_ms: o.heavy_queue_ms.map_or(defaults.heavy_queue_ms, u64::from),
         heavy_threads: o.heavy_threads.map_or(defaults.heavy_threads, |t| t as usize),
         tensorrt_cache: o.tensorrt_cache.map(PathBuf::from),
+        fixed_shapes: o.fixed_shapes.unwrap_or_else(|| defaults.fixed_shapes.clone()),
+        trt_fp16: o.trt_fp16.unwrap_or(defaults.trt_fp16),
         ..defaults
     }
 }

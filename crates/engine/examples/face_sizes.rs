@@ -52,7 +52,7 @@ fn main() {
     let entry = manifest.models.iter().find(|m| m.decoder == Decoder::Yunet).expect("a YuNet model in the manifest").clone();
     let rt = runtime::init(&ort).expect("onnxruntime");
     // A low floor, so a face found below the service's threshold still shows its score.
-    let (mut model, _) = YunetModel::load(rt, &model_dir, &entry, &[Provider::Cpu], 1, 0.3).expect("YuNet loads");
+    let (mut model, _) = YunetModel::load(rt, &model_dir, &entry, &[Provider::Cpu], 1, 0.3, false).expect("YuNet loads");
 
     if cost_only {
         return pass_cost(&mut model);

@@ -12,6 +12,7 @@ use ort::session::Session;
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, Manifest, ModelEntry};
 use crate::runtime::{self, Output, Provider, ProviderReport, Runtime};
+use crate::shapes;
 
 /// Labels used when the manifest does not list them (the FER-2013 order).
 pub const EMOTIONS: [&str; 7] = ["angry", "disgust", "fear", "happy", "sad", "surprise", "neutral"];
@@ -108,32 +109,33 @@ pub fn rank_labels(probs: &[f32], labels: &[String]) -> Vec<(String, f32)> {
 
 /// dlib's five-point face chip template (`get_face_chip_details`), as fractions of the unpadded
 /// chip, in dlib's part order: the outer and inner corner of the eye on the image's right, the
-/// outer and inner corner of the eye on the image's left, the bottom of the nose.
+/// outer and inner corner of the eye on the image's left, the bottom of the nose (dlib 20's
+/// values: its own landmarks land there on its chips). Only the eye corners are used here.
 pub const DLIB_CHIP_TEMPLATE: [(f32, f32); 5] = [
     (0.859_567_5, 0.213_498_15),
     (0.646_060_46, 0.228_967_44),
     (0.120_575_06, 0.213_727_45),
     (0.334_085_06, 0.229_064_24),
-    (0.489_557_17, 0.388_647_15),
+    (0.490_112_3, 0.627_797_5),
 ];
-/// The padding the Cydral models were trained with (dlib's default): the chip is the template's
-/// square grown by this fraction of its side on every edge.
+/// dlib's default padding, which the Cydral models were trained with: the chip is the
+/// template's square grown by this fraction of its side on every edge.
 pub const DLIB_CHIP_PADDING: f32 = 0.2;
 
-/// Where a template point lands on a padded chip of `side` pixels, in this crate's pixel
-/// convention (pixel `i` spans `[i, i + 1)`; dlib's chip pixel `i` is centred on template
-/// coordinate `i`, hence the half pixel).
-pub fn dlib_chip_point((x, y): (f32, f32), side: f32) -> (f32, f32) {
-    let k = side / (1.0 + 2.0 * DLIB_CHIP_PADDING);
-    ((x + DLIB_CHIP_PADDING) * k + 0.5, (y + DLIB_CHIP_PADDING) * k + 0.5)
+/// Where a template point lands on a chip of `side` pixels padded by `padding`, in this
+/// crate's pixel convention (pixel `i` spans `[i, i + 1)`; dlib's chip pixel `i` is centred on
+/// template coordinate `i`, hence the half pixel).
+pub fn dlib_chip_point((x, y): (f32, f32), side: f32, padding: f32) -> (f32, f32) {
+    let k = side / (1.0 + 2.0 * padding);
+    ((x + padding) * k + 0.5, (y + padding) * k + 0.5)
 }
 
-/// The eye centres on a padded dlib chip of `side` pixels: the midpoints of the template's
-/// corner pairs, image-left eye (the subject's right) first.
-pub fn dlib_chip_eyes(side: f32) -> [(f32, f32); 2] {
+/// The eye centres on a dlib chip of `side` pixels padded by `padding`: the midpoints of the
+/// template's corner pairs, image-left eye (the subject's right) first.
+pub fn dlib_chip_eyes(side: f32, padding: f32) -> [(f32, f32); 2] {
     let t = &DLIB_CHIP_TEMPLATE;
     let mid = |a: (f32, f32), b: (f32, f32)| ((a.0 + b.0) / 2.0, (a.1 + b.1) / 2.0);
-    [dlib_chip_point(mid(t[2], t[3]), side), dlib_chip_point(mid(t[0], t[1]), side)]
+    [dlib_chip_point(mid(t[2], t[3]), side, padding), dlib_chip_point(mid(t[0], t[1]), side, padding)]
 }
 
 /// Age and gender of one face, as far as a model gives them.
@@ -199,12 +201,15 @@ impl AttributeModel {
         Ok((m, report))
     }
 
-    /// Runs crops (RGB8 at the model's input size) in batches of at most `max_batch`.
+    /// Runs crops (RGB8 at the model's input size) in batches of at most `max_batch`, padded
+    /// with fixed shapes as [`crate::recognizer::Recognizer::run`] pads them.
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<AgeGender>> {
+        let sizes = runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let outputs = runtime::run_crops(&mut self.session, &self.input, chunk)?;
-            let (age, gender) = (head_rows(&self.id, &outputs, self.age.as_ref(), chunk.len())?, head_rows(&self.id, &outputs, self.gender.as_ref(), chunk.len())?);
+            let rows = sizes.as_deref().map_or(chunk.len(), |s| shapes::batch_for(chunk.len(), s));
+            let outputs = runtime::run_crops(&mut self.session, &self.input, &shapes::pad_rows(chunk, rows))?;
+            let (age, gender) = (head_rows(&self.id, &outputs, self.age.as_ref(), rows)?, head_rows(&self.id, &outputs, self.gender.as_ref(), rows)?);
             for i in 0..chunk.len() {
                 all.push(AgeGender {
                     age: age.and_then(|(h, data, n)| {
@@ -257,12 +262,15 @@ impl EmotionModel {
     /// Crops are RGB8 at the model's input size; the gray conversion happens while filling the
     /// tensor. Returns labels with probabilities, most likely first, per crop.
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<Vec<(String, f32)>>> {
+        let sizes = runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let outputs = runtime::run_crops(&mut self.session, &self.input, chunk)?;
+            let rows = sizes.as_deref().map_or(chunk.len(), |s| shapes::batch_for(chunk.len(), s));
+            let outputs = runtime::run_crops(&mut self.session, &self.input, &shapes::pad_rows(chunk, rows))?;
             let out = outputs.first().ok_or_else(|| EngineError::Model("emotion model has no output".into()))?;
-            let n = out.data.len() / chunk.len();
-            for row in out.data.chunks_exact(n) {
+            let n = out.data.len() / rows;
+            // The padding's rows are dropped.
+            for row in out.data.chunks_exact(n).take(chunk.len()) {
                 all.push(rank_labels(&probabilities(row), &self.labels));
             }
         }
@@ -321,9 +329,9 @@ mod tests {
     fn dlib_chip_geometry() {
         // A template point p lands at (p + padding) / (1 + 2 * padding) * side, plus the half
         // pixel between dlib's pixel centres and ours.
-        let (x, y) = dlib_chip_point((0.0, 0.0), 64.0);
+        let (x, y) = dlib_chip_point((0.0, 0.0), 64.0, DLIB_CHIP_PADDING);
         assert!((x - (0.2 / 1.4 * 64.0 + 0.5)).abs() < 1e-5 && (y - x).abs() < 1e-6);
-        let [l, r] = dlib_chip_eyes(1.4);
+        let [l, r] = dlib_chip_eyes(1.4, DLIB_CHIP_PADDING);
         // Eye centres on the unpadded chip: x about 0.227 and 0.753, y about 0.221.
         assert!((l.0 - 0.5 - 0.2 - 0.227_33).abs() < 1e-4 && (r.0 - 0.5 - 0.2 - 0.752_81).abs() < 1e-4, "{l:?} {r:?}");
         assert!((l.1 - r.1).abs() < 1e-3);

@@ -450,20 +450,25 @@ impl DetectorModel {
 
     /// Runs prepared inputs (NHWC floats, one pass each) and returns each pass's detections in
     /// detector-input pixels.
+    /// With fixed shapes a batch runs at the next batch size, padded with blank inputs whose
+    /// detections are dropped (see [`crate::shapes`]).
     pub fn run(&mut self, inputs: Vec<Vec<f32>>) -> Result<Vec<Vec<Detection>>> {
+        let sizes = crate::runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(inputs.len());
         let mut inputs = inputs.into_iter().peekable();
         while inputs.peek().is_some() {
             let chunk: Vec<Vec<f32>> = inputs.by_ref().take(self.max_batch).collect();
             let batch = chunk.len();
-            let data: Vec<f32> = chunk.concat();
+            let rows = sizes.as_deref().map_or(batch, |s| crate::shapes::batch_for(batch, s));
+            let mut data: Vec<f32> = chunk.concat();
+            data.resize(rows * self.input.values_per_image(), 0.0);
             let size = self.input.width;
-            let outputs = crate::runtime::run_images(&mut self.session, &self.input, batch, size, size, data)?;
+            let outputs = crate::runtime::run_images(&mut self.session, &self.input, rows, size, size, data)?;
             for b in 0..batch {
                 let heads: Vec<Head> = outputs
                     .iter()
                     .map(|o| {
-                        let per = o.data.len() / batch;
+                        let per = o.data.len() / rows;
                         let cols = *o.shape.last().unwrap_or(&1) as usize;
                         Head { rows: per / cols.max(1), cols, data: &o.data[b * per..(b + 1) * per] }
                     })

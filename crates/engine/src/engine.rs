@@ -13,6 +13,7 @@
 //! This file holds [`Engine`] and its calls; the parts live beside it in `engine/`:
 //! - `options` — [`EngineOptions`] with their one validation, [`AnalyzeOptions`]
 //! - `results` — [`Analysis`], [`Face`], [`EngineInfo`], [`QueueDepth`]
+//! - `sessions` — the session plan: providers' options, fixed shapes, warm-up; [`describe_sessions`]
 //! - `open` — [`Engine::open`]: pick the models, start the worker stages and the pipeline threads
 //! - `models` — which manifest models the options pick, and where age and gender come from
 //! - `detector_stage` — the detector workers and each detector family's passes
@@ -32,6 +33,7 @@ mod options;
 mod pipeline;
 mod quality;
 mod results;
+mod sessions;
 
 use std::sync::Arc;
 
@@ -51,7 +53,8 @@ use models::AttributeSource;
 
 pub use options::{AnalyzeOptions, EngineOptions};
 pub use quality::quality;
-pub use results::{Analysis, EngineInfo, Face, QueueDepth};
+pub use results::{Analysis, EngineInfo, Face, QueueDepth, SessionInfo};
+pub use sessions::describe_sessions;
 
 /// What the pipeline threads share: the stages and how to cut crops for them.
 struct Inner {
@@ -60,7 +63,8 @@ struct Inner {
     /// Keypoint order of the detections.
     decoder: Decoder,
     faces: Batcher<FaceJob, FaceOut>,
-    recognizer_crop: CropSpec,
+    /// Crops of the recogniser spec's models, in its order.
+    recognizer_crops: Vec<CropSpec>,
     /// Crops of the face worker's attribute models, in its order.
     attribute_crops: Vec<CropSpec>,
     age_from: AttributeSource,

@@ -5,11 +5,13 @@
 //! Where things are:
 //! - [`image_io`] — bytes → upright RGB (format sniffing, pixel limit, EXIF orientation)
 //! - [`manifest`] — `models/manifest.json`, what each model expects
-//! - [`runtime`] — ONNX Runtime loading, execution providers, sessions
+//! - [`runtime`] — ONNX Runtime loading, execution providers, sessions, an engine's session plan
+//! - [`providers`] — the TensorRT and CUDA providers' options, and their description
+//! - [`shapes`] — fixed input shapes for GPU providers: batch sizes, `fixedShapes`
 //! - [`detector`] — multi-pass BlazeFace detection and NMS
 //! - [`yunet`] — single-pass YuNet detection at a working resolution
 //! - [`align`] — similarity transform to the canonical face and crop warping
-//! - [`recognizer`] — embeddings (and age/gender heads)
+//! - [`recognizer`] — embeddings (and age/gender heads), and recogniser specs combining models
 //! - [`attributes`] — emotion, age and gender decoding
 //! - [`batcher`] — bounded queues and the worker threads that own sessions
 //! - [`pool`] — the pipeline threads, with a light lane and a cost-bounded heavy lane
@@ -29,8 +31,10 @@ pub mod error;
 pub mod image_io;
 pub mod manifest;
 pub mod pool;
+pub mod providers;
 pub mod recognizer;
 pub mod runtime;
+pub mod shapes;
 pub mod simd;
 pub mod telemetry;
 pub mod thumbnail;
@@ -41,5 +45,5 @@ pub mod testing;
 
 pub use attributes::Gender;
 pub use cancel::CancelToken;
-pub use engine::{Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face, QueueDepth};
+pub use engine::{describe_sessions, Analysis, AnalyzeOptions, Engine, EngineInfo, EngineOptions, Face, QueueDepth, SessionInfo};
 pub use error::{EngineError, Result};

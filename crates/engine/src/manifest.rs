@@ -13,10 +13,15 @@ use crate::error::{EngineError, Result};
 
 /// The whole manifest file.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Manifest {
     pub version: u32,
     pub defaults: Defaults,
     pub models: Vec<ModelEntry>,
+    /// Named recogniser settings (`"accurate"`), each a recogniser spec as
+    /// [`crate::recognizer::RecognizerSpec`] parses it.
+    #[serde(default)]
+    pub recognizer_modes: HashMap<String, String>,
 }
 
 /// Which model fills each role when the caller does not choose.
@@ -24,7 +29,12 @@ pub struct Manifest {
 #[serde(rename_all = "camelCase")]
 pub struct Defaults {
     pub detector: String,
+    /// The recogniser spec used when the caller names none and no GPU provider is asked for.
     pub recognizer: String,
+    /// The recogniser spec used when the caller names none and asks for a GPU provider
+    /// (TensorRT or CUDA); absent: `recognizer`.
+    #[serde(default)]
+    pub recognizer_gpu: Option<String>,
     #[serde(default)]
     pub emotion: Option<String>,
     /// Age and gender from one model (a recogniser with heads, or an age-gender model).
@@ -87,6 +97,10 @@ pub struct ModelEntry {
     /// Where a recogniser expects the face's landmarks to sit in its input crop.
     #[serde(default)]
     pub alignment: Alignment,
+    /// dlib chips only: the padding the model was trained with, as a fraction of the
+    /// template's square on every edge (absent: dlib's default, 0.2).
+    #[serde(default)]
+    pub chip_padding: Option<f32>,
 }
 
 /// Detector output families.
@@ -109,9 +123,19 @@ pub enum Alignment {
     Box,
     /// The five-point ArcFace template on a 112x112 crop (eyes, nose tip, mouth corners).
     Arcface,
-    /// dlib's face chip (`get_face_chip_details` with padding 0.2) from its five-point template,
-    /// fitted to the eye centres (see [`crate::attributes::DLIB_CHIP_EYES`]).
+    /// dlib's face chip (`get_face_chip_details` with the entry's `chipPadding`) from its
+    /// five-point template, fitted to the eye centres (see [`crate::attributes::dlib_chip_eyes`]).
     DlibChip,
+    /// dlib's face chip as above, fitted from all five YuNet points to a template measured
+    /// against dlib's own landmarks (eye centres only without mouth corners).
+    DlibChipFitted,
+}
+
+impl Alignment {
+    /// Whether the crop is one of dlib's face chips.
+    pub fn is_dlib_chip(self) -> bool {
+        matches!(self, Alignment::DlibChip | Alignment::DlibChipFitted)
+    }
 }
 
 /// Memory order of an image tensor.

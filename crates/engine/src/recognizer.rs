@@ -3,6 +3,11 @@
 //! A recogniser turns an aligned face crop into a vector; two crops of the same person give
 //! vectors pointing the same way. Vectors are L2-normalised here so that a dot product is the
 //! cosine similarity everywhere downstream, whatever the model's own output scale.
+//!
+//! The embedding the service stores may come from more than one recogniser run
+//! ([`RecognizerSpec`]): a model's crop and its mirror image, summed, and several models'
+//! normalised embeddings concatenated. One vector per face keeps storage, shards and SIMD
+//! matching as they are for a single model.
 
 use std::path::Path;
 
@@ -13,6 +18,158 @@ use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, ModelEntry};
 use crate::runtime::{self, Output, Provider, ProviderReport, Runtime};
 use crate::simd;
+use crate::telemetry::Telemetry;
+
+/// Most recognisers one spec may combine.
+const MAX_PARTS: usize = 4;
+
+/// One recogniser run of a spec: a manifest model, and whether its crop's mirror image is
+/// embedded too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecPart {
+    pub id: String,
+    pub mirror: bool,
+}
+
+/// Which recognisers make a face's embedding: `id[:mirror]` parts joined by `+`
+/// (`sface`, `sface:mirror`, `sface:mirror+dlib-resnet`), or a name the manifest gives such a
+/// spec (`accurate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecognizerSpec {
+    pub parts: Vec<SpecPart>,
+}
+
+impl RecognizerSpec {
+    /// Parses `text`, resolving a named mode through `modes` first. Fails with BAD_PARAM on an
+    /// empty part, an unknown suffix, a model named twice or more than [`MAX_PARTS`] parts;
+    /// whether the models exist is the manifest's to say.
+    pub fn parse(text: &str, modes: &std::collections::HashMap<String, String>) -> Result<RecognizerSpec> {
+        let text = modes.get(text).map_or(text, String::as_str);
+        let bad = |why: String| EngineError::BadParam(format!("recognizer {text:?}: {why}"));
+        let mut parts: Vec<SpecPart> = Vec::new();
+        for raw in text.split('+') {
+            let (id, mirror) = match raw.split_once(':') {
+                None => (raw, false),
+                Some((id, "mirror")) => (id, true),
+                Some((_, suffix)) => return Err(bad(format!("unknown option {suffix:?} (only \"mirror\")"))),
+            };
+            if id.is_empty() {
+                return Err(bad("empty model id".into()));
+            }
+            if parts.iter().any(|p| p.id == id) {
+                return Err(bad(format!("model {id} named twice")));
+            }
+            parts.push(SpecPart { id: id.to_string(), mirror });
+        }
+        if parts.len() > MAX_PARTS {
+            return Err(bad(format!("at most {MAX_PARTS} models")));
+        }
+        Ok(RecognizerSpec { parts })
+    }
+
+    /// The spec written out in full, as stored faces record it: two specs that embed alike
+    /// have the same name.
+    pub fn name(&self) -> String {
+        self.parts.iter().map(|p| if p.mirror { format!("{}:mirror", p.id) } else { p.id.clone() }).collect::<Vec<_>>().join("+")
+    }
+}
+
+/// Flips an RGB8 crop `width` pixels wide left to right.
+pub fn mirror_rgb(crop: &[u8], width: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(crop.len());
+    for row in crop.chunks_exact(width * 3) {
+        out.extend(row.chunks_exact(3).rev().flatten());
+    }
+    out
+}
+
+/// One unit vector from the parts' unit embeddings: concatenated and scaled by 1/sqrt(parts),
+/// so the dot product of two such vectors is the mean of the parts' cosine similarities.
+pub fn concat_normalized(parts: &[&[f32]]) -> Vec<f32> {
+    let k = 1.0 / (parts.len() as f32).sqrt();
+    parts.iter().flat_map(|p| p.iter().map(move |x| x * k)).collect()
+}
+
+/// A crop's embedding and its mirror image's, summed and normalised again.
+fn sum_normalized(a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut v: Vec<f32> = a.iter().zip(b).map(|(x, y)| x + y).collect();
+    simd::l2_normalize(&mut v);
+    v
+}
+
+/// Every recogniser of a spec, loaded, owned by one worker thread.
+pub struct RecognizerSet {
+    parts: Vec<(Recognizer, bool)>,
+}
+
+impl RecognizerSet {
+    /// Loads each part's model (see [`Recognizer::load`]); returns the provider report of each.
+    pub fn load(
+        rt: &Runtime,
+        dir: &Path,
+        parts: &[(ModelEntry, bool)],
+        providers: &[Provider],
+        intra: usize,
+        max_batch: usize,
+    ) -> Result<(Self, Vec<ProviderReport>)> {
+        let mut loaded = Vec::with_capacity(parts.len());
+        let mut reports = Vec::with_capacity(parts.len());
+        for (entry, mirror) in parts {
+            let (r, report) = Recognizer::load(rt, dir, entry, providers, intra, max_batch)?;
+            if r.dim == 0 {
+                return Err(EngineError::Model(format!("model {} gives no embedding", entry.id)));
+            }
+            loaded.push((r, *mirror));
+            reports.push(report);
+        }
+        Ok((RecognizerSet { parts: loaded }, reports))
+    }
+
+    /// Length of the combined embedding.
+    pub fn dim(&self) -> usize {
+        self.parts.iter().map(|(r, _)| r.dim).sum()
+    }
+
+    /// Embeds faces: `crops[k][i]` is face `i`'s crop for part `k`. Each part runs once over
+    /// all faces, a mirrored part with the mirror images as extra rows of the same batches;
+    /// part `k`'s runs are counted under telemetry slot `first_slot + k`. Age and gender come
+    /// from the first part's own crops.
+    pub fn run(&mut self, crops: &[Vec<&[u8]>], telemetry: &Telemetry, first_slot: u16) -> Result<Vec<FaceVector>> {
+        let faces = crops.first().map_or(0, Vec::len);
+        let mut out: Vec<FaceVector> = Vec::new();
+        let mut embeddings: Vec<Vec<Vec<f32>>> = Vec::with_capacity(self.parts.len());
+        for (k, (model, mirror)) in self.parts.iter_mut().enumerate() {
+            let part = &crops[k];
+            let mirrored: Vec<Vec<u8>> = if *mirror { part.iter().map(|c| mirror_rgb(c, model.input.width as usize)).collect() } else { Vec::new() };
+            let rows: Vec<&[u8]> = part.iter().copied().chain(mirrored.iter().map(Vec::as_slice)).collect();
+            let mut vectors = telemetry.timed(first_slot + k as u16, rows.len(), || model.run(&rows))?;
+            if vectors.len() != rows.len() {
+                return Err(EngineError::Model(format!("model {} returned {} rows for {}", model.id, vectors.len(), rows.len())));
+            }
+            let flipped = vectors.split_off(faces);
+            let part_embeddings = vectors
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let e = v.embedding.as_deref().unwrap_or_default();
+                    match flipped.get(i).and_then(|f| f.embedding.as_deref()) {
+                        Some(m) => sum_normalized(e, m),
+                        None => e.to_vec(),
+                    }
+                })
+                .collect();
+            embeddings.push(part_embeddings);
+            if k == 0 {
+                out = vectors;
+            }
+        }
+        for (i, face) in out.iter_mut().enumerate() {
+            let parts: Vec<&[f32]> = embeddings.iter().map(|p| p[i].as_slice()).collect();
+            face.embedding = Some(if parts.len() == 1 { parts[0].to_vec() } else { concat_normalized(&parts) });
+        }
+        Ok(out)
+    }
+}
 
 /// What one face crop yields.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -60,13 +217,19 @@ impl Recognizer {
         Ok((r, report))
     }
 
-    /// Runs crops (RGB8 at the model's input size) in batches of at most `max_batch`.
+    /// Runs crops (RGB8 at the model's input size) in batches of at most `max_batch`. With
+    /// fixed shapes (see [`runtime::fixed_batch_sizes`]) a batch runs at the next batch size,
+    /// padded with copies of its first crop, and the padding's rows are dropped.
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<FaceVector>> {
+        let sizes = runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let outputs = runtime::run_crops(&mut self.session, &self.input, chunk)?;
+            let rows = sizes.as_deref().map_or(chunk.len(), |s| crate::shapes::batch_for(chunk.len(), s));
+            let outputs = runtime::run_crops(&mut self.session, &self.input, &crate::shapes::pad_rows(chunk, rows))?;
             self.resolve_outputs(&outputs);
-            all.extend(self.split(&outputs, chunk.len())?);
+            let mut vectors = self.split(&outputs, rows)?;
+            vectors.truncate(chunk.len());
+            all.extend(vectors);
         }
         Ok(all)
     }
@@ -131,5 +294,65 @@ impl Recognizer {
             out.push(v);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn modes() -> HashMap<String, String> {
+        HashMap::from([("accurate".to_string(), "sface:mirror+dlib-resnet".to_string())])
+    }
+
+    #[test]
+    fn parses_specs_and_names_them_in_full() {
+        let one = RecognizerSpec::parse("sface", &modes()).unwrap();
+        assert_eq!(one.parts, vec![SpecPart { id: "sface".into(), mirror: false }]);
+        assert_eq!(one.name(), "sface");
+        let accurate = RecognizerSpec::parse("accurate", &modes()).unwrap();
+        assert_eq!(accurate.name(), "sface:mirror+dlib-resnet");
+        assert_eq!(accurate, RecognizerSpec::parse("sface:mirror+dlib-resnet", &modes()).unwrap());
+        assert!(accurate.parts[0].mirror && !accurate.parts[1].mirror);
+    }
+
+    #[test]
+    fn refuses_malformed_specs() {
+        for bad in ["", "sface+", "+sface", "sface:flip", "sface+sface:mirror", "a+b+c+d+e", ":mirror"] {
+            let e = RecognizerSpec::parse(bad, &modes()).unwrap_err();
+            assert_eq!(e.code(), "BAD_PARAM", "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn mirrors_rows_pixel_by_pixel() {
+        // Two rows of three RGB pixels.
+        let crop: Vec<u8> = (0..18).collect();
+        let m = mirror_rgb(&crop, 3);
+        assert_eq!(m, vec![6, 7, 8, 3, 4, 5, 0, 1, 2, 15, 16, 17, 12, 13, 14, 9, 10, 11]);
+        assert_eq!(mirror_rgb(&m, 3), crop);
+    }
+
+    #[test]
+    fn concatenation_scores_the_mean_of_the_parts_cosines() {
+        let unit = |v: Vec<f32>| {
+            let mut v = v;
+            simd::l2_normalize(&mut v);
+            v
+        };
+        let (a1, a2) = (unit(vec![1.0, 2.0, 3.0]), unit(vec![0.5, -1.0, 2.0, 1.0]));
+        let (b1, b2) = (unit(vec![2.0, 1.0, 3.0]), unit(vec![1.0, 1.0, -1.0, 0.0]));
+        let (a, b) = (concat_normalized(&[&a1, &a2]), concat_normalized(&[&b1, &b2]));
+        let dot = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
+        assert!((dot(&a, &a) - 1.0).abs() < 1e-6);
+        assert!((dot(&a, &b) - (dot(&a1, &b1) + dot(&a2, &b2)) / 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_mirrored_pair_sums_to_a_unit_vector() {
+        let v = sum_normalized(&[1.0, 0.0], &[0.0, 1.0]);
+        assert!((v[0] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6 && (v[0] - v[1]).abs() < 1e-6);
     }
 }

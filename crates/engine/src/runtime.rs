@@ -5,10 +5,17 @@
 //! Execution providers are tried in the caller's order; ONNX Runtime would otherwise fall back
 //! to CPU silently, so what is active and what was skipped, and why, is logged as one JSON
 //! line on stderr and reported by `info()`.
+//!
+//! What an engine asks of the sessions its workers build (each provider's options per model,
+//! fixed shapes and the warm-up) is its [`SessionPlan`], which each model worker enters on its
+//! own thread before loading its models ([`enter`]).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use ort::ep::ExecutionProvider;
 use ort::environment::Environment;
@@ -19,6 +26,8 @@ use serde_json::json;
 
 use crate::error::{EngineError, Result};
 use crate::manifest::InputSpec;
+use crate::providers::{self, ProviderSettings};
+use crate::shapes;
 
 /// Execution providers the engine knows how to request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,15 +79,94 @@ pub fn set_tensorrt_cache(dir: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-fn tensorrt() -> ort::ep::TensorRT {
-    let ep = ort::ep::TensorRT::default();
-    match TENSORRT_CACHE.lock().ok().and_then(|d| d.clone()) {
-        Some(dir) => {
-            let dir = dir.display().to_string();
-            ep.with_engine_cache(true).with_engine_cache_path(&dir).with_timing_cache(true).with_timing_cache_path(&dir)
-        }
-        None => ep,
+/// Provider options for a session built outside any engine's plan (examples, tests): the
+/// process-wide TensorRT cache, fp16, shapes as they come.
+fn unplanned_settings() -> ProviderSettings {
+    ProviderSettings::new(true, TENSORRT_CACHE.lock().ok().and_then(|d| d.clone()), false, None)
+}
+
+/// What an engine asks of every session its model workers build: each model's provider
+/// options, whether shapes are fixed, and the shapes to run each model at before the engine is
+/// ready (its warm-up), with what each took.
+///
+/// A worker enters its engine's plan on its own thread before loading its sessions ([`enter`],
+/// done by [`crate::batcher::Batcher`]), and keeps it while it runs: the loaders and `run`
+/// methods of the face models read it there ([`fixed_batch_sizes`]), as their callers pass
+/// no more than the runtime, the model and the cap on batches.
+#[derive(Debug, Default)]
+pub struct SessionPlan {
+    pub fixed_shapes: bool,
+    /// Per model, by the path of its `.onnx` file (as [`crate::manifest::Manifest::onnx_path`]
+    /// makes it).
+    models: HashMap<PathBuf, ModelPlan>,
+    /// Every warm-up run, of every worker.
+    warmups: Mutex<Vec<Warmup>>,
+    /// Held while a session is built and warmed up when TensorRT is asked for: the engine's
+    /// other workers then load the engines the first one built from the cache instead of
+    /// building them again at the same time.
+    building: Mutex<()>,
+}
+
+/// One model's part of a [`SessionPlan`].
+#[derive(Debug, Clone)]
+pub struct ModelPlan {
+    /// Manifest id.
+    pub id: String,
+    pub input: InputSpec,
+    pub providers: ProviderSettings,
+    /// Input tensor shapes the model is run at (empty unless shapes are fixed): its warm-up.
+    pub shapes: Vec<Vec<i64>>,
+}
+
+/// One warm-up run: a model at one input shape, and how long it took (session build excluded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warmup {
+    pub model: String,
+    pub shape: Vec<i64>,
+    pub ms: f64,
+}
+
+impl SessionPlan {
+    pub fn new(fixed_shapes: bool, models: impl IntoIterator<Item = (PathBuf, ModelPlan)>) -> SessionPlan {
+        SessionPlan { fixed_shapes, models: models.into_iter().collect(), ..SessionPlan::default() }
     }
+
+    /// Every warm-up run so far, in the order they finished.
+    pub fn warmups(&self) -> Vec<Warmup> {
+        self.warmups.lock().map(|w| w.clone()).unwrap_or_default()
+    }
+}
+
+thread_local! {
+    /// The plan of the engine whose worker this thread is.
+    static PLAN: RefCell<Option<Arc<SessionPlan>>> = const { RefCell::new(None) };
+}
+
+/// Makes `plan` this thread's until the guard is dropped (the previous one, if any, comes back).
+pub fn enter(plan: Arc<SessionPlan>) -> PlanGuard {
+    PlanGuard { previous: PLAN.with(|p| p.replace(Some(plan))) }
+}
+
+/// Restores the thread's previous plan when dropped (see [`enter`]).
+pub struct PlanGuard {
+    previous: Option<Arc<SessionPlan>>,
+}
+
+impl Drop for PlanGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        PLAN.with(|p| *p.borrow_mut() = previous);
+    }
+}
+
+fn current_plan() -> Option<Arc<SessionPlan>> {
+    PLAN.with(|p| p.borrow().clone())
+}
+
+/// The batch sizes a model batching at most `max_batch` rows runs at on this thread: `None`
+/// unless this thread works for an engine with fixed shapes (see [`shapes::batch_sizes`]).
+pub fn fixed_batch_sizes(max_batch: usize) -> Option<Vec<usize>> {
+    current_plan().filter(|p| p.fixed_shapes).map(|_| shapes::batch_sizes(max_batch))
 }
 
 /// Loads ONNX Runtime from `library` (first call) and returns the process-wide runtime. Later
@@ -131,7 +219,19 @@ impl Runtime {
     /// ([`crate::yunet::TILE_SIDE`]). With it YuNet runs 30-40% faster (`face_sizes --cost`:
     /// 25 against 36 ns per input pixel at 1024 px) and the 12-48 MP timing bench peaked lower
     /// (840 against 940 MiB).
+    ///
+    /// Under an engine's [`SessionPlan`] (on its worker threads) the providers get the plan's
+    /// options for this model, and with fixed shapes the session runs once at each of the
+    /// model's shapes before it is returned, so TensorRT's engines are built (or loaded from
+    /// the cache) and cuDNN's algorithms chosen before the engine reports ready.
     pub fn session(&self, model: &Path, providers: &[Provider], intra_threads: usize) -> Result<(Session, ProviderReport)> {
+        let plan = current_plan();
+        let model_plan = plan.as_ref().and_then(|p| p.models.get(model));
+        let settings = model_plan.map_or_else(unplanned_settings, |m| m.providers.clone());
+        let _building = match &plan {
+            Some(p) if providers.contains(&Provider::TensorRt) => Some(p.building.lock().map_err(|_| EngineError::Internal("session build lock poisoned".into()))?),
+            _ => None,
+        };
         let mut builder = Session::builder(&self.env)?
             .with_optimization_level(GraphOptimizationLevel::Level3)
             .map_err(ort::Error::from)?
@@ -141,8 +241,8 @@ impl Runtime {
         for &p in providers {
             let registered = match p {
                 Provider::Cpu => break, // always there, and lowest priority by definition
-                Provider::TensorRt => register(tensorrt(), &mut builder),
-                Provider::Cuda => register(ort::ep::CUDA::default(), &mut builder),
+                Provider::TensorRt => register(providers::tensorrt(&settings.tensorrt), &mut builder),
+                Provider::Cuda => register(providers::cuda(&settings.cuda), &mut builder),
             };
             match registered {
                 Ok(()) => report.active.push(p.name().to_string()),
@@ -150,11 +250,32 @@ impl Runtime {
             }
         }
         report.active.push("cpu".into());
-        let session = builder
+        let mut session = builder
             .commit_from_file(model)
             .map_err(|e| EngineError::Model(format!("cannot load {}: {e}", model.display())))?;
+        if let (Some(plan), Some(m)) = (&plan, model_plan) {
+            if plan.fixed_shapes {
+                let runs = warm_up(&mut session, m)?;
+                plan.warmups.lock().map_err(|_| EngineError::Internal("warm-up record poisoned".into()))?.extend(runs);
+            }
+        }
         Ok((session, report))
     }
+}
+
+/// Runs `session` once at each of the model's shapes on zeros, timing each run.
+fn warm_up(session: &mut Session, m: &ModelPlan) -> Result<Vec<Warmup>> {
+    let mut runs = Vec::with_capacity(m.shapes.len());
+    for shape in &m.shapes {
+        let values = shape.iter().product::<i64>().max(0) as usize;
+        let tensor = Tensor::from_array((shape.clone(), vec![0f32; values]))?;
+        let t = Instant::now();
+        session
+            .run(ort::inputs![tensor])
+            .map_err(|e| EngineError::Model(format!("model {} fails its warm-up at {}: {e}", m.id, providers::dims_text(shape))))?;
+        runs.push(Warmup { model: m.id.clone(), shape: shape.clone(), ms: t.elapsed().as_secs_f64() * 1e3 });
+    }
+    Ok(runs)
 }
 
 fn register<E: ExecutionProvider>(ep: E, builder: &mut ort::session::builder::SessionBuilder) -> std::result::Result<(), String> {

@@ -1,6 +1,28 @@
 //! Fixtures shared by this crate's unit tests and its `tests/` integration tests. Not part of the
 //! engine's API: kept public only because integration tests see nothing else.
 
+/// Where the end-to-end tests find the project: the repository root, two folders above this
+/// crate.
+pub fn project_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// onnxruntime-node's library (`FACE_ORT_LIBRARY` overrides it).
+pub fn ort_library() -> std::path::PathBuf {
+    std::env::var_os("FACE_ORT_LIBRARY")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| project_root().join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1"))
+}
+
+/// A missing prerequisite skips an end-to-end test on a fresh clone, but fails it in CI (`CI`
+/// set), where the models and the labelled photos are always present.
+pub fn skip(reason: String) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{reason}, and CI must have it");
+    }
+    eprintln!("SKIPPED: {reason}");
+}
+
 /// Inserts an APP1 Exif segment holding only an orientation tag right after the JPEG's SOI.
 pub fn with_exif_orientation(jpeg: &[u8], orientation: u16) -> Vec<u8> {
     let mut tiff = Vec::new();

@@ -70,6 +70,48 @@ pub const TILE_SIDE: f32 = 1280.0;
 /// Tiles overlap by this many input pixels: every face a level keeps fits whole in some tile.
 const TILE_OVERLAP: f32 = HANDOFF_FACE + 32.0;
 
+/// The detector's input sizes (width, height) when shapes are fixed (`fixedShapes`): each
+/// window's tensor is padded, black on the right and bottom, into the smallest that holds it,
+/// so a GPU provider sees nine shapes, known at start-up, instead of one per photo size.
+///
+/// Chosen from the plan's own windows (`examples/detector_shapes.rs`: 12, 24 and 48 MP phone
+/// photos at 4:3, 3:4, 16:9, 9:16 and 1:1, the demo photos, small photos and the labelled
+/// photos, at the default 40 px minimum face) by a search over sets of symmetric pairs for
+/// the least padding: 12 MP photos run 13% more pixels, 24 MP 23%, 48 MP 13%, the 1920 px
+/// demo photos 11%, small photos 23%, everything together 22%. What each is for: 320x320 the
+/// caller-box window and the coarsest level of square photos; 576x320 and 320x576 the coarsest
+/// level of 4:3 to 16:9 photos; 768x480 and 480x768 middle levels and small photos;
+/// 1152x928 and 928x1152 the tiles of 12 MP photos and the finest level of 1920 px ones;
+/// 1152x1152 and 1280x1280 the tiles of 24 and 48 MP photos. Every window fits the largest,
+/// as tiles are at most [`TILE_SIDE`] on a side.
+///
+/// Padding is not invisible to YuNet: its deeper layers see black as their biases make it, so
+/// a face within about 160 input pixels of a window's right or bottom edge moves a little
+/// when the padding grows (`examples/bucket_padding.rs`, `tests/fixed_shapes.rs`).
+pub const BUCKETS: [(u32, u32); 9] = [
+    (320, 320),
+    (576, 320),
+    (320, 576),
+    (768, 480),
+    (480, 768),
+    (1152, 928),
+    (928, 1152),
+    (1152, 1152),
+    (1280, 1280),
+];
+
+/// The bucket TensorRT's optimisation profile tunes its kernels for: the one most windows of
+/// the phone, demo and small photos land in (82 of 274, and the most pixels;
+/// `examples/detector_shapes.rs`). The labelled photos' small face crops land in 320x320 more
+/// often, but cost little wherever they run.
+pub const OPT_BUCKET: (u32, u32) = (1280, 1280);
+
+/// The smallest bucket (by area; the earlier of two alike) holding a `width` x `height` input,
+/// or `None` when none does (a window larger than every bucket, which the plan never makes).
+pub fn bucket_for(width: u32, height: u32) -> Option<(u32, u32)> {
+    BUCKETS.iter().copied().filter(|&(w, h)| w >= width && h >= height).min_by_key(|&(w, h)| w as u64 * h as u64)
+}
+
 /// One prepared detector input: NCHW floats of `height` x `width`.
 pub struct YunetInput {
     pub data: Vec<f32>,
@@ -104,7 +146,7 @@ pub struct Window {
 }
 
 impl Window {
-    fn input_size(&self) -> (u32, u32) {
+    pub fn input_size(&self) -> (u32, u32) {
         let round_up = |v: u32| v.max(1).div_ceil(InputSpec::SIZE_MULTIPLE) * InputSpec::SIZE_MULTIPLE;
         (round_up(self.content_width), round_up(self.content_height))
     }
@@ -235,8 +277,15 @@ fn level(w: f32, h: f32, scale: f32, coarsest: bool) -> Vec<Window> {
     windows
 }
 
-/// Renders a window of the photo as the model's input (antialiased when it shrinks).
+/// Renders a window of the photo as the model's input (antialiased when it shrinks), padded
+/// with black to the next multiple of 32.
 pub fn render(img: &RgbImage, window: &Window, spec: &InputSpec) -> YunetInput {
+    render_padded(img, window, spec, window.input_size())
+}
+
+/// Renders a window of the photo padded with black, on the right and at the bottom, to an
+/// input of `(width, height)` (at least the window's content).
+pub fn render_padded(img: &RgbImage, window: &Window, spec: &InputSpec, (iw, ih): (u32, u32)) -> YunetInput {
     let p = &window.pass;
     let (cw, ch) = (window.content_width, window.content_height);
     let content = if p.origin_x >= 0.0 && p.origin_y >= 0.0 && p.origin_x + cw as f32 * p.scale <= img.width() as f32 + 0.5 && p.origin_y + ch as f32 * p.scale <= img.height() as f32 + 0.5 {
@@ -250,7 +299,7 @@ pub fn render(img: &RgbImage, window: &Window, spec: &InputSpec) -> YunetInput {
         let t = p.photo_to_input();
         align::warp_antialiased(img, &t, cw, ch)
     };
-    let (iw, ih) = window.input_size();
+    let (iw, ih) = (iw.max(cw), ih.max(ch));
     let rgb = if (iw, ih) == (cw, ch) {
         content
     } else {
@@ -301,11 +350,15 @@ pub struct YunetModel {
     /// ONNX output names per stride: cls, obj, bbox, kps.
     outputs: [[String; 4]; 3],
     threshold: f32,
+    /// Whether each window runs padded to its bucket ([`BUCKETS`]) rather than to the next
+    /// multiple of 32.
+    fixed_shapes: bool,
 }
 
 impl YunetModel {
-    /// Loads the model and runs one small blank input to check that its outputs decode.
-    pub fn load(rt: &Runtime, dir: &Path, entry: &ModelEntry, providers: &[Provider], intra: usize, threshold: f32) -> Result<(Self, ProviderReport)> {
+    /// Loads the model and runs one small blank input to check that its outputs decode (with
+    /// `fixed_shapes`, the smallest bucket: every input is then one of [`BUCKETS`]).
+    pub fn load(rt: &Runtime, dir: &Path, entry: &ModelEntry, providers: &[Provider], intra: usize, threshold: f32, fixed_shapes: bool) -> Result<(Self, ProviderReport)> {
         if !entry.input.dynamic_size || entry.input.channels != 3 {
             return Err(EngineError::Model(format!("detector {} must take 3-channel input of any size", entry.id)));
         }
@@ -315,17 +368,31 @@ impl YunetModel {
         let per_stride = |s: u32| -> Result<[String; 4]> { Ok([name(format!("cls{s}"))?, name(format!("obj{s}"))?, name(format!("bbox{s}"))?, name(format!("kps{s}"))?]) };
         let outputs = [per_stride(8)?, per_stride(16)?, per_stride(32)?];
         let (session, report) = rt.session(&Manifest::onnx_path(dir, entry), providers, intra)?;
-        let mut m = YunetModel { session, input: entry.input.clone(), id: entry.id.clone(), outputs, threshold };
-        m.run(vec![YunetInput { data: vec![0.0; 3 * 64 * 64], width: 64, height: 64 }])?;
+        let mut m = YunetModel { session, input: entry.input.clone(), id: entry.id.clone(), outputs, threshold, fixed_shapes };
+        let (w, h) = if fixed_shapes { BUCKETS[0] } else { (64, 64) };
+        m.run(vec![YunetInput { data: vec![0.0; (3 * w * h) as usize], width: w, height: h }])?;
         Ok((m, report))
     }
 
-    /// Renders each window and runs it; detections in input pixels of each window.
+    /// Renders each window and runs it; detections in input pixels of each window. A window
+    /// runs padded to its bucket with fixed shapes, else to the next multiple of 32; either
+    /// way what is centred in the padding is dropped: a face there would be one cut by the
+    /// window's edge, which a neighbouring tile or a coarser level sees whole, and dropped
+    /// before merging it cannot suppress a better detection.
     pub fn run_windows(&mut self, jobs: Vec<WindowJob>) -> Result<Vec<Vec<Detection>>> {
         let mut all = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let input = render(&job.image, &job.window, &self.input);
-            all.extend(self.run(vec![input])?);
+            let win = &job.window;
+            let size = if self.fixed_shapes { bucket_for(win.input_size().0, win.input_size().1).unwrap_or(win.input_size()) } else { win.input_size() };
+            let input = render_padded(&job.image, win, &self.input, size);
+            let (cw, ch) = (win.content_width as f32, win.content_height as f32);
+            for mut dets in self.run(vec![input])? {
+                dets.retain(|d| {
+                    let (cx, cy) = ((d.x1 + d.x2) / 2.0, (d.y1 + d.y2) / 2.0);
+                    cx < cw && cy < ch
+                });
+                all.push(dets);
+            }
         }
         Ok(all)
     }

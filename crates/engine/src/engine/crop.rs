@@ -25,14 +25,22 @@ const ARCFACE_TEMPLATE: [(f32, f32); 5] =
 const ARCFACE_SIDE: f32 = 112.0;
 /// The recogniser crop is the detector box enlarged this much (as the FaceRes pipeline it was
 /// published with does).
-pub(super) const RECOGNIZER_CROP: f32 = 1.4;
+const RECOGNIZER_CROP: f32 = 1.4;
 /// Emotion models were trained on tight face crops.
 pub(super) const EMOTION_CROP: f32 = 1.0;
-/// Side of a dlib face chip over the detector box's side, for the upright crop used without
-/// keypoints (and the plausibility check of the fitted one): over the 165 YuNet faces of the
+/// Side of a dlib face chip (padding 0.2) over the detector box's side, for the upright crop
+/// used without keypoints (and the plausibility check of the fitted one): over the 165 YuNet faces of the
 /// labelled photos the chip fitted to the eyes is 1.02 box sides (median; 0.79 to 1.19 from
 /// the 5th to the 95th percentile), centred 0.04 chip sides below the box centre.
 const DLIB_CHIP_CROP: f32 = 1.0;
+/// Where YuNet's five points (image-left eye, image-right eye, nose tip, image-left and
+/// image-right mouth corner) sit on dlib's face chip, as fractions of the unpadded chip:
+/// the Procrustes mean of YuNet's points mapped into the chips dlib cuts from its own
+/// five-point landmarks, over 1,553 LFW photos (`bench/engine/dlib-chip-fit.py`). Fitting all
+/// five points to it moves the chip's corners 9.2 chip pixels from dlib's own chip on average
+/// (150 px chip, padding 0.25), against 12.2 for the two eye centres alone.
+const DLIB_CHIP_YUNET_TEMPLATE: [(f32, f32); 5] =
+    [(0.223_084, 0.203_03), (0.790_41, 0.204_265), (0.503_149, 0.525_01), (0.263_403, 0.777_688), (0.749_046, 0.785_468)];
 
 /// A recogniser-type stage's input and where the face sits in it.
 #[derive(Clone)]
@@ -41,16 +49,25 @@ pub(super) struct CropSpec {
     alignment: Alignment,
     /// Context around the detector box (box alignment only).
     enlarge: f32,
+    /// dlib chips: the padding the model was trained with.
+    chip_padding: f32,
 }
 
 impl CropSpec {
     pub(super) fn of(entry: &ModelEntry, enlarge: f32) -> CropSpec {
-        CropSpec { input: entry.input.clone(), alignment: entry.alignment, enlarge }
+        let chip_padding = entry.chip_padding.unwrap_or(attributes::DLIB_CHIP_PADDING);
+        CropSpec { input: entry.input.clone(), alignment: entry.alignment, enlarge, chip_padding }
     }
 
-    /// An age or gender model's crop: its own chip, or the recogniser's box crop.
-    pub(super) fn attribute(entry: &ModelEntry) -> CropSpec {
-        CropSpec::of(entry, if entry.alignment == Alignment::DlibChip { DLIB_CHIP_CROP } else { RECOGNIZER_CROP })
+    /// A recogniser's or an age or gender model's crop: its own chip, else the box crop.
+    pub(super) fn face_model(entry: &ModelEntry) -> CropSpec {
+        let spec = CropSpec::of(entry, RECOGNIZER_CROP);
+        if !entry.alignment.is_dlib_chip() {
+            return spec;
+        }
+        // The upright fallback grows with the chip's padding, measured at dlib's default.
+        let enlarge = DLIB_CHIP_CROP * (1.0 + 2.0 * spec.chip_padding) / (1.0 + 2.0 * attributes::DLIB_CHIP_PADDING);
+        CropSpec { enlarge, ..spec }
     }
 
     /// The model input for one face; `decoder` says in which order its keypoints come.
@@ -130,7 +147,23 @@ fn face_transform(c: &Candidate, decoder: Decoder, spec: &CropSpec, out: u32) ->
         // Our nose tip is not dlib's nose bottom: fitting it to that point as a third pair made
         // Cydral's age worse on the labelled photos (MAE 8.9 years against 7.5 from the eyes
         // alone, gender 90% against 92%), so the eyes alone fix the chip.
-        Alignment::DlibChip => (vec![p.right_eye, p.left_eye], attributes::dlib_chip_eyes(out as f32).to_vec()),
+        Alignment::DlibChip => (vec![p.right_eye, p.left_eye], attributes::dlib_chip_eyes(out as f32, spec.chip_padding).to_vec()),
+        Alignment::DlibChipFitted => match p.corners {
+            Some([r, l]) => {
+                // The template was measured with the detector's numbers as pixel centres and
+                // dlib's chip geometry, where a template point p lands at
+                // (p + padding) / (1 + 2 padding) * side in pixel-area terms (pixel i spans
+                // [i, i + 1), as here): the half pixel moves the points into that convention.
+                let k = out as f32 / (1.0 + 2.0 * spec.chip_padding);
+                let to_chip = |(x, y): (f32, f32)| ((x + spec.chip_padding) * k, (y + spec.chip_padding) * k);
+                let centred = |(x, y): (f32, f32)| (x + 0.5, y + 0.5);
+                (
+                    [p.right_eye, p.left_eye, p.nose, r, l].map(centred).to_vec(),
+                    DLIB_CHIP_YUNET_TEMPLATE.map(to_chip).to_vec(),
+                )
+            }
+            None => (vec![p.right_eye, p.left_eye], attributes::dlib_chip_eyes(out as f32, spec.chip_padding).to_vec()),
+        },
     };
     match align::similarity_transform(&src, &dst) {
         // Keypoints that disagree wildly with the box (a bad detection) would zoom the crop

@@ -89,7 +89,7 @@ impl DetectorStage {
                 // one wait for the tile.
                 let config = BatcherConfig { max_batch: 1, ..stage.batcher_config("detector") };
                 let batcher = Batcher::start(config, move |n| {
-                    let (mut model, report) = YunetModel::load(s.rt, &s.dir, &model_entry, &s.providers, s.intra, threshold)?;
+                    let (mut model, report) = YunetModel::load(s.rt, &s.dir, &model_entry, &s.providers, s.intra, threshold, s.fixed_shapes)?;
                     s.log_providers(n, &model_entry.id, &report);
                     let telemetry = Arc::clone(&s.telemetry);
                     Ok(move |jobs: Vec<WindowJob>| telemetry.timed(TELEMETRY_DETECTOR, jobs.len(), || model.run_windows(jobs)))

@@ -6,15 +6,16 @@ use std::sync::{mpsc, Arc};
 use crate::attributes::{AgeGender, AttributeModel, EmotionModel};
 use crate::batcher::Batcher;
 use crate::error::{EngineError, Result};
-use crate::recognizer::{FaceVector, Recognizer};
+use crate::recognizer::{FaceVector, RecognizerSet};
 use crate::telemetry::Telemetry;
 
-use super::models::{telemetry_attribute, ModelChoice, TELEMETRY_RECOGNIZER};
+use super::models::{ModelChoice, TELEMETRY_RECOGNIZER};
 use super::open::StageSettings;
 
 /// One face's crops, one per model that should see it.
 pub(super) struct FaceJob {
-    pub(super) recognizer: Option<Vec<u8>>,
+    /// One crop per recogniser of the spec, in its order.
+    pub(super) recognizer: Option<Vec<Vec<u8>>>,
     /// One crop per attribute model, where that model is needed.
     pub(super) attributes: Vec<Option<Vec<u8>>>,
     pub(super) emotion: Option<Vec<u8>>,
@@ -33,9 +34,10 @@ pub(super) struct FaceOut {
 pub(super) fn start(stage: &StageSettings, models: &ModelChoice) -> Result<(Batcher<FaceJob, FaceOut>, usize, Vec<String>)> {
     let (dim_tx, dim_rx) = mpsc::channel::<(usize, Vec<String>)>();
     let s = stage.clone();
-    let (rec_entry, attr_entries, emo_entry) = (models.recognizer.clone(), models.attributes.clone(), models.emotion.clone());
+    let (rec_parts, attr_entries, emo_entry) = (models.recognizers.clone(), models.attributes.clone(), models.emotion.clone());
+    let attribute_slots: Vec<u16> = (0..=attr_entries.len()).map(|k| models.telemetry_attribute(k)).collect();
     let faces = Batcher::start(stage.batcher_config("face"), move |n| {
-        let (rec, report) = Recognizer::load(s.rt, &s.dir, &rec_entry, &s.providers, s.intra, s.max_batch)?;
+        let (rec, reports) = RecognizerSet::load(s.rt, &s.dir, &rec_parts, &s.providers, s.intra, s.max_batch)?;
         let attrs = attr_entries
             .iter()
             .map(|(e, wants)| AttributeModel::load(s.rt, &s.dir, e, *wants, &s.providers, s.intra, s.max_batch))
@@ -44,7 +46,9 @@ pub(super) fn start(stage: &StageSettings, models: &ModelChoice) -> Result<(Batc
             .as_ref()
             .map(|e| EmotionModel::load(s.rt, &s.dir, e, &s.providers, s.intra, s.max_batch))
             .transpose()?;
-        s.log_providers(n, &rec_entry.id, &report);
+        for ((e, _), r) in rec_parts.iter().zip(&reports) {
+            s.log_providers(n, &e.id, r);
+        }
         for ((e, _), (_, r)) in attr_entries.iter().zip(&attrs) {
             s.log_providers(n, &e.id, r);
         }
@@ -52,13 +56,14 @@ pub(super) fn start(stage: &StageSettings, models: &ModelChoice) -> Result<(Batc
             s.log_providers(n, &e.id, r);
         }
         if n == 0 {
-            let _ = dim_tx.send((rec.dim, report.active.clone()));
+            let _ = dim_tx.send((rec.dim(), reports[0].active.clone()));
         }
         let mut models = FaceModels {
             recognizer: rec,
             attributes: attrs.into_iter().map(|(m, _)| m).collect(),
             emotion: emo.map(|(m, _)| m),
             telemetry: Arc::clone(&s.telemetry),
+            attribute_slots: attribute_slots.clone(),
         };
         Ok(move |jobs: Vec<FaceJob>| models.run(&jobs))
     })?;
@@ -68,10 +73,12 @@ pub(super) fn start(stage: &StageSettings, models: &ModelChoice) -> Result<(Batc
 
 /// One face worker's sessions.
 struct FaceModels {
-    recognizer: Recognizer,
+    recognizer: RecognizerSet,
     attributes: Vec<AttributeModel>,
     emotion: Option<EmotionModel>,
     telemetry: Arc<Telemetry>,
+    /// Telemetry slot of each attribute model, then the emotion model's.
+    attribute_slots: Vec<u16>,
 }
 
 impl FaceModels {
@@ -79,19 +86,25 @@ impl FaceModels {
     fn run(&mut self, jobs: &[FaceJob]) -> Result<Vec<FaceOut>> {
         let mut outs: Vec<FaceOut> = (0..jobs.len()).map(|_| FaceOut { attributes: vec![None; self.attributes.len()], ..FaceOut::default() }).collect();
         let telemetry = &self.telemetry;
-        let recognizer = &mut self.recognizer;
-        let crops: Vec<Option<&[u8]>> = jobs.iter().map(|j| j.recognizer.as_deref()).collect();
-        for (i, v) in run_on_crops(&crops, |c| telemetry.timed(TELEMETRY_RECOGNIZER, c.len(), || recognizer.run(c)))? {
-            outs[i].vector = Some(v);
+        let with_crops: Vec<usize> = (0..jobs.len()).filter(|&i| jobs[i].recognizer.is_some()).collect();
+        if !with_crops.is_empty() {
+            let parts = jobs[with_crops[0]].recognizer.as_ref().map_or(0, Vec::len);
+            let crops: Vec<Vec<&[u8]>> = (0..parts)
+                .map(|k| with_crops.iter().map(|&i| jobs[i].recognizer.as_ref().map_or(&[][..], |c| c[k].as_slice())).collect())
+                .collect();
+            for (i, v) in with_crops.into_iter().zip(self.recognizer.run(&crops, telemetry, TELEMETRY_RECOGNIZER)?) {
+                outs[i].vector = Some(v);
+            }
         }
+        let slots = &self.attribute_slots;
         for (k, model) in self.attributes.iter_mut().enumerate() {
             let crops: Vec<Option<&[u8]>> = jobs.iter().map(|j| j.attributes.get(k).and_then(Option::as_deref)).collect();
-            for (i, v) in run_on_crops(&crops, |c| telemetry.timed(telemetry_attribute(k), c.len(), || model.run(c)))? {
+            for (i, v) in run_on_crops(&crops, |c| telemetry.timed(slots[k], c.len(), || model.run(c)))? {
                 outs[i].attributes[k] = Some(v);
             }
         }
         if let Some(emotion) = self.emotion.as_mut() {
-            let slot = telemetry_attribute(self.attributes.len());
+            let slot = slots[self.attributes.len()];
             let crops: Vec<Option<&[u8]>> = jobs.iter().map(|j| j.emotion.as_deref()).collect();
             for (i, v) in run_on_crops(&crops, |c| telemetry.timed(slot, c.len(), || emotion.run(c)))? {
                 outs[i].emotions = Some(v);

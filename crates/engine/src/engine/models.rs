@@ -2,15 +2,20 @@
 //! models (or the recogniser's own heads) and the emotion model; and the telemetry slot each
 //! model's runs are counted under.
 
-use crate::error::Result;
-use crate::manifest::{Manifest, ModelEntry};
+use crate::error::{EngineError, Result};
+use crate::manifest::{Manifest, ModelEntry, Role};
+use crate::recognizer::RecognizerSpec;
+use crate::runtime::Provider;
 
 use super::EngineOptions;
 
 /// The models one engine loads.
 pub(super) struct ModelChoice {
     pub(super) detector: ModelEntry,
-    pub(super) recognizer: ModelEntry,
+    /// The recogniser spec's models in order, each with whether its mirror image is embedded.
+    pub(super) recognizers: Vec<(ModelEntry, bool)>,
+    /// The spec written out in full ([`RecognizerSpec::name`]).
+    pub(super) recognizer_name: String,
     /// Models the face workers load for age and gender, with what each is asked for
     /// (age, gender); empty when the recogniser's own heads give both.
     pub(super) attributes: Vec<(ModelEntry, (bool, bool))>,
@@ -20,12 +25,27 @@ pub(super) struct ModelChoice {
 }
 
 impl ModelChoice {
-    /// The options' models, else the manifest's defaults; fails on an id the manifest lacks.
+    /// The options' models, else the manifest's defaults (its GPU recogniser when a GPU
+    /// provider is asked for); fails on an id the manifest lacks or a recogniser that is not one.
     pub(super) fn resolve(manifest: &Manifest, opts: &EngineOptions) -> Result<ModelChoice> {
         let detector_id = opts.detector.clone().unwrap_or_else(|| manifest.defaults.detector.clone());
-        let recognizer_id = opts.recognizer.clone().unwrap_or_else(|| manifest.defaults.recognizer.clone());
+        let gpu = opts.execution_providers()?.iter().any(|p| matches!(p, Provider::TensorRt | Provider::Cuda));
+        let default_recognizer = if gpu { manifest.defaults.recognizer_gpu.as_ref() } else { None }.unwrap_or(&manifest.defaults.recognizer);
+        let spec = RecognizerSpec::parse(opts.recognizer.as_ref().unwrap_or(default_recognizer), &manifest.recognizer_modes)?;
         let detector = manifest.get(&detector_id)?.clone();
-        let recognizer = manifest.get(&recognizer_id)?.clone();
+        let recognizers = spec
+            .parts
+            .iter()
+            .map(|p| {
+                let entry = manifest.get(&p.id)?;
+                if entry.role != Role::Recognizer {
+                    return Err(EngineError::BadParam(format!("recognizer {}: model {} is a {:?} model", spec.name(), p.id, entry.role)));
+                }
+                Ok((entry.clone(), p.mirror))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // Heads of the recogniser (age, gender) are read from the first model's run.
+        let recognizer_id = spec.parts[0].id.clone();
         let emotion = manifest.defaults.emotion.as_deref().map(|id| manifest.get(id)).transpose()?.cloned();
         // Age and gender: the caller's model, else the manifest's for that attribute, else its
         // shared one, else the recogniser's own heads; a model serving both is loaded once.
@@ -37,31 +57,30 @@ impl ModelChoice {
         let age_from = attribute_source(manifest, &age_id, &recognizer_id, true, &mut attributes)?;
         let gender_id = attribute_id(&opts.gender_model, &manifest.defaults.gender);
         let gender_from = attribute_source(manifest, &gender_id, &recognizer_id, false, &mut attributes)?;
-        Ok(ModelChoice { detector, recognizer, attributes, age_from, gender_from, emotion })
+        Ok(ModelChoice { detector, recognizers, recognizer_name: spec.name(), attributes, age_from, gender_from, emotion })
     }
 
     /// `(id, onnx path)` of every model, in telemetry slot order (see [`TELEMETRY_DETECTOR`]).
     pub(super) fn loaded(&self) -> Vec<(String, String)> {
-        let mut models = vec![
-            (self.detector.id.clone(), self.detector.onnx.clone()),
-            (self.recognizer.id.clone(), self.recognizer.onnx.clone()),
-        ];
+        let mut models = vec![(self.detector.id.clone(), self.detector.onnx.clone())];
+        models.extend(self.recognizers.iter().map(|(e, _)| (e.id.clone(), e.onnx.clone())));
         models.extend(self.attributes.iter().map(|(e, _)| (e.id.clone(), e.onnx.clone())));
         models.extend(self.emotion.iter().map(|e| (e.id.clone(), e.onnx.clone())));
         models
     }
+
+    /// Telemetry slot of the face workers' `k`th attribute model; the emotion model's is the
+    /// one after the last attribute model's.
+    pub(super) fn telemetry_attribute(&self, k: usize) -> u16 {
+        (TELEMETRY_RECOGNIZER as usize + self.recognizers.len() + k) as u16
+    }
 }
 
 // Telemetry slots: a model's position in `EngineInfo::models`, as `ModelChoice::loaded` lists
-// them: detector, recogniser, attribute models, emotion.
+// them: detector, the recognisers, attribute models, emotion.
 pub(super) const TELEMETRY_DETECTOR: u16 = 0;
+/// The first recogniser's slot; the others follow it.
 pub(super) const TELEMETRY_RECOGNIZER: u16 = 1;
-
-/// Telemetry slot of the face workers' `k`th attribute model; the emotion model's is the one
-/// after the last attribute model's.
-pub(super) fn telemetry_attribute(k: usize) -> u16 {
-    2 + k as u16
-}
 
 /// Where age (or gender) comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

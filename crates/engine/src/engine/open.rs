@@ -10,14 +10,15 @@ use crate::error::Result;
 use crate::image_io::DecodeLimits;
 use crate::manifest::Manifest;
 use crate::pool::{Pool, PoolConfig};
-use crate::runtime::{self, Provider, ProviderReport, Runtime};
+use crate::runtime::{self, Provider, ProviderReport, Runtime, SessionPlan};
 use crate::simd;
 use crate::telemetry::Telemetry;
 
-use super::crop::{CropSpec, EMOTION_CROP, RECOGNIZER_CROP};
+use super::crop::{CropSpec, EMOTION_CROP};
 use super::detector_stage::DetectorStage;
 use super::face_stage;
 use super::models::ModelChoice;
+use super::sessions;
 use super::{Engine, EngineInfo, EngineOptions, Inner};
 
 impl Engine {
@@ -32,16 +33,24 @@ impl Engine {
         }
         let models = ModelChoice::resolve(&manifest, &opts)?;
         let telemetry = Arc::new(Telemetry::default());
-        let stage = StageSettings::new(rt, &opts, providers, &telemetry);
+        let (plan, sessions) = sessions::plan(&opts, &providers, &models)?;
+        let plan = Arc::new(plan);
+        let stage = StageSettings::new(rt, &opts, providers, &telemetry, &plan);
+        // Each worker builds its sessions, and with fixed shapes warms them up, before these
+        // return: the engine is ready only once every shape has run.
         let detector = DetectorStage::start(&stage, &models.detector, &opts)?;
         let (faces, dim, active) = face_stage::start(&stage, &models)?;
+        let warmup = sessions::warmup_report(&plan, &sessions);
         let info = EngineInfo {
             providers: active,
             simd: simd::active_level().name().to_string(),
-            recognizer: models.recognizer.id.clone(),
+            recognizer: models.recognizer_name.clone(),
             detector: models.detector.id.clone(),
             dim,
             models: models.loaded(),
+            fixed_shapes: plan.fixed_shapes,
+            sessions,
+            warmup,
         };
         let pool = pipeline_pool(&opts)?;
         let inner = Inner {
@@ -49,15 +58,15 @@ impl Engine {
             detector,
             decoder: models.detector.decoder,
             faces,
-            recognizer_crop: CropSpec::of(&models.recognizer, RECOGNIZER_CROP),
-            attribute_crops: models.attributes.iter().map(|(e, _)| CropSpec::attribute(e)).collect(),
+            recognizer_crops: models.recognizers.iter().map(|(e, _)| CropSpec::face_model(e)).collect(),
+            attribute_crops: models.attributes.iter().map(|(e, _)| CropSpec::face_model(e)).collect(),
             age_from: models.age_from,
             gender_from: models.gender_from,
             emotion_crop: models.emotion.as_ref().map(|e| CropSpec::of(e, EMOTION_CROP)),
             info,
             telemetry,
         };
-        log_ready(rt, &models.recognizer.id, dim);
+        log_ready(rt, &models.recognizer_name, dim);
         Ok(Engine { inner: Arc::new(inner), pool: Arc::new(pool) })
     }
 }
@@ -77,11 +86,17 @@ pub(super) struct StageSettings {
     /// Inputs that may wait for a worker.
     capacity: usize,
     pub(super) telemetry: Arc<Telemetry>,
+    /// What every session a worker builds follows; each worker enters it on its thread.
+    sessions: Arc<SessionPlan>,
+    /// Whether inputs run at fixed shapes (as `sessions` says).
+    pub(super) fixed_shapes: bool,
 }
 
 impl StageSettings {
-    fn new(rt: &'static Runtime, opts: &EngineOptions, providers: Vec<Provider>, telemetry: &Arc<Telemetry>) -> StageSettings {
+    fn new(rt: &'static Runtime, opts: &EngineOptions, providers: Vec<Provider>, telemetry: &Arc<Telemetry>, sessions: &Arc<SessionPlan>) -> StageSettings {
         StageSettings {
+            sessions: Arc::clone(sessions),
+            fixed_shapes: sessions.fixed_shapes,
             rt,
             dir: opts.model_dir.clone(),
             providers,
@@ -96,7 +111,14 @@ impl StageSettings {
 
     /// The stage's batcher, named `name` in thread names and OVERLOADED messages.
     pub(super) fn batcher_config(&self, name: &'static str) -> BatcherConfig {
-        BatcherConfig { name, workers: self.workers, max_batch: self.max_batch, max_wait: self.max_wait, capacity: self.capacity }
+        BatcherConfig {
+            name,
+            workers: self.workers,
+            max_batch: self.max_batch,
+            max_wait: self.max_wait,
+            capacity: self.capacity,
+            sessions: Some(Arc::clone(&self.sessions)),
+        }
     }
 
     /// Logs which providers a model runs on; only the first worker (`n` 0) of a stage does, as

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use crate::error::{EngineError, Result};
 use crate::runtime::Provider;
+use crate::shapes::FixedShapes;
 
 /// Engine configuration (mirrors the JavaScript `EngineOptions`).
 #[derive(Debug, Clone)]
@@ -54,6 +55,12 @@ pub struct EngineOptions {
     pub heavy_threads: usize,
     /// Folder where TensorRT keeps the engines it builds (None: rebuilt at every start).
     pub tensorrt_cache: Option<PathBuf>,
+    /// Whether model inputs are padded to a few fixed shapes, each run once before the engine
+    /// is ready: "on", "off", or "auto" (on exactly when TensorRT or CUDA is asked for). See
+    /// [`crate::shapes`].
+    pub fixed_shapes: String,
+    /// Whether TensorRT may use half-precision kernels.
+    pub trt_fp16: bool,
 }
 
 impl Default for EngineOptions {
@@ -80,6 +87,8 @@ impl Default for EngineOptions {
             heavy_queue_ms: 10_000,
             heavy_threads: 0,
             tensorrt_cache: None,
+            fixed_shapes: "auto".into(),
+            trt_fp16: true,
         }
     }
 }
@@ -117,11 +126,17 @@ impl EngineOptions {
         if self.max_decode_bytes < MIN_DECODE_BYTES {
             return Err(bad_param("maxDecodeBytes must be at least 1 MiB"));
         }
+        FixedShapes::parse(&self.fixed_shapes)?;
         Ok(())
     }
 
+    /// Whether inputs run at fixed shapes: `fixedShapes` resolved for the providers asked for.
+    pub fn shapes_fixed(&self) -> Result<bool> {
+        Ok(FixedShapes::parse(&self.fixed_shapes)?.resolve(&self.execution_providers()?))
+    }
+
     /// The execution providers, parsed, highest priority first.
-    pub(super) fn execution_providers(&self) -> Result<Vec<Provider>> {
+    pub fn execution_providers(&self) -> Result<Vec<Provider>> {
         self.providers.iter().map(|p| Provider::parse(p)).collect()
     }
 }
@@ -171,5 +186,20 @@ mod tests {
         assert!(refused(|o| o.min_face = 7.5).contains("minFace must be at least 8"));
         assert!(refused(|o| o.min_face = f32::NAN).contains("minFace"));
         assert!(refused(|o| o.max_decode_bytes = 1000).contains("maxDecodeBytes must be at least 1 MiB"));
+        assert!(refused(|o| o.fixed_shapes = "always".into()).contains("fixedShapes must be auto, on or off"));
+    }
+
+    #[test]
+    fn fixed_shapes_default_to_gpu_providers_only() {
+        let with = |providers: &[&str], fixed: &str| {
+            let opts = EngineOptions { providers: providers.iter().map(|p| p.to_string()).collect(), fixed_shapes: fixed.into(), ..EngineOptions::default() };
+            opts.shapes_fixed().unwrap()
+        };
+        assert!(!with(&["cpu"], "auto"));
+        assert!(with(&["tensorrt", "cuda", "cpu"], "auto"));
+        assert!(with(&["cuda", "cpu"], "auto"));
+        assert!(with(&["cpu"], "on"));
+        assert!(!with(&["tensorrt", "cpu"], "off"));
+        assert!(EngineOptions::default().trt_fp16);
     }
 }

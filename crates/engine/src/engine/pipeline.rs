@@ -127,7 +127,7 @@ impl Inner {
         let jobs = candidates
             .iter()
             .map(|c| FaceJob {
-                recognizer: want_rec.then(|| self.recognizer_crop.cut(img, c, self.decoder)),
+                recognizer: want_rec.then(|| self.recognizer_crops.iter().map(|spec| spec.cut(img, c, self.decoder)).collect()),
                 attributes: want_attr.iter().zip(&self.attribute_crops).map(|(&want, spec)| want.then(|| spec.cut(img, c, self.decoder))).collect(),
                 emotion: want_emo.then(|| self.emotion_crop.as_ref().expect("loaded").cut(img, c, self.decoder)),
             })

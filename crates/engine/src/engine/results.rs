@@ -2,6 +2,7 @@
 //! [`EngineInfo`] and [`QueueDepth`] reported for health checks and metrics.
 
 use crate::attributes::Gender;
+use crate::runtime::Warmup;
 
 /// One face in the upright image.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +49,39 @@ pub struct EngineInfo {
     pub dim: usize,
     /// `(id, onnx path)` of every loaded model.
     pub models: Vec<(String, String)>,
+    /// Whether inputs run at fixed shapes (`fixedShapes` resolved for the providers).
+    pub fixed_shapes: bool,
+    /// Every model's session as it was built, in the order of `models`.
+    pub sessions: Vec<SessionInfo>,
+    /// With fixed shapes: each model at each of its shapes, run before the engine was ready,
+    /// with the longest any worker took (ms); in the order of `sessions` and their shapes.
+    pub warmup: Vec<Warmup>,
+}
+
+/// One model's sessions as the engine builds them ([`crate::engine::describe_sessions`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    /// Manifest id.
+    pub model: String,
+    /// The options of each GPU provider asked for, exactly as ONNX Runtime is given them:
+    /// provider name ("tensorrt", "cuda") and key/value pairs in the order they are set. The
+    /// CPU provider takes none.
+    pub providers: Vec<(String, Vec<(String, String)>)>,
+    /// The input tensor shapes the model runs at with fixed shapes (its warm-up); empty
+    /// without.
+    pub shapes: Vec<Vec<i64>>,
+}
+
+impl SessionInfo {
+    /// `{"model": ..., "providers": {"tensorrt": {"trt_fp16_enable": "1", ...}}, "shapes": [[1, 3, 320, 320], ...]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let providers: serde_json::Map<String, serde_json::Value> = self
+            .providers
+            .iter()
+            .map(|(name, options)| (name.clone(), options.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))).collect()))
+            .collect();
+        serde_json::json!({"model": self.model, "providers": providers, "shapes": self.shapes})
+    }
 }
 
 /// Work waiting right now at each stage (for metrics).
