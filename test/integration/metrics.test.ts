@@ -114,8 +114,13 @@ describe('GET /metrics', () => {
       expect(value(after, `face_index_lag_positions{shard="${shard}"}`)).toBe(0);
     }
     expect(faces).toBe(SAMPLE_FACES[1]);
-    // Enrolment embeds every face: the recogniser ran on exactly that many crops.
-    expect(value(after, 'face_engine_batch_size_sum{model="sface"}') - value(before, 'face_engine_batch_size_sum{model="sface"}')).toBe(SAMPLE_FACES[1]);
+    // Enrolment embeds every face: SFace ran on exactly that many crops, twice that when the
+    // recogniser mode mirrors them (the mirror images are extra rows of the same runs).
+    const health = await call('GET', '/health');
+    const rowsPerFace = String(health.json.engine.recognizer).split('+').includes('sface:mirror') ? 2 : 1;
+    expect(value(after, 'face_engine_batch_size_sum{model="sface"}') - value(before, 'face_engine_batch_size_sum{model="sface"}')).toBe(
+      SAMPLE_FACES[1] * rowsPerFace,
+    );
   });
 
   it('counts photo fetches by outcome', async () => {
