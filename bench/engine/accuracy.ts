@@ -77,6 +77,7 @@ import {
   type LfwSet,
   type TenFold,
 } from '../lib/lfw.js';
+import { embedLabelled, loadLabels, type DevFaces, type Label } from '../lib/dev-set.js';
 import {
   databaseBytesPerFace,
   resolveRecognizerMode,
@@ -87,13 +88,6 @@ import {
 
 const flag = (name: string) => process.argv.includes(`--${name}`);
 
-interface Label {
-  file: string;
-  identities: string[];
-  faces: number | null;
-  faces_min?: number;
-  attributes?: { age?: number; gender?: string; emotion?: string };
-}
 
 const DEMO_COUNTS = [3, 3, 3, 4, 5, 4];
 const FAR_TARGETS = [1e-1, 1e-3, 1e-5];
@@ -229,40 +223,6 @@ async function detection(engine: Engine, root: string, dir: string | undefined, 
     }
   }
   return rows;
-}
-
-/** The dev set's faces: photos with one identity and one labelled face, the first face the engine finds. */
-interface DevFaces {
-  files: string[];
-  people: string[];
-  /** people.length × dim, as the engine gives them. */
-  all: Float32Array;
-  dim: number;
-  /** Photos where the engine found no face. */
-  missed: number;
-}
-
-async function embedLabelled(engine: Engine, dir: string, labels: Label[]): Promise<DevFaces> {
-  const files: string[] = [];
-  const people: string[] = [];
-  const rows: Float32Array[] = [];
-  let dim = 0;
-  let missed = 0;
-  for (const l of labels) {
-    if (l.identities.length !== 1 || l.faces !== 1) continue;
-    const a = await engine.analyze(readFileSync(path.join(dir, l.file)), { embed: true, age: false, gender: false, emotions: false });
-    if (a.faces.length === 0) {
-      missed++;
-      continue;
-    }
-    dim = a.dim;
-    rows.push(a.embeddings.slice(0, a.dim));
-    people.push(l.identities[0]);
-    files.push(l.file);
-  }
-  const all = new Float32Array(rows.length * dim);
-  rows.forEach((r, i) => all.set(r, i * dim));
-  return { files, people, all, dim, missed };
 }
 
 /** Every same-identity pair of dev faces is genuine, every cross-identity pair an impostor. */
@@ -760,7 +720,8 @@ async function lfwSection(config: ReturnType<typeof loadConfig>, root: string, d
 
   // The dev set, and the LFW folders of its people, left out of the rank-1 distractors.
   const devDir = arg('testdata') ?? path.resolve(root, '../shared/testdata/faces');
-  const dev = existsSync(path.join(devDir, 'labels.json')) ? { dir: devDir, labels: JSON.parse(readFileSync(path.join(devDir, 'labels.json'), 'utf8')) as Label[] } : undefined;
+  const labels = loadLabels(devDir);
+  const dev = labels ? { dir: devDir, labels } : undefined;
   const excludedPeople = new Set<number>();
   if (dev) {
     const devPeople = [...new Set(dev.labels.flatMap((l) => l.identities))].sort();
@@ -933,8 +894,8 @@ async function main() {
 
 async function labelledSection(config: ReturnType<typeof loadConfig>, root: string) {
   const dir = arg('testdata') ?? path.resolve(root, '../shared/testdata/faces');
-  const haveData = existsSync(path.join(dir, 'labels.json'));
-  const labels: Label[] = haveData ? JSON.parse(readFileSync(path.join(dir, 'labels.json'), 'utf8')) : [];
+  const labels = loadLabels(dir) ?? [];
+  const haveData = labels.length > 0;
   if (!haveData) console.log(`no labelled photos at ${dir}: detection on the demo photos only`);
   const manifest = JSON.parse(readFileSync(path.join(config.modelDir, 'manifest.json'), 'utf8')) as {
     models: { id: string; role: string }[];

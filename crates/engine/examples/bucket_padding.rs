@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use face_engine::detector::Detection;
 use face_engine::manifest::{Decoder, Manifest};
-use face_engine::runtime::{self, Provider};
+use face_engine::runtime::{self, Provider, SessionSource};
 use face_engine::yunet::{self, YunetInput, YunetModel};
 
 fn root() -> PathBuf {
@@ -87,7 +87,8 @@ fn main() {
     let manifest = Manifest::load(&model_dir).expect("manifest");
     let entry = manifest.models.iter().find(|m| m.decoder == Decoder::Yunet).expect("a YuNet model").clone();
     let rt = runtime::init(&ort).expect("onnxruntime");
-    let (mut model, _) = YunetModel::load(rt, &model_dir, &entry, &[Provider::Cpu], 1, 0.8, false).expect("YuNet loads");
+    let src = SessionSource { rt, dir: &model_dir, providers: &[Provider::Cpu], intra: 1, max_batch: 1, plan: None };
+    let (mut model, _) = YunetModel::load(&src, &entry, 0.8).expect("YuNet loads");
     let fills = [Fill::Zeros, Fill::Grey];
     // Per fill: (distance band, landmark deviation / face side, score difference), unmatched.
     let mut deviations: Vec<Vec<(usize, f32, f32)>> = vec![Vec::new(); fills.len()];

@@ -22,7 +22,7 @@ use std::time::Instant;
 use face_engine::align;
 use face_engine::detector::Detection;
 use face_engine::manifest::{Decoder, Manifest};
-use face_engine::runtime::{self, Provider};
+use face_engine::runtime::{self, Provider, SessionSource};
 use face_engine::yunet::{YunetInput, YunetModel};
 use image::RgbImage;
 
@@ -52,7 +52,8 @@ fn main() {
     let entry = manifest.models.iter().find(|m| m.decoder == Decoder::Yunet).expect("a YuNet model in the manifest").clone();
     let rt = runtime::init(&ort).expect("onnxruntime");
     // A low floor, so a face found below the service's threshold still shows its score.
-    let (mut model, _) = YunetModel::load(rt, &model_dir, &entry, &[Provider::Cpu], 1, 0.3, false).expect("YuNet loads");
+    let src = SessionSource { rt, dir: &model_dir, providers: &[Provider::Cpu], intra: 1, max_batch: 1, plan: None };
+    let (mut model, _) = YunetModel::load(&src, &entry, 0.3).expect("YuNet loads");
 
     if cost_only {
         return pass_cost(&mut model);

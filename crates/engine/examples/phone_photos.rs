@@ -229,7 +229,7 @@ fn timing(engine: &Engine, source: &Source, runs: usize, concurrent: usize) {
         let rate = lat.len() as f64 / t_all.elapsed().as_secs_f64();
         println!(
             "| {label} ({w}x{h}) | {found} | {:.1} | {estimate} | {:.0} | {:.0} / {:.0}{} | {rate:.2} | {:.0} |",
-            face_engine::yunet::input_pixels(&face_engine::yunet::plan(w, h, min_face)) as f64 / 1e6,
+            face_engine::yunet::input_pixels(&face_engine::yunet::plan(w, h, min_face), engine.info().fixed_shapes) as f64 / 1e6,
             median(&mut one),
             median(&mut lat),
             lat.iter().cloned().fold(0.0, f64::max),

@@ -5,13 +5,11 @@
 //! a model with age and gender heads such as FaceRes or GEAR, or one classifier per attribute
 //! such as Cydral's dlib age and gender networks); the decoders here accept each head layout.
 
-use std::path::Path;
-
 use ort::session::Session;
 
 use crate::error::{EngineError, Result};
-use crate::manifest::{InputSpec, Manifest, ModelEntry};
-use crate::runtime::{self, Output, Provider, ProviderReport, Runtime};
+use crate::manifest::{InputSpec, ModelEntry};
+use crate::runtime::{self, Output, ProviderReport, SessionSource};
 use crate::shapes;
 
 /// Labels used when the manifest does not list them (the FER-2013 order).
@@ -164,20 +162,14 @@ pub struct AttributeModel {
     age: Option<Head>,
     gender: Option<Head>,
     max_batch: usize,
+    /// The batch sizes it runs at, with fixed shapes.
+    batch_sizes: Option<Vec<usize>>,
 }
 
 impl AttributeModel {
     /// Loads the model for the attributes asked for (each must be a named output) and runs
     /// one blank crop through it to check that the heads decode.
-    pub fn load(
-        rt: &Runtime,
-        dir: &Path,
-        entry: &ModelEntry,
-        (want_age, want_gender): (bool, bool),
-        providers: &[Provider],
-        intra: usize,
-        max_batch: usize,
-    ) -> Result<(Self, ProviderReport)> {
+    pub fn load(src: &SessionSource, entry: &ModelEntry, (want_age, want_gender): (bool, bool)) -> Result<(Self, ProviderReport)> {
         let head = |key: &str| -> Result<Head> {
             let output = entry.output(key).ok_or_else(|| EngineError::Model(format!("model {} names no {key} output in the manifest", entry.id)))?;
             let order = match entry.labels.as_deref() {
@@ -190,9 +182,10 @@ impl AttributeModel {
         };
         let age = want_age.then(|| head("age")).transpose()?;
         let gender = want_gender.then(|| head("gender")).transpose()?;
-        let (session, report) = rt.session(&Manifest::onnx_path(dir, entry), providers, intra)?;
-        let max_batch = if entry.input.dynamic_batch { max_batch.max(1) } else { 1 };
-        let mut m = AttributeModel { session, input: entry.input.clone(), id: entry.id.clone(), age, gender, max_batch };
+        let (session, report) = src.session(entry)?;
+        let max_batch = if entry.input.dynamic_batch { src.max_batch.max(1) } else { 1 };
+        let batch_sizes = src.batch_sizes(max_batch);
+        let mut m = AttributeModel { session, input: entry.input.clone(), id: entry.id.clone(), age, gender, max_batch, batch_sizes };
         let blank = vec![128u8; (entry.input.width * entry.input.height * 3) as usize];
         let out = m.run(&[&blank[..]])?;
         if (want_age && out[0].age.is_none()) || (want_gender && out[0].gender.is_none()) {
@@ -204,10 +197,9 @@ impl AttributeModel {
     /// Runs crops (RGB8 at the model's input size) in batches of at most `max_batch`, padded
     /// with fixed shapes as [`crate::recognizer::Recognizer::run`] pads them.
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<AgeGender>> {
-        let sizes = runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let rows = sizes.as_deref().map_or(chunk.len(), |s| shapes::batch_for(chunk.len(), s));
+            let rows = self.batch_sizes.as_deref().map_or(chunk.len(), |s| shapes::batch_for(chunk.len(), s));
             let outputs = runtime::run_crops(&mut self.session, &self.input, &shapes::pad_rows(chunk, rows))?;
             let (age, gender) = (head_rows(&self.id, &outputs, self.age.as_ref(), rows)?, head_rows(&self.id, &outputs, self.gender.as_ref(), rows)?);
             for i in 0..chunk.len() {
@@ -243,14 +235,17 @@ pub struct EmotionModel {
     pub input: InputSpec,
     labels: Vec<String>,
     max_batch: usize,
+    /// The batch sizes it runs at, with fixed shapes.
+    batch_sizes: Option<Vec<usize>>,
 }
 
 impl EmotionModel {
-    pub fn load(rt: &Runtime, dir: &Path, entry: &ModelEntry, providers: &[Provider], intra: usize, max_batch: usize) -> Result<(Self, ProviderReport)> {
-        let (session, report) = rt.session(&Manifest::onnx_path(dir, entry), providers, intra)?;
+    pub fn load(src: &SessionSource, entry: &ModelEntry) -> Result<(Self, ProviderReport)> {
+        let (session, report) = src.session(entry)?;
         let labels = entry.labels.clone().unwrap_or_else(|| EMOTIONS.iter().map(|s| s.to_string()).collect());
-        let max_batch = if entry.input.dynamic_batch { max_batch.max(1) } else { 1 };
-        let mut m = EmotionModel { session, input: entry.input.clone(), labels, max_batch };
+        let max_batch = if entry.input.dynamic_batch { src.max_batch.max(1) } else { 1 };
+        let batch_sizes = src.batch_sizes(max_batch);
+        let mut m = EmotionModel { session, input: entry.input.clone(), labels, max_batch, batch_sizes };
         let blank = vec![128u8; (entry.input.width * entry.input.height * 3) as usize];
         let out = m.run(&[&blank[..]])?;
         if out[0].len() != m.labels.len() {
@@ -262,10 +257,9 @@ impl EmotionModel {
     /// Crops are RGB8 at the model's input size; the gray conversion happens while filling the
     /// tensor. Returns labels with probabilities, most likely first, per crop.
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<Vec<(String, f32)>>> {
-        let sizes = runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let rows = sizes.as_deref().map_or(chunk.len(), |s| shapes::batch_for(chunk.len(), s));
+            let rows = self.batch_sizes.as_deref().map_or(chunk.len(), |s| shapes::batch_for(chunk.len(), s));
             let outputs = runtime::run_crops(&mut self.session, &self.input, &shapes::pad_rows(chunk, rows))?;
             let out = outputs.first().ok_or_else(|| EngineError::Model("emotion model has no output".into()))?;
             let n = out.data.len() / rows;

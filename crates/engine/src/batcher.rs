@@ -19,7 +19,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{queue_poisoned, EngineError, Result};
-use crate::runtime::{self, SessionPlan};
 
 /// Sizing of one batcher.
 #[derive(Debug, Clone)]
@@ -31,9 +30,6 @@ pub struct BatcherConfig {
     pub max_wait: Duration,
     /// Most items that may wait in the queue (items being processed do not count).
     pub capacity: usize,
-    /// The engine's session plan, which each worker enters on its thread before building its
-    /// state and keeps while it runs (see [`crate::runtime::SessionPlan`]).
-    pub sessions: Option<Arc<SessionPlan>>,
 }
 
 struct Item<I, O> {
@@ -91,11 +87,9 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
             let shared = Arc::clone(&shared);
             let make_worker = Arc::clone(&make_worker);
             let started_tx = started_tx.clone();
-            let plan = config.sessions.clone();
             std::thread::Builder::new()
                 .name(format!("face-{}-{n}", config.name))
                 .spawn(move || {
-                    let _plan = plan.map(runtime::enter);
                     let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| make_worker(n)))
                         .unwrap_or_else(|_| Err(EngineError::Internal(format!("worker {n} panicked while starting"))));
                     match built {
@@ -267,7 +261,7 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     fn config(workers: usize, max_batch: usize, wait_ms: u64, capacity: usize) -> BatcherConfig {
-        BatcherConfig { name: "test", workers, max_batch, max_wait: Duration::from_millis(wait_ms), capacity, sessions: None }
+        BatcherConfig { name: "test", workers, max_batch, max_wait: Duration::from_millis(wait_ms), capacity }
     }
 
     #[test]

@@ -417,20 +417,14 @@ pub struct DetectorModel {
     pub id: String,
     anchors: Vec<(f32, f32)>,
     max_batch: usize,
+    /// The batch sizes it runs at, with fixed shapes.
+    batch_sizes: Option<Vec<usize>>,
     threshold: f32,
 }
 
 impl DetectorModel {
     /// Loads the model and runs one blank input to check that its outputs decode.
-    pub fn load(
-        rt: &crate::runtime::Runtime,
-        dir: &std::path::Path,
-        entry: &crate::manifest::ModelEntry,
-        providers: &[crate::runtime::Provider],
-        intra: usize,
-        max_batch: usize,
-        threshold: f32,
-    ) -> Result<(Self, crate::runtime::ProviderReport)> {
+    pub fn load(src: &crate::runtime::SessionSource, entry: &crate::manifest::ModelEntry, threshold: f32) -> Result<(Self, crate::runtime::ProviderReport)> {
         if entry.input.channels != 3 {
             return Err(EngineError::Model(format!("detector {} must take RGB input", entry.id)));
         }
@@ -440,9 +434,10 @@ impl DetectorModel {
         if entry.input.width != entry.input.height {
             return Err(EngineError::Model(format!("detector {} must take a square input", entry.id)));
         }
-        let (session, report) = rt.session(&crate::manifest::Manifest::onnx_path(dir, entry), providers, intra)?;
-        let max_batch = if entry.input.dynamic_batch { max_batch.max(1) } else { 1 };
-        let mut m = DetectorModel { session, input: entry.input.clone(), id: entry.id.clone(), anchors: Vec::new(), max_batch, threshold };
+        let (session, report) = src.session(entry)?;
+        let max_batch = if entry.input.dynamic_batch { src.max_batch.max(1) } else { 1 };
+        let batch_sizes = src.batch_sizes(max_batch);
+        let mut m = DetectorModel { session, input: entry.input.clone(), id: entry.id.clone(), anchors: Vec::new(), max_batch, batch_sizes, threshold };
         let blank = vec![0f32; entry.input.values_per_image()];
         m.run(vec![blank])?;
         Ok((m, report))
@@ -453,13 +448,12 @@ impl DetectorModel {
     /// With fixed shapes a batch runs at the next batch size, padded with blank inputs whose
     /// detections are dropped (see [`crate::shapes`]).
     pub fn run(&mut self, inputs: Vec<Vec<f32>>) -> Result<Vec<Vec<Detection>>> {
-        let sizes = crate::runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(inputs.len());
         let mut inputs = inputs.into_iter().peekable();
         while inputs.peek().is_some() {
             let chunk: Vec<Vec<f32>> = inputs.by_ref().take(self.max_batch).collect();
             let batch = chunk.len();
-            let rows = sizes.as_deref().map_or(batch, |s| crate::shapes::batch_for(batch, s));
+            let rows = self.batch_sizes.as_deref().map_or(batch, |s| crate::shapes::batch_for(batch, s));
             let mut data: Vec<f32> = chunk.concat();
             data.resize(rows * self.input.values_per_image(), 0.0);
             let size = self.input.width;

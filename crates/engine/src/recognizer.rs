@@ -9,14 +9,12 @@
 //! normalised embeddings concatenated. One vector per face keeps storage, shards and SIMD
 //! matching as they are for a single model.
 
-use std::path::Path;
-
 use ort::session::Session;
 
 use crate::attributes::{decode_age, decode_gender, Gender};
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, ModelEntry};
-use crate::runtime::{self, Output, Provider, ProviderReport, Runtime};
+use crate::runtime::{self, Output, ProviderReport, SessionSource};
 use crate::simd;
 use crate::telemetry::Telemetry;
 
@@ -104,18 +102,11 @@ pub struct RecognizerSet {
 
 impl RecognizerSet {
     /// Loads each part's model (see [`Recognizer::load`]); returns the provider report of each.
-    pub fn load(
-        rt: &Runtime,
-        dir: &Path,
-        parts: &[(ModelEntry, bool)],
-        providers: &[Provider],
-        intra: usize,
-        max_batch: usize,
-    ) -> Result<(Self, Vec<ProviderReport>)> {
+    pub fn load(src: &SessionSource, parts: &[(ModelEntry, bool)]) -> Result<(Self, Vec<ProviderReport>)> {
         let mut loaded = Vec::with_capacity(parts.len());
         let mut reports = Vec::with_capacity(parts.len());
         for (entry, mirror) in parts {
-            let (r, report) = Recognizer::load(rt, dir, entry, providers, intra, max_batch)?;
+            let (r, report) = Recognizer::load(src, entry)?;
             if r.dim == 0 {
                 return Err(EngineError::Model(format!("model {} gives no embedding", entry.id)));
             }
@@ -194,6 +185,8 @@ pub struct Recognizer {
     pub id: String,
     outputs: OutputMap,
     max_batch: usize,
+    /// The batch sizes it runs at, with fixed shapes.
+    batch_sizes: Option<Vec<usize>>,
     /// Embedding length, known after the warm-up run.
     pub dim: usize,
 }
@@ -201,16 +194,17 @@ pub struct Recognizer {
 impl Recognizer {
     /// Loads the model and runs one blank crop through it to learn the output layout (and to
     /// pay the first-run cost at start-up rather than on the first request).
-    pub fn load(rt: &Runtime, dir: &Path, entry: &ModelEntry, providers: &[Provider], intra: usize, max_batch: usize) -> Result<(Self, ProviderReport)> {
-        let (session, report) = rt.session(&crate::manifest::Manifest::onnx_path(dir, entry), providers, intra)?;
+    pub fn load(src: &SessionSource, entry: &ModelEntry) -> Result<(Self, ProviderReport)> {
+        let (session, report) = src.session(entry)?;
         let named = |keys: &[&str]| keys.iter().find_map(|k| entry.output(k)).map(str::to_string);
         let outputs = OutputMap {
             embedding: named(&["embedding", "descriptor", "embeddings"]),
             age: named(&["age"]),
             gender: named(&["gender"]),
         };
-        let max_batch = if entry.input.dynamic_batch { max_batch.max(1) } else { 1 };
-        let mut r = Recognizer { session, input: entry.input.clone(), id: entry.id.clone(), outputs, max_batch, dim: 0 };
+        let max_batch = if entry.input.dynamic_batch { src.max_batch.max(1) } else { 1 };
+        let batch_sizes = src.batch_sizes(max_batch);
+        let mut r = Recognizer { session, input: entry.input.clone(), id: entry.id.clone(), outputs, max_batch, batch_sizes, dim: 0 };
         let blank = vec![128u8; (entry.input.width * entry.input.height * 3) as usize];
         let out = r.run(&[&blank[..]])?;
         r.dim = out[0].embedding.as_ref().map_or(0, Vec::len);
@@ -218,13 +212,12 @@ impl Recognizer {
     }
 
     /// Runs crops (RGB8 at the model's input size) in batches of at most `max_batch`. With
-    /// fixed shapes (see [`runtime::fixed_batch_sizes`]) a batch runs at the next batch size,
+    /// fixed shapes (see [`SessionSource::batch_sizes`]) a batch runs at the next batch size,
     /// padded with copies of its first crop, and the padding's rows are dropped.
     pub fn run(&mut self, crops: &[&[u8]]) -> Result<Vec<FaceVector>> {
-        let sizes = runtime::fixed_batch_sizes(self.max_batch);
         let mut all = Vec::with_capacity(crops.len());
         for chunk in crops.chunks(self.max_batch) {
-            let rows = sizes.as_deref().map_or(chunk.len(), |s| crate::shapes::batch_for(chunk.len(), s));
+            let rows = self.batch_sizes.as_deref().map_or(chunk.len(), |s| crate::shapes::batch_for(chunk.len(), s));
             let outputs = runtime::run_crops(&mut self.session, &self.input, &crate::shapes::pad_rows(chunk, rows))?;
             self.resolve_outputs(&outputs);
             let mut vectors = self.split(&outputs, rows)?;

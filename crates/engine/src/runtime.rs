@@ -7,14 +7,14 @@
 //! line on stderr and reported by `info()`.
 //!
 //! What an engine asks of the sessions its workers build (each provider's options per model,
-//! fixed shapes and the warm-up) is its [`SessionPlan`], which each model worker enters on its
-//! own thread before loading its models ([`enter`]).
+//! fixed shapes and the warm-up) is its [`SessionPlan`]. Every model loader is handed it, with
+//! the runtime, the model folder, the providers and the cap on batches, as a [`SessionSource`],
+//! so what a session follows is in its loader's arguments rather than in its thread.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use ort::ep::ExecutionProvider;
@@ -25,7 +25,7 @@ use ort::value::Tensor;
 use serde_json::json;
 
 use crate::error::{EngineError, Result};
-use crate::manifest::InputSpec;
+use crate::manifest::{InputSpec, Manifest, ModelEntry};
 use crate::providers::{self, ProviderSettings};
 use crate::shapes;
 
@@ -87,12 +87,9 @@ fn unplanned_settings() -> ProviderSettings {
 
 /// What an engine asks of every session its model workers build: each model's provider
 /// options, whether shapes are fixed, and the shapes to run each model at before the engine is
-/// ready (its warm-up), with what each took.
-///
-/// A worker enters its engine's plan on its own thread before loading its sessions ([`enter`],
-/// done by [`crate::batcher::Batcher`]), and keeps it while it runs: the loaders and `run`
-/// methods of the face models read it there ([`fixed_batch_sizes`]), as their callers pass
-/// no more than the runtime, the model and the cap on batches.
+/// ready (its warm-up), with what each took. Its workers reach it through their
+/// [`SessionSource`]; a model it has no entry for gets the unplanned provider options and no
+/// warm-up, but still runs at fixed shapes when the plan says so.
 #[derive(Debug, Default)]
 pub struct SessionPlan {
     pub fixed_shapes: bool,
@@ -135,38 +132,6 @@ impl SessionPlan {
     pub fn warmups(&self) -> Vec<Warmup> {
         self.warmups.lock().map(|w| w.clone()).unwrap_or_default()
     }
-}
-
-thread_local! {
-    /// The plan of the engine whose worker this thread is.
-    static PLAN: RefCell<Option<Arc<SessionPlan>>> = const { RefCell::new(None) };
-}
-
-/// Makes `plan` this thread's until the guard is dropped (the previous one, if any, comes back).
-pub fn enter(plan: Arc<SessionPlan>) -> PlanGuard {
-    PlanGuard { previous: PLAN.with(|p| p.replace(Some(plan))) }
-}
-
-/// Restores the thread's previous plan when dropped (see [`enter`]).
-pub struct PlanGuard {
-    previous: Option<Arc<SessionPlan>>,
-}
-
-impl Drop for PlanGuard {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        PLAN.with(|p| *p.borrow_mut() = previous);
-    }
-}
-
-fn current_plan() -> Option<Arc<SessionPlan>> {
-    PLAN.with(|p| p.borrow().clone())
-}
-
-/// The batch sizes a model batching at most `max_batch` rows runs at on this thread: `None`
-/// unless this thread works for an engine with fixed shapes (see [`shapes::batch_sizes`]).
-pub fn fixed_batch_sizes(max_batch: usize) -> Option<Vec<usize>> {
-    current_plan().filter(|p| p.fixed_shapes).map(|_| shapes::batch_sizes(max_batch))
 }
 
 /// Loads ONNX Runtime from `library` (first call) and returns the process-wide runtime. Later
@@ -212,33 +177,51 @@ impl Runtime {
     pub fn version(&self) -> &str {
         &self.version
     }
+}
 
-    /// Builds a session for `model` with the requested providers. The CPU provider keeps an
+/// How a model worker builds its sessions: the runtime, the model folder, the providers and
+/// intra-op threads of each session, the cap on a model's batches, and the engine's plan.
+/// Code without an engine (examples, tests) passes no plan (shapes as they come), or a plan
+/// with no models to get fixed shapes with the unplanned provider options.
+#[derive(Clone, Copy)]
+pub struct SessionSource<'a> {
+    pub rt: &'a Runtime,
+    pub dir: &'a Path,
+    pub providers: &'a [Provider],
+    /// ONNX Runtime intra-op threads per session.
+    pub intra: usize,
+    /// Most rows a model with a dynamic batch runs at once.
+    pub max_batch: usize,
+    pub plan: Option<&'a SessionPlan>,
+}
+
+impl SessionSource<'_> {
+    /// Builds a session for `entry` with the requested providers. The CPU provider keeps an
     /// arena, which holds the largest run's memory for good: bounded for every model here, the
     /// detector included, since its windows are at most 1280 pixels on a side
     /// ([`crate::yunet::TILE_SIDE`]). With it YuNet runs 30-40% faster (`face_sizes --cost`:
     /// 25 against 36 ns per input pixel at 1024 px) and the 12-48 MP timing bench peaked lower
     /// (840 against 940 MiB).
     ///
-    /// Under an engine's [`SessionPlan`] (on its worker threads) the providers get the plan's
-    /// options for this model, and with fixed shapes the session runs once at each of the
-    /// model's shapes before it is returned, so TensorRT's engines are built (or loaded from
-    /// the cache) and cuDNN's algorithms chosen before the engine reports ready.
-    pub fn session(&self, model: &Path, providers: &[Provider], intra_threads: usize) -> Result<(Session, ProviderReport)> {
-        let plan = current_plan();
-        let model_plan = plan.as_ref().and_then(|p| p.models.get(model));
+    /// Where the plan has an entry for the model, the providers get its options, and with
+    /// fixed shapes the session runs once at each of the model's shapes before it is returned,
+    /// so TensorRT's engines are built (or loaded from the cache) and cuDNN's algorithms chosen
+    /// before the engine reports ready.
+    pub fn session(&self, entry: &ModelEntry) -> Result<(Session, ProviderReport)> {
+        let model = Manifest::onnx_path(self.dir, entry);
+        let model_plan = self.plan.and_then(|p| p.models.get(&model));
         let settings = model_plan.map_or_else(unplanned_settings, |m| m.providers.clone());
-        let _building = match &plan {
-            Some(p) if providers.contains(&Provider::TensorRt) => Some(p.building.lock().map_err(|_| EngineError::Internal("session build lock poisoned".into()))?),
+        let _building = match self.plan {
+            Some(p) if self.providers.contains(&Provider::TensorRt) => Some(p.building.lock().map_err(|_| EngineError::Internal("session build lock poisoned".into()))?),
             _ => None,
         };
-        let mut builder = Session::builder(&self.env)?
+        let mut builder = Session::builder(&self.rt.env)?
             .with_optimization_level(GraphOptimizationLevel::Level3)
             .map_err(ort::Error::from)?
-            .with_intra_threads(intra_threads.max(1))
+            .with_intra_threads(self.intra.max(1))
             .map_err(ort::Error::from)?;
         let mut report = ProviderReport { active: Vec::new(), skipped: Vec::new() };
-        for &p in providers {
+        for &p in self.providers {
             let registered = match p {
                 Provider::Cpu => break, // always there, and lowest priority by definition
                 Provider::TensorRt => register(providers::tensorrt(&settings.tensorrt), &mut builder),
@@ -251,15 +234,26 @@ impl Runtime {
         }
         report.active.push("cpu".into());
         let mut session = builder
-            .commit_from_file(model)
+            .commit_from_file(&model)
             .map_err(|e| EngineError::Model(format!("cannot load {}: {e}", model.display())))?;
-        if let (Some(plan), Some(m)) = (&plan, model_plan) {
+        if let (Some(plan), Some(m)) = (self.plan, model_plan) {
             if plan.fixed_shapes {
                 let runs = warm_up(&mut session, m)?;
                 plan.warmups.lock().map_err(|_| EngineError::Internal("warm-up record poisoned".into()))?.extend(runs);
             }
         }
         Ok((session, report))
+    }
+
+    /// Whether inputs run at fixed shapes: only under a plan that says so.
+    pub fn fixed_shapes(&self) -> bool {
+        self.plan.is_some_and(|p| p.fixed_shapes)
+    }
+
+    /// The batch sizes a model batching at most `cap` rows runs at: `None` (any size) unless
+    /// shapes are fixed (see [`shapes::batch_sizes`]).
+    pub fn batch_sizes(&self, cap: usize) -> Option<Vec<usize>> {
+        self.fixed_shapes().then(|| shapes::batch_sizes(cap))
     }
 }
 

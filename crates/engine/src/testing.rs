@@ -23,6 +23,20 @@ pub fn skip(reason: String) {
     eprintln!("SKIPPED: {reason}");
 }
 
+/// Whether the converted models are there (`models/manifest.json` and an `.onnx` file in
+/// `models/onnx`, from `npm run models`); if not, says so through [`skip`].
+pub fn has_models() -> bool {
+    let models = project_root().join("models");
+    let has_onnx = std::fs::read_dir(models.join("onnx"))
+        .map(|d| d.flatten().any(|e| e.path().extension().is_some_and(|x| x == "onnx")))
+        .unwrap_or(false);
+    if !models.join("manifest.json").exists() || !has_onnx {
+        skip(format!("no converted models in {} (run `npm run models`)", models.display()));
+        return false;
+    }
+    true
+}
+
 /// Inserts an APP1 Exif segment holding only an orientation tag right after the JPEG's SOI.
 pub fn with_exif_orientation(jpeg: &[u8], orientation: u16) -> Vec<u8> {
     let mut tiff = Vec::new();

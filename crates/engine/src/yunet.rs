@@ -21,7 +21,6 @@
 //! cost little (each has 1/16 of the pixels of the one before), and nothing depends on what
 //! another level found, so no false face can hide a true one.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use image::RgbImage;
@@ -30,8 +29,8 @@ use ort::session::Session;
 use crate::align;
 use crate::detector::{Detection, Pass};
 use crate::error::{EngineError, Result};
-use crate::manifest::{InputSpec, Manifest, ModelEntry};
-use crate::runtime::{self, Provider, ProviderReport, Runtime};
+use crate::manifest::{InputSpec, ModelEntry};
+use crate::runtime::{self, ProviderReport, SessionSource};
 
 /// Keypoints YuNet returns, in this order (the subject's right eye is the one on the left of
 /// an unmirrored photo).
@@ -151,6 +150,13 @@ impl Window {
         (round_up(self.content_width), round_up(self.content_height))
     }
 
+    /// The input size the window runs at: with fixed shapes (`fixed`) its bucket
+    /// ([`bucket_for`]), else (or when no bucket holds it) its own [`Window::input_size`].
+    pub fn run_size(&self, fixed: bool) -> (u32, u32) {
+        let (w, h) = self.input_size();
+        if fixed { bucket_for(w, h).unwrap_or((w, h)) } else { (w, h) }
+    }
+
     /// A window of its own around a caller's box, keeping whatever it finds.
     pub fn around(pass: Pass, side: u32) -> Window {
         Window { pass, content_width: side, content_height: side, max_face: f32::INFINITY }
@@ -201,16 +207,17 @@ pub fn plan(width: u32, height: u32, min_face: f32) -> Vec<Window> {
             return Vec::new();
         }
         let windows = pyramid(w, h, scale);
-        if windows.len() <= MAX_WINDOWS && input_pixels(&windows) <= MAX_INPUT_PIXELS {
+        if windows.len() <= MAX_WINDOWS && input_pixels(&windows, false) <= MAX_INPUT_PIXELS {
             return windows;
         }
         scale *= 0.8;
     }
 }
 
-/// Detector input pixels of these windows together: what running them costs.
-pub fn input_pixels(windows: &[Window]) -> u64 {
-    windows.iter().map(|w| w.input_size()).map(|(w, h)| w as u64 * h as u64).sum()
+/// Detector input pixels of these windows together, as they run (padded to their buckets with
+/// fixed shapes, `fixed`): what running them costs.
+pub fn input_pixels(windows: &[Window], fixed: bool) -> u64 {
+    windows.iter().map(|w| w.run_size(fixed)).map(|(w, h)| w as u64 * h as u64).sum()
 }
 
 /// Input pixels per photo pixel of the finest window: a photo decoded at this scale or finer
@@ -357,8 +364,9 @@ pub struct YunetModel {
 
 impl YunetModel {
     /// Loads the model and runs one small blank input to check that its outputs decode (with
-    /// `fixed_shapes`, the smallest bucket: every input is then one of [`BUCKETS`]).
-    pub fn load(rt: &Runtime, dir: &Path, entry: &ModelEntry, providers: &[Provider], intra: usize, threshold: f32, fixed_shapes: bool) -> Result<(Self, ProviderReport)> {
+    /// fixed shapes, as `src` says, the smallest bucket: every input is then one of
+    /// [`BUCKETS`]).
+    pub fn load(src: &SessionSource, entry: &ModelEntry, threshold: f32) -> Result<(Self, ProviderReport)> {
         if !entry.input.dynamic_size || entry.input.channels != 3 {
             return Err(EngineError::Model(format!("detector {} must take 3-channel input of any size", entry.id)));
         }
@@ -367,7 +375,8 @@ impl YunetModel {
         };
         let per_stride = |s: u32| -> Result<[String; 4]> { Ok([name(format!("cls{s}"))?, name(format!("obj{s}"))?, name(format!("bbox{s}"))?, name(format!("kps{s}"))?]) };
         let outputs = [per_stride(8)?, per_stride(16)?, per_stride(32)?];
-        let (session, report) = rt.session(&Manifest::onnx_path(dir, entry), providers, intra)?;
+        let (session, report) = src.session(entry)?;
+        let fixed_shapes = src.fixed_shapes();
         let mut m = YunetModel { session, input: entry.input.clone(), id: entry.id.clone(), outputs, threshold, fixed_shapes };
         let (w, h) = if fixed_shapes { BUCKETS[0] } else { (64, 64) };
         m.run(vec![YunetInput { data: vec![0.0; (3 * w * h) as usize], width: w, height: h }])?;
@@ -383,8 +392,7 @@ impl YunetModel {
         let mut all = Vec::with_capacity(jobs.len());
         for job in jobs {
             let win = &job.window;
-            let size = if self.fixed_shapes { bucket_for(win.input_size().0, win.input_size().1).unwrap_or(win.input_size()) } else { win.input_size() };
-            let input = render_padded(&job.image, win, &self.input, size);
+            let input = render_padded(&job.image, win, &self.input, win.run_size(self.fixed_shapes));
             let (cw, ch) = (win.content_width as f32, win.content_height as f32);
             for mut dets in self.run(vec![input])? {
                 dets.retain(|d| {
@@ -522,12 +530,29 @@ mod tests {
         for (w, h) in [(6400, 6250), (8000, 6000), (8000, 8000), (20000, 2000), (6325, 6325), (28284, 1414), (1920, 1280)] {
             for min_face in [8.0, 20.0, 40.0] {
                 let windows = plan(w, h, min_face);
-                assert!(input_pixels(&windows) <= MAX_INPUT_PIXELS, "{w}x{h} at {min_face}: {}", input_pixels(&windows));
+                assert!(input_pixels(&windows, false) <= MAX_INPUT_PIXELS, "{w}x{h} at {min_face}: {}", input_pixels(&windows, false));
                 assert!(finest_scale(&windows) <= 1.0);
             }
         }
         // A 12 MP phone photo stays at the scale its smallest face asks for.
         assert!((finest_scale(&plan(3024, 4032, 40.0)) - 0.6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn fixed_shapes_count_the_padded_pixels() {
+        for (w, h) in [(3024, 4032), (1920, 1537), (250, 250), (8000, 6000)] {
+            let windows = plan(w, h, 40.0);
+            assert!(input_pixels(&windows, true) >= input_pixels(&windows, false), "{w}x{h}");
+        }
+        // A window that is a bucket exactly runs at its own size either way.
+        let pass = Pass { origin_x: 0.0, origin_y: 0.0, scale: 1.0, level: 0, tiled: false };
+        let exact = [Window { pass, content_width: 576, content_height: 320, max_face: f32::INFINITY }];
+        assert_eq!(input_pixels(&exact, true), 576 * 320);
+        assert_eq!(input_pixels(&exact, false), 576 * 320);
+        // One a little smaller runs padded to that bucket.
+        let smaller = [Window { content_width: 500, content_height: 300, ..exact[0] }];
+        assert_eq!(input_pixels(&smaller, false), 512 * 320);
+        assert_eq!(input_pixels(&smaller, true), 576 * 320);
     }
 
     #[test]

@@ -12,20 +12,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use face_engine::testing::phone;
-use face_engine::testing::{ort_library, project_root as root, skip};
+use face_engine::testing::{has_models, ort_library, project_root as root, skip};
 use face_engine::{describe_sessions, AnalyzeOptions, Analysis, Engine, EngineOptions, SessionInfo};
-
-fn has_models() -> bool {
-    let models = root().join("models");
-    let has_onnx = std::fs::read_dir(models.join("onnx"))
-        .map(|d| d.flatten().any(|e| e.path().extension().is_some_and(|x| x == "onnx")))
-        .unwrap_or(false);
-    if !models.join("manifest.json").exists() || !has_onnx {
-        skip(format!("no converted models in {} (run `npm run models`)", models.display()));
-        return false;
-    }
-    true
-}
 
 /// The options both engines share: the GPU hosts' default recogniser (`accurate`: SFace and
 /// its mirror image, and dlib's ResNet), so padded batches carry mirrored rows and two models.
@@ -297,15 +285,20 @@ fn phone_photos_give_the_same_faces_with_fixed_shapes() {
 /// [`NEAR_PADDING`]). And nothing is found centred in the padding.
 #[test]
 fn padding_moves_only_the_faces_near_it() {
+    use face_engine::runtime::{Provider, SessionPlan, SessionSource};
     use face_engine::yunet::{self, WindowJob, YunetModel};
     let Some((off, _)) = engines() else { return };
     let rt = face_engine::runtime::init(&ort_library()).unwrap();
     let dir = root().join("models");
     let manifest = face_engine::manifest::Manifest::load(&dir).unwrap();
     let entry = manifest.get("yunet").unwrap().clone();
-    let cpu = [face_engine::runtime::Provider::Cpu];
-    let (mut free, _) = YunetModel::load(rt, &dir, &entry, &cpu, 1, 0.8, false).unwrap();
-    let (mut fixed, _) = YunetModel::load(rt, &dir, &entry, &cpu, 1, 0.8, true).unwrap();
+    // No plan: shapes as they come; a plan without models: fixed shapes, nothing to warm up.
+    let fixed_plan = SessionPlan::new(true, []);
+    let free_src = SessionSource { rt, dir: &dir, providers: &[Provider::Cpu], intra: 1, max_batch: 1, plan: None };
+    let fixed_src = SessionSource { plan: Some(&fixed_plan), ..free_src };
+    let (mut free, _) = YunetModel::load(&free_src, &entry, 0.8).unwrap();
+    let (mut fixed, _) = YunetModel::load(&fixed_src, &entry, 0.8).unwrap();
+    assert!(fixed_src.fixed_shapes() && !free_src.fixed_shapes() && fixed_plan.warmups().is_empty());
     let mut photos: Vec<image::RgbImage> = (1..=6).map(|n| image::load_from_memory(&demo(n)).unwrap().into_rgb8()).collect();
     let known: Vec<[f32; 4]> = off.analyze(&demo(4), &DETECT_ONLY).unwrap().faces.iter().map(|f| [f.x1 as f32, f.y1 as f32, f.x2 as f32, f.y2 as f32]).collect();
     photos.push(phone::group(&photos[3], &known, 4000, 3000, 0.9, 5).photo);

@@ -8,7 +8,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use face_engine::testing::{ort_library, project_root as root, skip};
+use face_engine::testing::{has_models, ort_library, project_root as root, skip};
 use face_engine::{AnalyzeOptions, Engine, EngineOptions};
 
 /// The shared engine, or `None` (with the reason printed) when models or runtime are absent.
@@ -16,12 +16,7 @@ fn engine() -> Option<&'static Engine> {
     static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            let models = root().join("models");
-            let has_onnx = std::fs::read_dir(models.join("onnx"))
-                .map(|d| d.flatten().any(|e| e.path().extension().is_some_and(|x| x == "onnx")))
-                .unwrap_or(false);
-            if !models.join("manifest.json").exists() || !has_onnx {
-                skip(format!("no converted models in {} (run `npm run models`)", models.display()));
+            if !has_models() {
                 return None;
             }
             if !ort_library().exists() {
@@ -29,7 +24,7 @@ fn engine() -> Option<&'static Engine> {
                 return None;
             }
             let opts = EngineOptions {
-                model_dir: models,
+                model_dir: root().join("models"),
                 ort_library: ort_library(),
                 inference_workers: 2,
                 queue_capacity: 256,

@@ -75,7 +75,7 @@ impl DetectorStage {
             Decoder::Blazeface => {
                 let batcher = Batcher::start(stage.batcher_config("detector"), move |n| {
                     let floor = (threshold - WHOLE_PHOTO_MARGIN).max(0.0);
-                    let (mut model, report) = DetectorModel::load(s.rt, &s.dir, &model_entry, &s.providers, s.intra, s.max_batch, floor)?;
+                    let (mut model, report) = DetectorModel::load(&s.source(), &model_entry, floor)?;
                     s.log_providers(n, &model_entry.id, &report);
                     let telemetry = Arc::clone(&s.telemetry);
                     Ok(move |inputs: Vec<Vec<f32>>| telemetry.timed(TELEMETRY_DETECTOR, inputs.len(), || model.run(inputs)))
@@ -89,7 +89,7 @@ impl DetectorStage {
                 // one wait for the tile.
                 let config = BatcherConfig { max_batch: 1, ..stage.batcher_config("detector") };
                 let batcher = Batcher::start(config, move |n| {
-                    let (mut model, report) = YunetModel::load(s.rt, &s.dir, &model_entry, &s.providers, s.intra, threshold, s.fixed_shapes)?;
+                    let (mut model, report) = YunetModel::load(&s.source(), &model_entry, threshold)?;
                     s.log_providers(n, &model_entry.id, &report);
                     let telemetry = Arc::clone(&s.telemetry);
                     Ok(move |jobs: Vec<WindowJob>| telemetry.timed(TELEMETRY_DETECTOR, jobs.len(), || model.run_windows(jobs)))

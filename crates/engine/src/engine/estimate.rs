@@ -59,7 +59,7 @@ impl Inner {
             (Some(boxes), _) => (1, boxes.len() as u64 * (CALLER_BOX_INPUT * CALLER_BOX_INPUT) as u64, boxes.len() as u64),
             (None, DetectorStage::Yunet { min_face, .. }) => {
                 let windows = yunet::plan(w, h, *min_face);
-                (header.denominator_for(yunet::finest_scale(&windows)), yunet::input_pixels(&windows), 0)
+                (header.denominator_for(yunet::finest_scale(&windows)), yunet::input_pixels(&windows, self.info.fixed_shapes), 0)
             }
             (None, DetectorStage::Blazeface { .. }) => (1, w as u64 * h as u64, 0),
         };

@@ -37,15 +37,10 @@ pub(super) fn start(stage: &StageSettings, models: &ModelChoice) -> Result<(Batc
     let (rec_parts, attr_entries, emo_entry) = (models.recognizers.clone(), models.attributes.clone(), models.emotion.clone());
     let attribute_slots: Vec<u16> = (0..=attr_entries.len()).map(|k| models.telemetry_attribute(k)).collect();
     let faces = Batcher::start(stage.batcher_config("face"), move |n| {
-        let (rec, reports) = RecognizerSet::load(s.rt, &s.dir, &rec_parts, &s.providers, s.intra, s.max_batch)?;
-        let attrs = attr_entries
-            .iter()
-            .map(|(e, wants)| AttributeModel::load(s.rt, &s.dir, e, *wants, &s.providers, s.intra, s.max_batch))
-            .collect::<Result<Vec<_>>>()?;
-        let emo = emo_entry
-            .as_ref()
-            .map(|e| EmotionModel::load(s.rt, &s.dir, e, &s.providers, s.intra, s.max_batch))
-            .transpose()?;
+        let src = s.source();
+        let (rec, reports) = RecognizerSet::load(&src, &rec_parts)?;
+        let attrs = attr_entries.iter().map(|(e, wants)| AttributeModel::load(&src, e, *wants)).collect::<Result<Vec<_>>>()?;
+        let emo = emo_entry.as_ref().map(|e| EmotionModel::load(&src, e)).transpose()?;
         for ((e, _), r) in rec_parts.iter().zip(&reports) {
             s.log_providers(n, &e.id, r);
         }

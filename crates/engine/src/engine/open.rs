@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::image_io::DecodeLimits;
 use crate::manifest::Manifest;
 use crate::pool::{Pool, PoolConfig};
-use crate::runtime::{self, Provider, ProviderReport, Runtime, SessionPlan};
+use crate::runtime::{self, Provider, ProviderReport, Runtime, SessionPlan, SessionSource};
 use crate::simd;
 use crate::telemetry::Telemetry;
 
@@ -72,31 +72,28 @@ impl Engine {
 }
 
 /// What every model stage's workers are started with. Each worker loads its own sessions from
-/// it on its own thread.
+/// it on its own thread ([`StageSettings::source`]).
 #[derive(Clone)]
 pub(super) struct StageSettings {
-    pub(super) rt: &'static Runtime,
-    pub(super) dir: PathBuf,
-    pub(super) providers: Vec<Provider>,
+    rt: &'static Runtime,
+    dir: PathBuf,
+    providers: Vec<Provider>,
     /// ONNX Runtime intra-op threads per session.
-    pub(super) intra: usize,
-    pub(super) max_batch: usize,
+    intra: usize,
+    max_batch: usize,
     workers: usize,
     max_wait: Duration,
     /// Inputs that may wait for a worker.
     capacity: usize,
     pub(super) telemetry: Arc<Telemetry>,
-    /// What every session a worker builds follows; each worker enters it on its thread.
+    /// What every session a worker builds follows.
     sessions: Arc<SessionPlan>,
-    /// Whether inputs run at fixed shapes (as `sessions` says).
-    pub(super) fixed_shapes: bool,
 }
 
 impl StageSettings {
     fn new(rt: &'static Runtime, opts: &EngineOptions, providers: Vec<Provider>, telemetry: &Arc<Telemetry>, sessions: &Arc<SessionPlan>) -> StageSettings {
         StageSettings {
             sessions: Arc::clone(sessions),
-            fixed_shapes: sessions.fixed_shapes,
             rt,
             dir: opts.model_dir.clone(),
             providers,
@@ -117,7 +114,18 @@ impl StageSettings {
             max_batch: self.max_batch,
             max_wait: self.max_wait,
             capacity: self.capacity,
-            sessions: Some(Arc::clone(&self.sessions)),
+        }
+    }
+
+    /// What a worker loads its models from: the engine's runtime, models, providers and plan.
+    pub(super) fn source(&self) -> SessionSource<'_> {
+        SessionSource {
+            rt: self.rt,
+            dir: &self.dir,
+            providers: &self.providers,
+            intra: self.intra,
+            max_batch: self.max_batch,
+            plan: Some(&self.sessions),
         }
     }
 
