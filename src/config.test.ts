@@ -31,6 +31,7 @@ describe('loadConfig', () => {
       maxDecodeBytes: 512 * 1024 * 1024,
       maxAspectRatio: 20,
       heavyQueueMs: 10_000,
+      pipelineThreads: 0,
       heavyThreads: 0,
       minFace: 40,
     });

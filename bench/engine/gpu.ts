@@ -22,8 +22,11 @@
  *      alignment, recogniser);
  *    - detect + embed: photos/s and faces/s of the whole identify path.
  *    Each row also gives, from the engine's run telemetry, the recogniser's
- *    own time per face (faces per second of recogniser time, all its models)
- *    and the rows it got per run, which shows whether batches filled.
+ *    own run time per face (all its models, summed over the workers: with w
+ *    workers busy, w faces take that long) and the rows each of its models
+ *    was handed per call (a face is one row, two with its mirror image; a
+ *    call runs in batches of at most the batch size), which shows whether
+ *    batches fill.
  * 3. Time to first answer: a fresh process opens the engine and answers one
  *    photo, timed from the process's start; first with a new, empty TensorRT
  *    cache folder (cold), then again with the folder the first run filled
@@ -70,10 +73,10 @@ export interface ThroughputRow {
   inFlight: number;
   photosPerSecond: number;
   facesPerSecond: number;
-  /** Faces per second of the recogniser's own run time (all its models), when it ran. */
-  recognizerFacesPerSecond?: number;
-  /** Rows per recogniser run, the mean over its models' runs. */
-  rowsPerRun?: number;
+  /** The recogniser's own run time per face (all its models, summed over workers), when it ran. */
+  recognizerMsPerFace?: number;
+  /** Rows handed to each recogniser model per call (run in batches of at most `batch`), the mean over its calls. */
+  rowsPerCall?: number;
   failures: number;
 }
 
@@ -142,7 +145,7 @@ function recognizerModels(info: EngineInfo): Set<number> {
   return new Set(info.models.flatMap((m, i) => (ids.has(m.id) ? [i] : [])));
 }
 
-/** The recogniser's runs since the last call to stats(): its seconds and rows per run. */
+/** The recogniser's calls since the last call to stats(): its seconds and rows per call. */
 function recognizerRuns(engine: Engine, models: Set<number>) {
   const runs = engine.stats().runs;
   let seconds = 0;
@@ -154,7 +157,7 @@ function recognizerRuns(engine: Engine, models: Set<number>) {
     seconds += runs[i + 2];
     count++;
   }
-  return { seconds, rowsPerRun: count ? rows / count : undefined };
+  return { seconds, rowsPerCall: count ? rows / count : undefined };
 }
 
 async function throughput(options: EngineOptions, sets: PhotoSet[], batches: number[], ms: number, log: (line: string) => void): Promise<ThroughputRow[]> {
@@ -192,12 +195,12 @@ async function throughput(options: EngineOptions, sets: PhotoSet[], batches: num
           photosPerSecond: r.calls / r.seconds,
           facesPerSecond: r.faces / r.seconds,
           failures: r.failures,
-          ...(task !== 'detect' && rec.seconds > 0 ? { recognizerFacesPerSecond: r.faces / rec.seconds, rowsPerRun: rec.rowsPerRun } : {}),
+          ...(task !== 'detect' && rec.seconds > 0 && r.faces > 0 ? { recognizerMsPerFace: (rec.seconds * 1000) / r.faces, rowsPerCall: rec.rowsPerCall } : {}),
         };
         rows.push(row);
         log(
           `  ${set.name}, batch ${batch}, ${task}, ${inFlight} in flight: ${row.photosPerSecond.toFixed(1)} photos/s, ${row.facesPerSecond.toFixed(1)} faces/s` +
-            (row.recognizerFacesPerSecond ? `; recogniser ${row.recognizerFacesPerSecond.toFixed(0)} faces/s of its time, ${row.rowsPerRun?.toFixed(1)} rows/run` : '') +
+            (row.recognizerMsPerFace ? `; recogniser ${row.recognizerMsPerFace.toFixed(2)} ms/face, ${row.rowsPerCall?.toFixed(1)} rows/call` : '') +
             (row.failures ? `; ${row.failures} failed` : ''),
         );
       }
@@ -258,7 +261,7 @@ async function firstAnswers(log: (line: string) => void): Promise<FirstAnswer[]>
     const runs: [string, Record<string, string>][] = [
       ['cold cache', { FACE_TRT_CACHE_DIR: cache }],
       ['warm cache', { FACE_TRT_CACHE_DIR: cache }],
-      ['fixed shapes off, warm cache', { FACE_TRT_CACHE_DIR: cache, FACE_FIXED_SHAPES: 'off' }],
+      ['fixed shapes off', { FACE_TRT_CACHE_DIR: cache, FACE_FIXED_SHAPES: 'off' }],
     ];
     for (const [run, env] of runs) {
       const r = await firstAnswerProcess(env);
@@ -346,7 +349,7 @@ export async function runGpuBench(o: {
   const config = loadConfig();
   const options = engineOptionsFrom(config);
   const machine = machineLine(describeMachine());
-  log(`machine: ${machine}`);
+  log(machine);
 
   const engine = await openEngine(options);
   const info = engine.info();

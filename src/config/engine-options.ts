@@ -230,6 +230,13 @@ export const ENGINE_OPTIONS = {
     default: 10_000,
     doc: 'longest estimated wait (ms) for a large photo (above 500 ms of a core) behind the large photos ahead of it; beyond it 503 `OVERLOADED`',
   }),
+  pipelineThreads: set({
+    env: 'FACE_PIPELINE_THREADS',
+    kind: integer(0),
+    default: 0,
+    shown: '0 (one per core)',
+    doc: "threads decoding photos, running the detector's passes and cropping faces; each holds one photo's faces while they are embedded, so a GPU host may want more than its cores for batches to fill",
+  }),
   heavyThreads: set({
     env: 'FACE_HEAVY_THREADS',
     kind: integer(0),

@@ -1,7 +1,11 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../config.js';
 import { DomainError } from '../errors.js';
 import { ERROR_STATUS } from '../http/errors.js';
-import { abortError, mapEngineError, openEngine } from './engine.js';
+import { until } from '../../test/helpers/until.js';
+import { abortError, engineOptionsFrom, mapEngineError, openEngine } from './engine.js';
 
 const nativeError = (code: string, message = 'detail') => Object.assign(new Error(message), { code });
 
@@ -54,5 +58,21 @@ describe('abortError', () => {
 describe('openEngine', () => {
   it('says clearly when the addon is not built', async () => {
     await expect(openEngine({} as never, '/nonexistent/index.cjs')).rejects.toThrow(/not built/);
+  });
+
+  it('starts as many pipeline threads as FACE_PIPELINE_THREADS says, one per core by default', async () => {
+    // Thread names are the engine's own ("face-pipeline-0", ...), as /proc shows them.
+    const pipelineThreads = () =>
+      readdirSync('/proc/self/task').filter((t) => readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('face-pipeline')).length;
+    for (const [env, expected] of [[{ FACE_PIPELINE_THREADS: '5' }, 5], [{}, Math.max(2, availableParallelism())]] as const) {
+      const before = pipelineThreads();
+      const engine = await openEngine(engineOptionsFrom(loadConfig(env)));
+      try {
+        expect(pipelineThreads() - before, JSON.stringify(env)).toBe(expected);
+      } finally {
+        engine.close();
+      }
+      await until('the pipeline threads to exit', async () => (pipelineThreads() === before ? true : undefined), 10_000);
+    }
   });
 });

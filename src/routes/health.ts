@@ -22,6 +22,16 @@ const healthResponse = z.object({
     detector: z.string().meta({ description: 'Manifest id of the face detector.' }),
     dim: z.number().int().meta({ description: 'Embedding dimension.' }),
     models: z.array(z.object({ id: z.string(), onnx: z.string() })),
+    fixed_shapes: z.boolean().meta({ description: 'Whether model inputs are padded to a few fixed shapes (FACE_FIXED_SHAPES; on by default with a GPU provider).' }),
+    warmup: z
+      .array(
+        z.object({
+          model: z.string(),
+          shapes: z.number().int().meta({ description: 'Input shapes the model ran at before the service was ready.' }),
+          ms: z.number().int().meta({ description: 'What they took together, the slowest worker of each (TensorRT engine builds or cache loads included).' }),
+        }),
+      )
+      .meta({ description: 'The warm-up at start, one entry per model; empty without fixed shapes.' }),
   })
     .optional()
     .meta({ description: 'Absent on a shard server, which runs no models.' }),

@@ -1,6 +1,7 @@
 /**
  * What GET /health reports about the service below HTTP: its role, what the
- * engine runs on (execution providers, SIMD level, models), the search
+ * engine runs on (execution providers, SIMD level, models, fixed shapes and
+ * the warm-up that ran before the service said ready), the search
  * shards in service and the faces they hold, and after a recogniser switch
  * the re-embedding of stored faces. The route adds the request load.
  */
@@ -31,6 +32,11 @@ export function health({ role, engine, index, migration }: HealthDeps) {
             detector: info.detector,
             dim: info.dim,
             models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
+            fixed_shapes: info.fixedShapes,
+            warmup: info.models.flatMap(({ id }) => {
+              const runs = info.warmup.filter((w) => w.model === id);
+              return runs.length ? [{ model: id, shapes: runs.length, ms: Math.round(runs.reduce((n, w) => n + w.ms, 0)) }] : [];
+            }),
           },
         }
       : {}),

@@ -9,7 +9,8 @@ import { AUTH, startTestService, type TestService } from '../helpers/service.js'
 let svc: TestService;
 
 beforeAll(async () => {
-  svc = await startTestService({ FACE_MAX_UPLOAD_BYTES: '300000', FACE_MAX_BODY_BYTES: '400000' });
+  // Fixed shapes as a GPU host has them, so /health reports a warm-up (the answers do not change: crates/engine/tests/fixed_shapes.rs).
+  svc = await startTestService({ FACE_MAX_UPLOAD_BYTES: '300000', FACE_MAX_BODY_BYTES: '400000', FACE_FIXED_SHAPES: 'on' });
 });
 
 afterAll(async () => {
@@ -177,6 +178,11 @@ describe('routing, docs and health', () => {
     const res = await fetch(url('/health'));
     expect(res.status).toBe(200);
     const body = await res.json();
-    expect(body).toMatchObject({ status: 'ok', engine: { providers: ['cpu'], recognizer: 'sface:mirror', detector: 'yunet', dim: 128 } });
+    expect(body).toMatchObject({ status: 'ok', engine: { providers: ['cpu'], recognizer: 'sface:mirror', detector: 'yunet', dim: 128, fixed_shapes: true } });
+    // Every model warmed up before the service listened: the detector at its 9 buckets, each face model at each batch size.
+    const warmup = body.engine.warmup as { model: string; shapes: number; ms: number }[];
+    expect(warmup.map((w) => w.model)).toEqual(body.engine.models.map((m: { id: string }) => m.id));
+    expect(warmup.find((w) => w.model === 'yunet')?.shapes).toBe(9);
+    for (const w of warmup) expect(w.ms, w.model).toBeGreaterThan(0);
   });
 });

@@ -66,6 +66,10 @@ pub struct EngineOptions {
     /// Estimated milliseconds of work on huge photos that may be queued and running at once
     /// (default 10000); beyond it such a photo is refused with OVERLOADED.
     pub heavy_queue_ms: Option<u32>,
+    /// Threads decoding photos, running the detector's passes and cropping faces (default 0:
+    /// one per CPU). Each holds one photo's faces while the face workers embed them, so on a
+    /// GPU host more threads than CPUs let batches fill.
+    pub pipeline_threads: Option<u32>,
     /// Pipeline threads that may work on huge photos at once (default: half of them, at least 1).
     pub heavy_threads: Option<u32>,
     /// Folder where TensorRT keeps the engines it builds, so a restart does not rebuild them.
@@ -391,6 +395,7 @@ fn core_engine_options(o: EngineOptions) -> CoreEngineOptions {
         max_decode_bytes: o.max_decode_bytes.map_or(defaults.max_decode_bytes, |b| b as u64),
         max_aspect_ratio: o.max_aspect_ratio.unwrap_or(defaults.max_aspect_ratio),
         heavy_queue_ms: o.heavy_queue_ms.map_or(defaults.heavy_queue_ms, u64::from),
+        pipeline_threads: o.pipeline_threads.map_or(defaults.pipeline_threads, |t| t as usize),
         heavy_threads: o.heavy_threads.map_or(defaults.heavy_threads, |t| t as usize),
         tensorrt_cache: o.tensorrt_cache.map(PathBuf::from),
         fixed_shapes: o.fixed_shapes.unwrap_or_else(|| defaults.fixed_shapes.clone()),
