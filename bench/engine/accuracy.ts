@@ -88,7 +88,6 @@ import {
 
 const flag = (name: string) => process.argv.includes(`--${name}`);
 
-
 const DEMO_COUNTS = [3, 3, 3, 4, 5, 4];
 const FAR_TARGETS = [1e-1, 1e-3, 1e-5];
 

@@ -78,6 +78,8 @@ export interface ThroughputRow {
   /** Rows handed to each recogniser model per call (run in batches of at most `batch`), the mean over its calls. */
   rowsPerCall?: number;
   failures: number;
+  /** What the first failure said (OVERLOADED: too much in flight for the queues). */
+  firstFailure?: string;
 }
 
 export interface FirstAnswer {
@@ -121,6 +123,7 @@ async function closedLoop(inFlight: number, ms: number, call: (k: number) => Pro
   let calls = 0;
   let faces = 0;
   let failures = 0;
+  let firstFailure: string | undefined;
   let next = 0;
   const t0 = performance.now();
   const slot = async () => {
@@ -130,13 +133,14 @@ async function closedLoop(inFlight: number, ms: number, call: (k: number) => Pro
         const n = await call(next++);
         faces += n;
         calls++;
-      } catch {
+      } catch (err) {
         failures++;
+        firstFailure ??= err instanceof Error ? err.message : String(err);
       }
     }
   };
   await Promise.all(Array.from({ length: inFlight }, slot));
-  return { calls, faces, failures, seconds: (performance.now() - t0) / 1000 };
+  return { calls, faces, failures, firstFailure, seconds: (performance.now() - t0) / 1000 };
 }
 
 /** Model indices of the recogniser's parts in `info.models` (a spec is `id[:mirror]` parts joined by `+`). */
@@ -168,7 +172,10 @@ async function throughput(options: EngineOptions, sets: PhotoSet[], batches: num
     const workers = options.inferenceWorkers;
     for (const set of sets) {
       const facesPerPhoto = set.boxes.reduce((n, b) => n + b.length, 0) / set.photos.length;
-      const photoInFlight = Math.max(workers, Math.min(batch * workers, 2 * workers * 8));
+      // Photos: one per batch row on each worker, at most 16 per worker (the detector takes
+      // one window per run whatever the batch, so more would only lengthen the queue).
+      const photoInFlight = Math.max(workers, Math.min(batch * workers, 16 * workers));
+      // Caller boxes: faces enough for two full batches on each worker.
       const embedInFlight = Math.max(workers, Math.ceil((2 * batch * workers) / facesPerPhoto));
       const tasks: [ThroughputRow['task'], number, (k: number) => Promise<number>][] = [
         ['detect', photoInFlight, async (k) => (await engine.analyze(set.photos[k % set.photos.length], NONE)).faces.length],
@@ -195,13 +202,14 @@ async function throughput(options: EngineOptions, sets: PhotoSet[], batches: num
           photosPerSecond: r.calls / r.seconds,
           facesPerSecond: r.faces / r.seconds,
           failures: r.failures,
+          ...(r.firstFailure ? { firstFailure: r.firstFailure } : {}),
           ...(task !== 'detect' && rec.seconds > 0 && r.faces > 0 ? { recognizerMsPerFace: (rec.seconds * 1000) / r.faces, rowsPerCall: rec.rowsPerCall } : {}),
         };
         rows.push(row);
         log(
           `  ${set.name}, batch ${batch}, ${task}, ${inFlight} in flight: ${row.photosPerSecond.toFixed(1)} photos/s, ${row.facesPerSecond.toFixed(1)} faces/s` +
             (row.recognizerMsPerFace ? `; recogniser ${row.recognizerMsPerFace.toFixed(2)} ms/face, ${row.rowsPerCall?.toFixed(1)} rows/call` : '') +
-            (row.failures ? `; ${row.failures} failed` : ''),
+            (row.failures ? `; ${row.failures} failed, the first: ${row.firstFailure}` : ''),
         );
       }
     }
