@@ -4,7 +4,7 @@
  * the CPU the baseline and a check of the tool itself.
  *
  *   node dist/bench/engine/gpu.js [--batches 1,4,16,64] [--sets demo,12mp] [--time MS]
- *       [--no-start] [--no-accuracy] [--testdata DIR] [--json FILE]
+ *       [--no-start] [--no-accuracy] [--testdata DIR] [--fp16-models DIR] [--json FILE]
  *
  * Engine options come from the environment, as for the service (FACE_PROVIDERS,
  * ORT_LIBRARY, FACE_RECOGNIZER, FACE_FIXED_SHAPES, FACE_TRT_FP16, ...): a GPU
@@ -37,6 +37,12 @@
  *    embedding moved (cosine), each one's best verification accuracy over
  *    every pair, and the pairs whose `medium` verdict differs. Only TensorRT
  *    reads the flag, so on other providers the two must agree bit for bit.
+ *    The same two engines also detect on the dev set's photos and the photo
+ *    sets: faces found by one only, and how far the landmarks of the faces
+ *    both found moved (over the face's width).
+ *    With `--fp16-models DIR` the fp16 engine also loads its models from DIR,
+ *    stored in float16 by `bench/engine/fp16-models.py`: on the CPU, an
+ *    estimate of what fp16 rounding does before a GPU runs it.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -95,7 +101,13 @@ export interface FirstAnswer {
 }
 
 export interface PrecisionCheck {
+  /** What the fp16 side is: TensorRT's flag, or float16 models as well. */
+  fp16: string;
+  /** Faces compared: photos where both sides found the face. */
   faces: number;
+  /** Photos where only one side found a face. */
+  onlyFp32Found: number;
+  onlyFp16Found: number;
   providers: string[];
   /** Least cosine between a face's fp16 and fp32 embeddings, and the mean. */
   minCosine: number;
@@ -105,6 +117,21 @@ export interface PrecisionCheck {
   fp16Accuracy: number;
   pairs: number;
   mediumVerdictsDiffering: number;
+  /** The same comparison for detection, on the dev set's photos and the bench's photo sets. */
+  detections: DetectionShift;
+}
+
+export interface DetectionShift {
+  photos: number;
+  /** Faces both found. */
+  faces: number;
+  onlyFp32: number;
+  onlyFp16: number;
+  /** Landmark displacement over face width: median, 99th percentile, largest; faces moved by more than 1%. */
+  medianShift: number;
+  p99Shift: number;
+  maxShift: number;
+  shiftedOver1Percent: number;
 }
 
 export interface GpuReport {
@@ -286,44 +313,47 @@ async function firstAnswers(log: (line: string) => void): Promise<FirstAnswer[]>
   return out;
 }
 
-/** The dev set through two engines that differ in `trtFp16` alone. */
-async function precision(options: EngineOptions, devDir: string): Promise<PrecisionCheck | { skipped: string }> {
+/**
+ * The dev set through two engines: fp32 (`trtFp16` off) and fp16 (`trtFp16` on, and with
+ * `fp16Models` the models stored in float16 from that folder: `bench/engine/fp16-models.py`,
+ * which estimates fp16's rounding where TensorRT is absent). Compared on the photos where both
+ * found the face.
+ */
+async function precision(options: EngineOptions, devDir: string, photos: Buffer[], fp16Models?: string): Promise<PrecisionCheck | { skipped: string }> {
   const labels = loadLabels(devDir);
   if (!labels) return { skipped: `no labelled dev set at ${devDir}` };
-  const embedWith = async (trtFp16: boolean) => {
-    const engine = await openEngine({ ...options, trtFp16 });
-    try {
-      return { faces: await embedLabelled(engine, devDir, labels), engine: engine.info() };
-    } finally {
-      engine.close();
-    }
+  const embedWith = async (o: EngineOptions) => {
+    const engine = await openEngine(o);
+    return { engine, faces: await embedLabelled(engine, devDir, labels), info: engine.info() };
   };
-  const fp32 = await embedWith(false);
-  const fp16 = await embedWith(true);
-  const [a, b] = [fp32.faces, fp16.faces];
-  if (a.files.join('\n') !== b.files.join('\n')) throw new Error('fp16 and fp32 found faces in different photos');
-  const dim = a.dim;
-  const cosines: number[] = [];
-  for (let i = 0; i < a.people.length; i++) {
-    let dot = 0;
-    for (let d = 0; d < dim; d++) dot += a.all[i * dim + d] * b.all[i * dim + d];
-    cosines.push(dot);
-  }
-  const pairScores = (f: typeof a) => {
+  const fp32 = await embedWith({ ...options, trtFp16: false });
+  const fp16 = await embedWith({ ...options, trtFp16: true, ...(fp16Models ? { modelDir: fp16Models } : {}) });
+  const detections = await compareDetections(fp32.engine, fp16.engine, [...labels.map((l) => readFileSync(path.join(devDir, l.file))), ...photos]);
+  fp32.engine.close();
+  fp16.engine.close();
+  const dim = fp32.faces.dim;
+  // Row of each photo both found a face in, on each side.
+  const rowOf16 = new Map(fp16.faces.files.map((f, i) => [f, i]));
+  const common = fp32.faces.files.flatMap((f, i) => (rowOf16.has(f) ? [[i, rowOf16.get(f)!] as const] : []));
+  const row = (all: Float32Array, i: number) => all.subarray(i * dim, (i + 1) * dim);
+  const dot = (x: Float32Array, y: Float32Array) => x.reduce((n, v, d) => n + v * y[d], 0);
+  const a = common.map(([i]) => row(fp32.faces.all, i));
+  const b = common.map(([, j]) => row(fp16.faces.all, j));
+  const people = common.map(([i]) => fp32.faces.people[i]);
+  const cosines = a.map((x, k) => dot(x, b[k]));
+  const pairScores = (rows: Float32Array[]) => {
     const scores: number[] = [];
     const same: boolean[] = [];
-    for (let i = 0; i < f.people.length; i++) {
-      for (let j = i + 1; j < f.people.length; j++) {
-        let dot = 0;
-        for (let d = 0; d < dim; d++) dot += f.all[i * dim + d] * f.all[j * dim + d];
-        scores.push(dot);
-        same.push(f.people[i] === f.people[j]);
+    for (let i = 0; i < rows.length; i++) {
+      for (let j = i + 1; j < rows.length; j++) {
+        scores.push(dot(rows[i], rows[j]));
+        same.push(people[i] === people[j]);
       }
     }
     return { scores, same };
   };
   const [pa, pb] = [pairScores(a), pairScores(b)];
-  const calibration = CALIBRATIONS[fp32.engine.recognizer];
+  const calibration = CALIBRATIONS[fp32.info.recognizer];
   let differing = 0;
   if (calibration) {
     const medium = thresholdPresets(calibration).medium;
@@ -331,15 +361,63 @@ async function precision(options: EngineOptions, devDir: string): Promise<Precis
     differing = pa.scores.filter((s, k) => verdict(s) !== verdict(pb.scores[k])).length;
   }
   return {
-    faces: a.people.length,
-    providers: fp16.engine.providers,
+    fp16: fp16Models ? `float16 models from ${fp16Models}` : 'trtFp16',
+    faces: common.length,
+    onlyFp32Found: fp32.faces.files.length - common.length,
+    onlyFp16Found: fp16.faces.files.length - common.length,
+    providers: fp16.info.providers,
     minCosine: Math.min(...cosines),
-    meanCosine: cosines.reduce((s, c) => s + c, 0) / cosines.length,
-    identical: a.all.every((v, k) => v === b.all[k]),
+    meanCosine: cosines.reduce((n, c) => n + c, 0) / cosines.length,
+    identical: common.length === fp32.faces.files.length && a.every((x, k) => x.every((v, d) => v === b[k][d])),
     fp32Accuracy: bestThreshold(pa.scores, pa.same).accuracy,
     fp16Accuracy: bestThreshold(pb.scores, pb.same).accuracy,
     pairs: pa.scores.length,
     mediumVerdictsDiffering: differing,
+    detections,
+  };
+}
+
+/**
+ * The detector's half of the comparison: every photo through both engines, faces paired by
+ * box overlap (IoU ≥ 0.5), and how far each pair's landmarks lie apart: the largest of the
+ * five points' distances, over the face's width.
+ */
+async function compareDetections(a: Engine, b: Engine, photos: Buffer[]): Promise<DetectionShift> {
+  const shifts: number[] = [];
+  let onlyA = 0;
+  let onlyB = 0;
+  for (const photo of photos) {
+    const [x, y] = await Promise.all([a.analyze(photo, NONE), b.analyze(photo, NONE)]);
+    const paired = new Set<number>();
+    for (const f of x.faces) {
+      const iou = (g: (typeof y.faces)[number]) => {
+        const inter = Math.max(0, Math.min(f.x2, g.x2) - Math.max(f.x1, g.x1)) * Math.max(0, Math.min(f.y2, g.y2) - Math.max(f.y1, g.y1));
+        return inter / ((f.x2 - f.x1) * (f.y2 - f.y1) + (g.x2 - g.x1) * (g.y2 - g.y1) - inter);
+      };
+      const j = y.faces.reduce((best, g, k) => (best < 0 || iou(g) > iou(y.faces[best]) ? k : best), -1);
+      if (j < 0 || paired.has(j) || iou(y.faces[j]) < 0.5) {
+        onlyA++;
+        continue;
+      }
+      paired.add(j);
+      const g = y.faces[j];
+      let most = 0;
+      for (let k = 0; k + 1 < f.landmarks.length; k += 2) most = Math.max(most, Math.hypot(f.landmarks[k] - g.landmarks[k], f.landmarks[k + 1] - g.landmarks[k + 1]));
+      shifts.push(most / (f.x2 - f.x1));
+    }
+    onlyB += y.faces.length - paired.size;
+  }
+  shifts.sort((p, q) => p - q);
+  const at = (q: number) => shifts[Math.min(shifts.length - 1, Math.floor(q * shifts.length))] ?? 0;
+  return {
+    photos: photos.length,
+    faces: shifts.length,
+    onlyFp32: onlyA,
+    onlyFp16: onlyB,
+    medianShift: at(0.5),
+    p99Shift: at(0.99),
+    maxShift: shifts.at(-1) ?? 0,
+    shiftedOver1Percent: shifts.filter((v) => v > 0.01).length,
   };
 }
 
@@ -350,6 +428,8 @@ export async function runGpuBench(o: {
   start: boolean;
   accuracy: boolean;
   devDir: string;
+  /** A model folder stored in float16 (bench/engine/fp16-models.py) for the fp16 side. */
+  fp16Models?: string;
   log?: (line: string) => void;
 }): Promise<GpuReport> {
   const log = o.log ?? ((line: string) => console.log(line));
@@ -401,16 +481,24 @@ export async function runGpuBench(o: {
     report.firstAnswer = await firstAnswers(log);
   }
   if (o.accuracy) {
-    log('fp16 against fp32 on the dev set:');
-    const p = await precision(options, o.devDir);
+    log(`fp16 against fp32 on the dev set (fp16: ${o.fp16Models ? `float16 models from ${o.fp16Models}` : 'trtFp16'}):`);
+    const p = await precision(options, o.devDir, sets.flatMap((s) => s.photos), o.fp16Models);
     report.precision = p;
     if ('skipped' in p) log(`  skipped: ${p.skipped}`);
-    else
+    else {
+      const d = p.detections;
+      const pct = (v: number) => `${(v * 100).toFixed(3)}%`;
       log(
         `  ${p.faces} faces on ${p.providers.join(', ')}: ${p.identical ? 'identical embeddings' : `cosine fp16 to fp32 min ${p.minCosine.toFixed(6)}, mean ${p.meanCosine.toFixed(6)}`}; ` +
           `best accuracy fp32 ${(p.fp32Accuracy * 100).toFixed(2)}%, fp16 ${(p.fp16Accuracy * 100).toFixed(2)}% over ${p.pairs} pairs; ` +
-          `medium verdicts differing: ${p.mediumVerdictsDiffering}`,
+          `medium verdicts differing: ${p.mediumVerdictsDiffering}` +
+          (p.onlyFp32Found || p.onlyFp16Found ? `; a face in ${p.onlyFp32Found} photos only in fp32, ${p.onlyFp16Found} only in fp16` : ''),
       );
+      log(
+        `  detection, ${d.photos} photos: ${d.faces} faces in both, ${d.onlyFp32} only in fp32, ${d.onlyFp16} only in fp16; landmarks moved ` +
+          `median ${pct(d.medianShift)}, p99 ${pct(d.p99Shift)}, at most ${pct(d.maxShift)} of the face's width (${d.shiftedOver1Percent} faces over 1%)`,
+      );
+    }
   }
   return report;
 }
@@ -429,6 +517,7 @@ async function main() {
     start: !flag('no-start'),
     accuracy: !flag('no-accuracy'),
     devDir: optionArg('testdata') ?? path.resolve(root, '../shared/testdata/faces'),
+    fp16Models: optionArg('fp16-models'),
   });
   saveJson(optionArg('json'), report);
 }

@@ -89,6 +89,7 @@ describe('bench:gpu', () => {
     const p = report.precision!;
     if ('skipped' in p) throw new Error(p.skipped);
     expect(p.faces).toBeGreaterThan(20);
+    expect([p.fp16, p.onlyFp32Found, p.onlyFp16Found]).toEqual(['trtFp16', 0, 0]);
     expect(p.pairs).toBe((p.faces * (p.faces - 1)) / 2);
     expect(p.fp32Accuracy).toBeGreaterThan(0.95);
     if (!p.providers.includes('tensorrt')) {
@@ -96,6 +97,11 @@ describe('bench:gpu', () => {
       expect(p.minCosine).toBeCloseTo(1, 5);
       expect(p.fp16Accuracy).toBe(p.fp32Accuracy);
       expect(p.mediumVerdictsDiffering).toBe(0);
+      // The dev set's photos and the six demo photos, every face found by both at the same place.
+      const d = p.detections;
+      expect(d.photos).toBeGreaterThan(60);
+      expect(d.faces).toBeGreaterThan(60);
+      expect([d.onlyFp32, d.onlyFp16, d.maxShift, d.shiftedOver1Percent]).toEqual([0, 0, 0, 0]);
     }
   });
 });
