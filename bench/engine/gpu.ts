@@ -326,8 +326,10 @@ async function precision(options: EngineOptions, devDir: string, photos: Buffer[
     const engine = await openEngine(o);
     return { engine, faces: await embedLabelled(engine, devDir, labels), info: engine.info() };
   };
-  const fp32 = await embedWith({ ...options, trtFp16: false });
-  const fp16 = await embedWith({ ...options, trtFp16: true, ...(fp16Models ? { modelDir: fp16Models } : {}) });
+  // A TensorRT cache folder each, so that neither side can load the other's engines.
+  const cache = (name: string) => (options.tensorrtCache ? { tensorrtCache: path.join(options.tensorrtCache, `bench-${name}`) } : {});
+  const fp32 = await embedWith({ ...options, ...cache('fp32'), trtFp16: false });
+  const fp16 = await embedWith({ ...options, ...cache('fp16'), trtFp16: true, ...(fp16Models ? { modelDir: fp16Models } : {}) });
   const detections = await compareDetections(fp32.engine, fp16.engine, [...labels.map((l) => readFileSync(path.join(devDir, l.file))), ...photos]);
   fp32.engine.close();
   fp16.engine.close();
