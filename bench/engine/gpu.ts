@@ -50,7 +50,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findProjectRoot, loadConfig } from '../../src/config.js';
-import { engineOptionsFrom, openEngine, type Engine, type EngineInfo, type EngineOptions } from '../../src/native/engine.js';
+import { engineOptionsFrom, openEngine, warmupByModel, type Engine, type EngineInfo, type EngineOptions } from '../../src/native/engine.js';
+import { resolveRecognizerSpec } from '../../models/prepare.js';
 import { CALIBRATIONS, isVerified, thresholdPresets, toConfidence } from '../../src/services/calibration.js';
 import { numberArg, optionArg, saveJson } from '../lib/args.js';
 import { embedLabelled, loadLabels } from '../lib/dev-set.js';
@@ -170,9 +171,9 @@ async function closedLoop(inFlight: number, ms: number, call: (k: number) => Pro
   return { calls, faces, failures, firstFailure, seconds: (performance.now() - t0) / 1000 };
 }
 
-/** Model indices of the recogniser's parts in `info.models` (a spec is `id[:mirror]` parts joined by `+`). */
+/** Model indices of the recogniser's parts in `info.models` (the engine reports its spec in full). */
 function recognizerModels(info: EngineInfo): Set<number> {
-  const ids = new Set(info.recognizer.split('+').map((p) => p.split(':')[0]));
+  const ids = new Set(resolveRecognizerSpec({}, info.recognizer).models);
   return new Set(info.models.flatMap((m, i) => (ids.has(m.id) ? [i] : [])));
 }
 
@@ -392,12 +393,12 @@ async function compareDetections(a: Engine, b: Engine, photos: Buffer[]): Promis
     const [x, y] = await Promise.all([a.analyze(photo, NONE), b.analyze(photo, NONE)]);
     const paired = new Set<number>();
     for (const f of x.faces) {
-      const iou = (g: (typeof y.faces)[number]) => {
+      const ious = y.faces.map((g) => {
         const inter = Math.max(0, Math.min(f.x2, g.x2) - Math.max(f.x1, g.x1)) * Math.max(0, Math.min(f.y2, g.y2) - Math.max(f.y1, g.y1));
         return inter / ((f.x2 - f.x1) * (f.y2 - f.y1) + (g.x2 - g.x1) * (g.y2 - g.y1) - inter);
-      };
-      const j = y.faces.reduce((best, g, k) => (best < 0 || iou(g) > iou(y.faces[best]) ? k : best), -1);
-      if (j < 0 || paired.has(j) || iou(y.faces[j]) < 0.5) {
+      });
+      const j = ious.indexOf(Math.max(...ious));
+      if (j < 0 || paired.has(j) || ious[j] < 0.5) {
         onlyA++;
         continue;
       }
@@ -449,10 +450,7 @@ export async function runGpuBench(o: {
     const opts = s.providers.map((p) => `${p.name}: ${Object.entries(p.options).map(([k, v]) => `${k}=${v}`).join(' ')}`).join('; ');
     log(`  ${s.model}: ${s.shapes.length ? `${s.shapes.length} shapes (${s.shapes.map((d) => d.join('x')).join(', ')})` : 'shapes as they come'}${opts ? `; ${opts}` : ''}`);
   }
-  const warmup = info.sessions.map((s) => {
-    const runs = info.warmup.filter((w) => w.model === s.model);
-    return { model: s.model, shapes: runs.length, ms: runs.reduce((n, w) => n + w.ms, 0) };
-  });
+  const warmup = warmupByModel(info);
   if (info.fixedShapes) log(`warm-up: ${warmup.map((w) => `${w.model} ${w.shapes} shapes ${(w.ms / 1000).toFixed(2)} s`).join(', ')}`);
 
   const demo = [1, 2, 3, 4, 5, 6].map((i) => readFileSync(path.join(root, 'node_modules/@vladmandic/face-api/demo', `sample${i}.jpg`)));

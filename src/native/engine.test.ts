@@ -61,14 +61,24 @@ describe('openEngine', () => {
   });
 
   it('starts as many pipeline threads as FACE_PIPELINE_THREADS says, one per core by default', async () => {
-    // Thread names are the engine's own ("face-pipeline-0", ...), as /proc shows them.
-    const pipelineThreads = () =>
-      readdirSync('/proc/self/task').filter((t) => readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('face-pipeline')).length;
+    // Thread names are the engine's own ("face-pipeline-0", ...), as /proc shows them; a thread
+    // that exits between the listing and the read has no name left to read.
+    const name = (task: string) => {
+      try {
+        return readFileSync(`/proc/self/task/${task}/comm`, 'utf8');
+      } catch {
+        return '';
+      }
+    };
+    const pipelineThreads = () => readdirSync('/proc/self/task').filter((t) => name(t).startsWith('face-pipeline')).length;
     for (const [env, expected] of [[{ FACE_PIPELINE_THREADS: '5' }, 5], [{}, Math.max(2, availableParallelism())]] as const) {
       const before = pipelineThreads();
       const engine = await openEngine(engineOptionsFrom(loadConfig(env)));
       try {
-        expect(pipelineThreads() - before, JSON.stringify(env)).toBe(expected);
+        // A thread names itself once it runs, which may be just after open() resolved.
+        const started = () => pipelineThreads() - before;
+        await until('the pipeline threads to be named', async () => (started() >= expected ? true : undefined), 5_000).catch(() => {});
+        expect(started(), JSON.stringify(env)).toBe(expected);
       } finally {
         engine.close();
       }

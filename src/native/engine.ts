@@ -173,6 +173,14 @@ export function engineOptionsFrom(config: Config, overrides: Partial<EngineOptio
   return { ...pickEngineConfig(config), ...overrides };
 }
 
+/** The warm-up model by model, in the order of `info.models`: its shapes and what they took together; models that ran none are left out. */
+export function warmupByModel(info: EngineInfo): { model: string; shapes: number; ms: number }[] {
+  return info.models.flatMap(({ id }) => {
+    const runs = info.warmup.filter((w) => w.model === id);
+    return runs.length ? [{ model: id, shapes: runs.length, ms: runs.reduce((n, w) => n + w.ms, 0) }] : [];
+  });
+}
+
 /** Loads the addon and opens the engine: models are loaded and sessions built before this resolves. */
 export async function openEngine(opts: EngineOptions, file: string = addonPath()): Promise<Engine> {
   const binding = loadAddon<typeof Addon>(file);

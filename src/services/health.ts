@@ -5,7 +5,7 @@
  * shards in service and the faces they hold, and after a recogniser switch
  * the re-embedding of stored faces. The route adds the request load.
  */
-import type { Engine } from '../native/engine.js';
+import { warmupByModel, type Engine } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { EmbeddingMigration } from './reembed.js';
 
@@ -33,10 +33,7 @@ export function health({ role, engine, index, migration }: HealthDeps) {
             dim: info.dim,
             models: info.models.map((m) => ({ id: m.id, onnx: m.onnx })),
             fixed_shapes: info.fixedShapes,
-            warmup: info.models.flatMap(({ id }) => {
-              const runs = info.warmup.filter((w) => w.model === id);
-              return runs.length ? [{ model: id, shapes: runs.length, ms: Math.round(runs.reduce((n, w) => n + w.ms, 0)) }] : [];
-            }),
+            warmup: warmupByModel(info).map((w) => ({ ...w, ms: Math.round(w.ms) })),
           },
         }
       : {}),

@@ -13,16 +13,11 @@
 //!
 //! Environment: FACE_MODEL_DIR (default models), FACE_ORT_LIBRARY.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use face_engine::detector::Detection;
-use face_engine::manifest::{Decoder, Manifest};
-use face_engine::runtime::{self, Provider, SessionSource};
-use face_engine::yunet::{self, YunetInput, YunetModel};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use face_engine::testing::{cpu_yunet, project_root as root};
+use face_engine::yunet::{self, YunetInput};
 
 /// How the part of the bucket beyond the window's multiple of 32 is filled.
 #[derive(Clone, Copy, Debug)]
@@ -80,15 +75,7 @@ fn photos(lfw: usize) -> Vec<PathBuf> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let lfw = args.iter().position(|a| a == "--lfw").map_or(300, |i| args[i + 1].parse().expect("--lfw N"));
-    let model_dir = std::env::var("FACE_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|_| root().join("models"));
-    let ort = std::env::var("FACE_ORT_LIBRARY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1"));
-    let manifest = Manifest::load(&model_dir).expect("manifest");
-    let entry = manifest.models.iter().find(|m| m.decoder == Decoder::Yunet).expect("a YuNet model").clone();
-    let rt = runtime::init(&ort).expect("onnxruntime");
-    let src = SessionSource { rt, dir: &model_dir, providers: &[Provider::Cpu], intra: 1, max_batch: 1, plan: None };
-    let (mut model, _) = YunetModel::load(&src, &entry, 0.8).expect("YuNet loads");
+    let mut model = cpu_yunet(None, 0.8);
     let fills = [Fill::Zeros, Fill::Grey];
     // Per fill: (distance band, landmark deviation / face side, score difference), unmatched.
     let mut deviations: Vec<Vec<(usize, f32, f32)>> = vec![Vec::new(); fills.len()];
@@ -106,7 +93,7 @@ fn main() {
             if bucket == size {
                 continue;
             }
-            let input = yunet::render(&img, &win, &entry.input);
+            let input = yunet::render(&img, &win, &model.input);
             let (cw, ch) = (win.content_width as f32, win.content_height as f32);
             let keep = |dets: Vec<Detection>| -> Vec<Detection> { dets.into_iter().filter(|d| (d.x1 + d.x2) / 2.0 < cw && (d.y1 + d.y2) / 2.0 < ch).collect() };
             let reference = keep(model.run(vec![YunetInput { data: input.data.clone(), width: input.width, height: input.height }]).unwrap().remove(0));

@@ -16,23 +16,18 @@
 //!
 //! Environment: FACE_MODEL_DIR (default models), FACE_ORT_LIBRARY.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use face_engine::align;
 use face_engine::detector::Detection;
-use face_engine::manifest::{Decoder, Manifest};
-use face_engine::runtime::{self, Provider, SessionSource};
+use face_engine::testing::{cpu_yunet, project_root as root};
 use face_engine::yunet::{YunetInput, YunetModel};
 use image::RgbImage;
 
 /// The service's default YuNet threshold (engine.rs): a face below it is not reported.
 const THRESHOLD: f32 = 0.78;
 const SIZES: [u32; 20] = [10, 12, 14, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 448, 512, 640, 768, 1024];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 struct Source {
     photo: RgbImage,
@@ -44,16 +39,8 @@ fn main() {
     let lfw = args.iter().position(|a| a == "--lfw").map(|i| args[i + 1].parse::<usize>().expect("--lfw N"));
     let faces = args.iter().any(|a| a == "--faces");
     let cost_only = args.iter().any(|a| a == "--cost");
-    let model_dir = std::env::var("FACE_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|_| root().join("models"));
-    let ort = std::env::var("FACE_ORT_LIBRARY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1"));
-    let manifest = Manifest::load(&model_dir).expect("manifest");
-    let entry = manifest.models.iter().find(|m| m.decoder == Decoder::Yunet).expect("a YuNet model in the manifest").clone();
-    let rt = runtime::init(&ort).expect("onnxruntime");
     // A low floor, so a face found below the service's threshold still shows its score.
-    let src = SessionSource { rt, dir: &model_dir, providers: &[Provider::Cpu], intra: 1, max_batch: 1, plan: None };
-    let (mut model, _) = YunetModel::load(&src, &entry, 0.3).expect("YuNet loads");
+    let mut model = cpu_yunet(None, 0.3);
 
     if cost_only {
         return pass_cost(&mut model);

@@ -14,6 +14,23 @@ pub fn ort_library() -> std::path::PathBuf {
         .unwrap_or_else(|| project_root().join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1"))
 }
 
+/// The models folder: `FACE_MODEL_DIR`, else the project's `models`.
+pub fn model_dir() -> std::path::PathBuf {
+    std::env::var_os("FACE_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| project_root().join("models"))
+}
+
+/// The manifest's YuNet on one CPU thread, as the detector examples and tests run it alone:
+/// `plan` None runs shapes as they come, `Some(&SessionPlan::new(true, []))` fixed shapes with
+/// nothing to warm up. `threshold` is the lowest score it reports.
+pub fn cpu_yunet(plan: Option<&crate::runtime::SessionPlan>, threshold: f32) -> crate::yunet::YunetModel {
+    let dir = model_dir();
+    let manifest = crate::manifest::Manifest::load(&dir).expect("manifest");
+    let entry = manifest.models.iter().find(|m| m.decoder == crate::manifest::Decoder::Yunet).expect("a YuNet model in the manifest");
+    let rt = crate::runtime::init(&ort_library()).expect("onnxruntime");
+    let src = crate::runtime::SessionSource { rt, dir: &dir, providers: &[crate::runtime::Provider::Cpu], intra: 1, max_batch: 1, plan };
+    crate::yunet::YunetModel::load(&src, entry, threshold).expect("YuNet loads").0
+}
+
 /// A missing prerequisite skips an end-to-end test on a fresh clone, but fails it in CI (`CI`
 /// set), where the models and the labelled photos are always present.
 pub fn skip(reason: String) {
@@ -32,6 +49,19 @@ pub fn has_models() -> bool {
         .unwrap_or(false);
     if !models.join("manifest.json").exists() || !has_onnx {
         skip(format!("no converted models in {} (run `npm run models`)", models.display()));
+        return false;
+    }
+    true
+}
+
+/// Whether an engine can be opened on the converted models: they are there ([`has_models`]) and
+/// so is ONNX Runtime's library; if not, says which is missing through [`skip`].
+pub fn can_open_engine() -> bool {
+    if !has_models() {
+        return false;
+    }
+    if !ort_library().exists() {
+        skip(format!("onnxruntime library not found at {}", ort_library().display()));
         return false;
     }
     true

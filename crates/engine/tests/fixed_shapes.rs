@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use face_engine::testing::phone;
-use face_engine::testing::{has_models, ort_library, project_root as root, skip};
+use face_engine::testing::{can_open_engine, has_models, ort_library, project_root as root, skip};
 use face_engine::{describe_sessions, AnalyzeOptions, Analysis, Engine, EngineOptions, SessionInfo};
 
 /// The options both engines share: the GPU hosts' default recogniser (`accurate`: SFace and
@@ -34,11 +34,7 @@ fn engines() -> Option<&'static (Engine, Engine)> {
     static ENGINES: OnceLock<Option<(Engine, Engine)>> = OnceLock::new();
     ENGINES
         .get_or_init(|| {
-            if !has_models() {
-                return None;
-            }
-            if !ort_library().exists() {
-                skip(format!("onnxruntime library not found at {}", ort_library().display()));
+            if !can_open_engine() {
                 return None;
             }
             let off = Engine::open(options("off")).expect("engine opens with shapes that follow each photo");
@@ -285,20 +281,15 @@ fn phone_photos_give_the_same_faces_with_fixed_shapes() {
 /// [`NEAR_PADDING`]). And nothing is found centred in the padding.
 #[test]
 fn padding_moves_only_the_faces_near_it() {
-    use face_engine::runtime::{Provider, SessionPlan, SessionSource};
-    use face_engine::yunet::{self, WindowJob, YunetModel};
+    use face_engine::runtime::SessionPlan;
+    use face_engine::testing::cpu_yunet;
+    use face_engine::yunet::{self, WindowJob};
     let Some((off, _)) = engines() else { return };
-    let rt = face_engine::runtime::init(&ort_library()).unwrap();
-    let dir = root().join("models");
-    let manifest = face_engine::manifest::Manifest::load(&dir).unwrap();
-    let entry = manifest.get("yunet").unwrap().clone();
     // No plan: shapes as they come; a plan without models: fixed shapes, nothing to warm up.
     let fixed_plan = SessionPlan::new(true, []);
-    let free_src = SessionSource { rt, dir: &dir, providers: &[Provider::Cpu], intra: 1, max_batch: 1, plan: None };
-    let fixed_src = SessionSource { plan: Some(&fixed_plan), ..free_src };
-    let (mut free, _) = YunetModel::load(&free_src, &entry, 0.8).unwrap();
-    let (mut fixed, _) = YunetModel::load(&fixed_src, &entry, 0.8).unwrap();
-    assert!(fixed_src.fixed_shapes() && !free_src.fixed_shapes() && fixed_plan.warmups().is_empty());
+    let mut free = cpu_yunet(None, 0.8);
+    let mut fixed = cpu_yunet(Some(&fixed_plan), 0.8);
+    assert!(fixed_plan.warmups().is_empty());
     let mut photos: Vec<image::RgbImage> = (1..=6).map(|n| image::load_from_memory(&demo(n)).unwrap().into_rgb8()).collect();
     let known: Vec<[f32; 4]> = off.analyze(&demo(4), &DETECT_ONLY).unwrap().faces.iter().map(|f| [f.x1 as f32, f.y1 as f32, f.x2 as f32, f.y2 as f32]).collect();
     photos.push(phone::group(&photos[3], &known, 4000, 3000, 0.9, 5).photo);

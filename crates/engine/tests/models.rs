@@ -8,7 +8,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use face_engine::testing::{has_models, ort_library, project_root as root, skip};
+use face_engine::testing::{can_open_engine, ort_library, project_root as root, skip};
 use face_engine::{AnalyzeOptions, Engine, EngineOptions};
 
 /// The shared engine, or `None` (with the reason printed) when models or runtime are absent.
@@ -16,11 +16,7 @@ fn engine() -> Option<&'static Engine> {
     static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            if !has_models() {
-                return None;
-            }
-            if !ort_library().exists() {
-                skip(format!("onnxruntime library not found at {}", ort_library().display()));
+            if !can_open_engine() {
                 return None;
             }
             let opts = EngineOptions {
