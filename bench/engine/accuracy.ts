@@ -52,6 +52,7 @@ import { readFileSync, existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot, loadConfig } from '../../src/config.js';
 import { engineOptionsFrom, openEngine, type Engine } from '../../src/native/engine.js';
+import { upperTailZ } from '../../src/services/normal.js';
 import { CALIBRATIONS, DEFAULT_THRESHOLD, isVerified, thresholdPresets, toConfidence, type Calibration } from '../../src/services/calibration.js';
 import { numberArg, optionArg as arg } from '../lib/args.js';
 import {
@@ -77,7 +78,7 @@ import {
   type LfwSet,
   type TenFold,
 } from '../lib/lfw.js';
-import { embedLabelled, loadLabels, type DevFaces, type Label } from '../lib/dev-set.js';
+import { embedLabelled, lfwFolders, loadLabels, type DevFaces, type Label } from '../lib/dev-set.js';
 import {
   databaseBytesPerFace,
   resolveRecognizerMode,
@@ -90,37 +91,6 @@ const flag = (name: string) => process.argv.includes(`--${name}`);
 
 const DEMO_COUNTS = [3, 3, 3, 4, 5, 4];
 const FAR_TARGETS = [1e-1, 1e-3, 1e-5];
-
-/** Inverse of the standard normal upper tail, for the FAR targets we use (bisection is plenty). */
-function upperTailZ(p: number): number {
-  const tail = (z: number) => 0.5 * erfc(z / Math.SQRT2);
-  let lo = 0;
-  let hi = 10;
-  for (let i = 0; i < 100; i++) {
-    const mid = (lo + hi) / 2;
-    if (tail(mid) > p) lo = mid;
-    else hi = mid;
-  }
-  return (lo + hi) / 2;
-}
-
-function erfc(x: number): number {
-  // Numerical Recipes' Chebyshev fit, relative error below 1.2e-7.
-  const z = Math.abs(x);
-  const t = 1 / (1 + 0.5 * z);
-  const r =
-    t *
-    Math.exp(
-      -z * z -
-        1.26551223 +
-        t *
-          (1.00002368 +
-            t *
-              (0.37409196 +
-                t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
-    );
-  return x >= 0 ? r : 2 - r;
-}
 
 function quantileAbove(sorted: number[], far: number): number | null {
   // The smallest threshold with at most far * n impostors strictly above it.
@@ -330,11 +300,6 @@ function farRows(ap: AllPairs) {
 const DEFAULT_MODES = ['sface', 'sface:mirror', 'accurate'];
 
 /** Dev-set people filed in LFW under another name (as in bench/search/face-vectors.ts). */
-const LFW_NAMES: Record<string, string[]> = { joe_biden: ['Joseph_Biden'] };
-
-/** A dev-set identity (`barack_obama`) or an LFW folder (`Barack_Obama`) as one key. */
-const personKey = (name: string) => name.trim().toLowerCase().replace(/[\s-]+/g, '_');
-
 interface LfwContext {
   config: ReturnType<typeof loadConfig>;
   set: LfwSet;
@@ -724,10 +689,10 @@ async function lfwSection(config: ReturnType<typeof loadConfig>, root: string, d
   const excludedPeople = new Set<number>();
   if (dev) {
     const devPeople = [...new Set(dev.labels.flatMap((l) => l.identities))].sort();
-    const folder = new Map(set.names.map((n, p) => [personKey(n), p]));
+    const foldersOf = lfwFolders(set);
     const without: string[] = [];
     for (const who of devPeople) {
-      const found = [personKey(who), ...(LFW_NAMES[who] ?? []).map(personKey)].map((k) => folder.get(k)).filter((p): p is number => p !== undefined);
+      const found = foldersOf(who);
       if (!found.length) without.push(who);
       for (const p of found) excludedPeople.add(p);
     }

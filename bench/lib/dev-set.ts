@@ -22,6 +22,18 @@ export function loadLabels(dir: string): Label[] | undefined {
   return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Label[]) : undefined;
 }
 
+/** Dev-set people filed in LFW under another name. */
+const LFW_NAMES: Record<string, string[]> = { joe_biden: ['Joseph_Biden'] };
+
+/** A dev-set identity (`barack_obama`) or an LFW folder (`Barack_Obama`) as one key. */
+const personKey = (name: string) => name.trim().toLowerCase().replace(/[\s-]+/g, '_');
+
+/** For a dev-set identity, the LFW people (indices into `names`) who are the same person: none when LFW lacks them. */
+export function lfwFolders(set: { names: string[] }): (who: string) => number[] {
+  const folder = new Map(set.names.map((n, p) => [personKey(n), p]));
+  return (who) => [personKey(who), ...(LFW_NAMES[who] ?? []).map(personKey)].map((k) => folder.get(k)).filter((p): p is number => p !== undefined);
+}
+
 /** The dev set's faces: photos with one identity and one labelled face, the first face the engine finds. */
 export interface DevFaces {
   files: string[];

@@ -38,7 +38,7 @@ export const addFaceRequest = z.object({
   ...sightingFields,
   threshold: thresholdParam.meta({
     description:
-      'Only with cam_id: confidence a stored face must reach for a new face to join its person (same presets as identify); below it the face starts a new person. Default 0.75.',
+      "Only with cam_id: identify's 1:N confidence a stored face must reach for a new face to join its person (the same presets and decision as identify, over every stored face); below it the face starts a new person. Default 0.75.",
   }),
 });
 

@@ -32,7 +32,8 @@ import {
   mfSelectorParam,
   photoParam,
   sightingFields,
-  thresholdParam,
+  identifyThresholdParam,
+  IDENTIFY_CONFIDENCE,
 } from './schemas.js';
 
 /** `X-Live-Servers: <live>/<total>`: search servers that served the search (or are live) out of all. */
@@ -56,7 +57,7 @@ const identifyRequestFor = (maxN: number) =>
     photo: photoParam('The photo with the face(s) to search for.'),
     bbox: boxesParam('Faces to search for instead of detecting them; overrides mf_selector.').optional(),
     ...boxCorners,
-    threshold: thresholdParam,
+    threshold: identifyThresholdParam,
     n: numberParam(z.number().int().min(1).max(maxN))
       .default(1)
       .meta({ description: `Most matches returned per face, 1 to ${maxN}. Default 1.` }),
@@ -70,7 +71,7 @@ const identifyRequestFor = (maxN: number) =>
 const galleryField = galleryName.optional().meta({ description: 'Search only this gallery (it must exist).' });
 
 const match = z.object({
-  confidence: z.number().min(0).max(1).meta({ description: 'Calibrated similarity, 0 (different) to 1 (same person).' }),
+  confidence: z.number().min(0).max(1).meta({ description: IDENTIFY_CONFIDENCE }),
   face: faceOutput,
 });
 

@@ -111,10 +111,24 @@ export const thresholdParam = numberParam(
     .default(DEFAULT_THRESHOLD),
 ).meta({
   description:
-    `Decision threshold on confidence: a number in [0,1] or a preset: ` +
-    `strict (${presets.strict}, false accepts about 1e-5), medium (${presets.medium}, about 1e-3), ` +
-    `low (${presets.low}, about 1e-1), none (similarity only, no verdict). Default ${DEFAULT_THRESHOLD}. ` +
+    `Decision threshold on confidence, which is 1:1 here (the probability that two faces are one person): a number in [0,1] or a preset: ` +
+    `strict (${presets.strict}, false accepts about 1e-5 of impostor pairs), medium (${presets.medium}, about 1e-3), ` +
+    `low (${presets.low}, about 1e-1), none (similarity only, no verdict). Default ${DEFAULT_THRESHOLD} (about 5e-4). ` +
     `The preset values quoted are those of the default recogniser (${DEFAULT_RECOGNIZER}); each recogniser has its own.`,
+});
+
+/** Identify's confidence is 1:N; the words the identify routes and sightings use for it. */
+export const IDENTIFY_CONFIDENCE =
+  'Probability that the match is the person, given how many faces were searched (the gallery searched, or every stored face): ' +
+  'the same cosine gives a lower confidence among more faces, so that strangers are not named as the gallery grows. ' +
+  'Not comparable with verify\'s 1:1 confidence.';
+
+export const identifyThresholdParam = thresholdParam.meta({
+  description:
+    `Decision threshold on identify's 1:N confidence: a number in [0,1] or a preset, which for identify names the share of strangers ` +
+    `(people enrolled nowhere) allowed a match, at any number of faces searched: strict about 1e-5, medium about 1e-3, low about 1e-1; ` +
+    `none returns the best matches with no threshold. Default ${DEFAULT_THRESHOLD}: about 1% of strangers named or fewer, ` +
+    `from a thousand to millions of faces (docs/engine.md has the figures per gallery size).`,
 });
 
 export const mfSelectorParam = z.enum(['reject', 'biggest', 'all']).default('biggest').meta({

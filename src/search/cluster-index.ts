@@ -203,11 +203,13 @@ export class ClusterIndex implements SearchShards {
           down.push(this.name(i));
         }
       });
+      const answered = got.filter((r): r is SearchAnswer['results'][number] => r !== undefined);
       const matches = mergeMatches(
-        got.filter((r): r is SearchAnswer['results'][number] => r !== undefined).map((r) => r.matches),
+        answered.map((r) => r.matches),
         n,
       );
-      return { matches, live, total, missing: missing.sort((a, b) => a - b), down };
+      const faces = answered.reduce((sum, r) => sum + r.faces, 0);
+      return { matches, live, total, missing: missing.sort((a, b) => a - b), down, faces };
     });
   }
 

@@ -36,7 +36,7 @@ export class ShardServer {
     const queries = decodeQueries(vectors, dims);
     if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${dims} float32 values`);
     const results = await this.index.searchBatch(queries, n, gallery, shards);
-    return { ...this.served(), results: results.map((r) => ({ matches: r.matches, missing: r.missing })) };
+    return { ...this.served(), results: results.map((r) => ({ matches: r.matches, missing: r.missing, faces: r.faces })) };
   }
 
   /** The layout, held shards and position; API nodes refuse a server whose layout differs from theirs. */

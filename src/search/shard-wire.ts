@@ -43,6 +43,7 @@ export const searchAnswer = z.object({
     z.object({
       matches: z.array(z.object({ id: z.number().int().min(1), similarity: z.number() })).meta({ description: 'Best first; ties by id.' }),
       missing: z.array(z.number().int()).meta({ description: 'Held shards not searched (not live).' }),
+      faces: z.number().int().min(0).meta({ description: 'Faces compared against: those in scope on the held shards searched.' }),
     }),
   ),
 });

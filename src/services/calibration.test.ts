@@ -3,12 +3,18 @@ import {
   CALIBRATIONS,
   DEFAULT_RECOGNIZER,
   DEFAULT_THRESHOLD,
+  falsePositiveIdentificationRate,
+  IDENTIFY_FPIR,
+  identifyConfidence,
   isVerified,
+  resolveIdentifyThreshold,
   resolveThreshold,
   thresholdPresets,
   toConfidence,
   useCalibration,
+  type Calibration,
 } from './calibration.js';
+import { upperTail, upperTailZ } from './normal.js';
 
 describe('calibration', () => {
   afterEach(() => useCalibration(DEFAULT_RECOGNIZER));
@@ -59,5 +65,104 @@ describe('calibration', () => {
   it('refuses a recogniser without measured thresholds', () => {
     expect(() => useCalibration('faceres')).not.toThrow();
     expect(() => useCalibration('mobileface')).toThrow(/no calibration/);
+  });
+});
+
+/** The cosine at which identify's confidence among `n` faces reaches `t`. */
+function cosineAt(t: number, n: number, c: Calibration): number {
+  let lo = -1;
+  let hi = 2;
+  for (let i = 0; i < 80; i++) {
+    const mid = (lo + hi) / 2;
+    if (identifyConfidence(mid, n, c) >= t) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+describe("identify's 1:N confidence", () => {
+  const fitted = Object.entries(CALIBRATIONS).filter(([, c]) => c.openSet);
+
+  it('has a fit for the default recogniser', () => {
+    expect(CALIBRATIONS[DEFAULT_RECOGNIZER].openSet).toBeDefined();
+  });
+
+  it('rises with the cosine and falls with the number of faces searched, as odds divided by N', () => {
+    for (const c of Object.values(CALIBRATIONS)) {
+      for (const n of [1, 1e3, 1e6]) {
+        let prev = 0;
+        for (let cos = -1; cos <= 1; cos += 0.01) {
+          const v = identifyConfidence(cos, n, c);
+          expect(v).toBeGreaterThanOrEqual(prev);
+          expect(v).toBeLessThanOrEqual(1);
+          prev = v;
+        }
+      }
+      const odds = (p: number) => p / (1 - p);
+      const cos = cosineAt(0.5, 1000, c);
+      // Ten times the faces: a tenth of the odds.
+      expect(odds(identifyConfidence(cos, 10_000, c)) / odds(identifyConfidence(cos, 1000, c))).toBeCloseTo(0.1, 6);
+      expect(identifyConfidence(cos, 1000, c)).toBeCloseTo(0.5, 6);
+    }
+    expect(identifyConfidence(Number.NaN, 10)).toBe(0);
+    // An empty scope counts as one face, never as fewer.
+    expect(identifyConfidence(0.5, 0)).toBe(identifyConfidence(0.5, 1));
+  });
+
+  it('lets at most 2% of strangers through at the default threshold from a hundred to a billion faces', () => {
+    for (const [name, c] of fitted) {
+      let prev = 0;
+      for (const n of [1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]) {
+        const cos = cosineAt(DEFAULT_THRESHOLD, n, c);
+        const fpir = falsePositiveIdentificationRate(cos, n, c);
+        expect(fpir, `${name} at N = ${n}`).toBeLessThanOrEqual(0.02);
+        expect(fpir, `${name} at N = ${n}`).toBeGreaterThan(1e-4);
+        // More faces searched need a higher cosine for the same confidence.
+        expect(cos).toBeGreaterThan(prev);
+        prev = cos;
+      }
+    }
+  });
+
+  it('keeps the 1:1 default lax where 1:N needs more: the best of 12,000 impostors passes it almost surely', () => {
+    const c = CALIBRATIONS[DEFAULT_RECOGNIZER];
+    const oneToOne = c.center + Math.log(DEFAULT_THRESHOLD / (1 - DEFAULT_THRESHOLD)) / c.slope;
+    expect(falsePositiveIdentificationRate(oneToOne, 12_000, c)).toBeGreaterThan(0.9);
+    expect(cosineAt(DEFAULT_THRESHOLD, 12_000, c)).toBeGreaterThan(oneToOne + 0.1);
+  });
+
+  it('turns presets into shares of strangers named at the N searched', () => {
+    for (const [name, c] of fitted) {
+      for (const n of [1, 1e3, 1e6]) {
+        const t = { strict: 0, medium: 0, low: 0 };
+        for (const preset of ['strict', 'medium', 'low'] as const) {
+          t[preset] = resolveIdentifyThreshold(preset, n, c)!;
+          const fpir = falsePositiveIdentificationRate(cosineAt(t[preset], n, c), n, c);
+          expect(Math.abs(Math.log(fpir / IDENTIFY_FPIR[preset])), `${name} ${preset} at N = ${n}`).toBeLessThan(0.01);
+        }
+        expect(t.strict).toBeGreaterThan(t.medium);
+        expect(t.medium).toBeGreaterThan(t.low);
+      }
+    }
+    expect(resolveIdentifyThreshold(undefined, 1e6)).toBe(DEFAULT_THRESHOLD);
+    expect(resolveIdentifyThreshold(0.9, 1e6)).toBe(0.9);
+    expect(resolveIdentifyThreshold('none', 1e6)).toBeNull();
+    expect(() => resolveIdentifyThreshold(2, 10)).toThrow(RangeError);
+  });
+
+  it('falls back on the 1:1 odds over N, and on verify\'s presets, for a recogniser without a fit', () => {
+    const c = CALIBRATIONS.faceres;
+    expect(c.openSet).toBeUndefined();
+    const odds = (p: number) => p / (1 - p);
+    expect(odds(identifyConfidence(0.6, 100, c))).toBeCloseTo(odds(toConfidence(0.6, c)) / 100, 6);
+    useCalibration('faceres');
+    expect(resolveIdentifyThreshold('medium', 1e6, c)).toBe(thresholdPresets(c).medium);
+  });
+
+  it('inverts the normal tail', () => {
+    for (const p of [0.5, 0.1, 1e-3, 1e-6, 1e-9, 1e-12]) expect(upperTail(upperTailZ(p)) / p).toBeCloseTo(1, 5);
+    expect(upperTailZ(0.5)).toBeCloseTo(0, 6);
+    expect(upperTailZ(0.975)).toBeCloseTo(-1.959964, 5);
+    expect(() => upperTailZ(0)).toThrow(RangeError);
   });
 });

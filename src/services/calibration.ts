@@ -36,12 +36,28 @@
  * start-up rather than served with wrong thresholds.
  */
 
+import { upperTail, upperTailZ } from './normal.js';
+
 export interface Calibration {
   /** Logistic slope and centre on the cosine axis. */
   slope: number;
   center: number;
   /** Cosine similarity at each false-accept rate target. */
   cosineAtFar: { strict: number; medium: number; low: number };
+  /** The score tails behind identify's 1:N confidence; absent: the recogniser cannot identify with a calibrated confidence. */
+  openSet?: OpenSetFit;
+}
+
+/**
+ * Normal models of the two score tails that decide a 1:N search (`npm run bench:open-set`
+ * fits them on LFW): the impostor upper tail, fitted to the impostor cosines at per-pair
+ * false-accept rates 1e-2 to 1e-6, and the genuine lower tail, fitted to the genuine cosines
+ * at false-reject rates 1% to 50%. Fitting the tails, not the bulk, is the point: a stranger's
+ * best match among N faces sits in the impostor tail, far from where the 1:1 logistic is fitted.
+ */
+export interface OpenSetFit {
+  impostor: { mean: number; sd: number };
+  genuine: { mean: number; sd: number };
 }
 
 export const CALIBRATIONS: Readonly<Record<string, Calibration>> = {
@@ -59,6 +75,8 @@ export const CALIBRATIONS: Readonly<Record<string, Calibration>> = {
     slope: 28.25,
     center: 0.341,
     cosineAtFar: { strict: 0.4736, medium: 0.3603, low: 0.2005 },
+    // bench:open-set on all 71,596,685 impostor and 97,640 genuine LFW pairs.
+    openSet: { impostor: { mean: -0.0113, sd: 0.1219 }, genuine: { mean: 0.7323, sd: 0.147 } },
   },
   'sface:mirror+dlib-resnet': {
     slope: 48.47,
@@ -132,4 +150,76 @@ export function resolveThreshold(value: ThresholdPreset | number | undefined): n
 /** A match is verified when its confidence reaches the threshold. */
 export function isVerified(confidence: number, threshold: number): boolean {
   return confidence >= threshold;
+}
+
+/**
+ * Identify's `confidence`: the probability that a match is the person, given the `searched`
+ * faces it was the best of.
+ *
+ * A stranger's best match among N faces is the best of N impostor scores, whose density at
+ * a cosine s is N·f_imp(s)·(1 − FAR(s))^(N−1); an enrolled person's match at s has density
+ * f_gen(s)·(1 − FAR(s))^(N−1) (no impostor above it). At equal priors of "enrolled" and
+ * "stranger" the odds of the match being the person are therefore LR(s) / N, with
+ * LR = f_gen / f_imp the per-pair likelihood ratio from the normal fits of the two tails
+ * (OpenSetFit), made non-decreasing in s:
+ *
+ *   confidence = 1 / (1 + N / LR(s))
+ *
+ * So the confidence falls as the deployment grows: a cosine that names someone among a
+ * thousand faces may name nobody among a million. The share of strangers it lets through at
+ * a threshold t is 1 − (1 − FAR(s_t))^N, where s_t is the cosine at which the confidence
+ * reaches t; docs/engine.md has it per N. A recogniser without an OpenSetFit falls back on
+ * the 1:1 logistic's odds divided by N, and on verify's presets: stricter than it needs to
+ * be (more enrolled people missed), never laxer, since the logistic's impostor tail is far
+ * heavier than the real one.
+ */
+export function identifyConfidence(cosine: number, searched: number, c: Calibration = active): number {
+  if (Number.isNaN(cosine)) return 0;
+  const logOdds = logLikelihoodRatio(cosine, c) - Math.log(Math.max(1, searched));
+  return 1 / (1 + Math.exp(-logOdds));
+}
+
+/** ln(f_gen / f_imp) at a cosine, non-decreasing: held at its extreme where the two normals' quadratic turns. */
+export function logLikelihoodRatio(cosine: number, c: Calibration = active): number {
+  const fit = c.openSet;
+  if (!fit) return c.slope * (cosine - c.center);
+  const { impostor: i, genuine: g } = fit;
+  const at = (x: number) => Math.log(i.sd / g.sd) - 0.5 * ((x - g.mean) / g.sd) ** 2 + 0.5 * ((x - i.mean) / i.sd) ** 2;
+  // d/dx = (x − μi)/σi² − (x − μg)/σg², zero at the turning point below; a minimum when σg > σi.
+  const curvature = 1 / i.sd ** 2 - 1 / g.sd ** 2;
+  if (curvature === 0) return at(cosine);
+  const turn = (i.mean / i.sd ** 2 - g.mean / g.sd ** 2) / curvature;
+  if (curvature > 0 && cosine < turn) return at(turn);
+  if (curvature < 0 && cosine > turn) return at(turn);
+  return at(cosine);
+}
+
+/** Share of impostor pairs at or above a cosine (the per-pair false-accept rate), from the impostor tail's normal. */
+export function pairFalseAcceptRate(cosine: number, c: Calibration = active): number {
+  const fit = c.openSet;
+  if (!fit) return Number.NaN;
+  return upperTail((cosine - fit.impostor.mean) / fit.impostor.sd);
+}
+
+/** Share of strangers whose best match among `searched` faces reaches a cosine: 1 − (1 − FAR)^N. */
+export function falsePositiveIdentificationRate(cosine: number, searched: number, c: Calibration = active): number {
+  const far = pairFalseAcceptRate(cosine, c);
+  return -Math.expm1(Math.max(1, searched) * Math.log1p(-far));
+}
+
+/** Identify's presets: the same names, as targets for the share of strangers named (FPIR) rather than of impostor pairs. */
+export const IDENTIFY_FPIR = { strict: 1e-5, medium: 1e-3, low: 1e-1 } as const;
+
+/**
+ * The decision threshold of an identification among `searched` faces, in identify's
+ * confidence: the default 0.75 and numbers as given; a preset is the confidence at the cosine
+ * where the share of strangers named is the preset's FPIR (IDENTIFY_FPIR) for this N.
+ */
+export function resolveIdentifyThreshold(value: ThresholdPreset | number | undefined, searched: number, c: Calibration = active): number | null {
+  const fit = c.openSet;
+  if (typeof value !== 'string' || value === 'none' || !fit) return resolveThreshold(value);
+  const n = Math.max(1, searched);
+  // The per-pair rate whose best-of-N reaches the target: 1 − (1 − r)^(1/N).
+  const perPair = -Math.expm1(Math.log1p(-IDENTIFY_FPIR[value]) / n);
+  return identifyConfidence(fit.impostor.mean + fit.impostor.sd * upperTailZ(perPair), n, c);
 }

@@ -12,7 +12,7 @@ import { unknownGallery, type GalleryStore } from '../db/galleries.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import type { IndexLag, IndexWrites } from '../search/index-writes.js';
 import type { SearchShards } from '../search/search-shards.js';
-import { resolveThreshold, type ThresholdPreset } from './calibration.js';
+import type { ThresholdPreset } from './calibration.js';
 import { boxOf, pickRows, requireQuality, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
 import { bestMatches, embedOptions, sightingOf } from './sightings.js';
@@ -70,7 +70,7 @@ export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSi
   const { dim, embeddings } = analysis;
 
   // Searched before the faces are stored, so a face cannot match itself.
-  const matches = camId !== undefined ? await bestMatches(deps.index, pickRows(analysis, chosen), resolveThreshold(req.threshold)) : [];
+  const matches = camId !== undefined ? await bestMatches(deps.index, pickRows(analysis, chosen), req.threshold) : [];
 
   let sightings: HistoryEvent[] | undefined;
   const written = await deps.store.addFaces(

@@ -20,7 +20,7 @@ import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
 import type { SearchShards, ServerCount } from '../search/search-shards.js';
-import { isVerified, resolveThreshold, toConfidence, type ThresholdPreset } from './calibration.js';
+import { identifyConfidence, isVerified, resolveIdentifyThreshold, resolveThreshold, type ThresholdPreset } from './calibration.js';
 import { pickRows, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
 import type { PhotoInput } from './photo-source.js';
 import { embedOptions, sightingOf } from './sightings.js';
@@ -94,7 +94,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
     const { live, total, down } = index.servers();
     if (down.length) throw new ShardsUnavailable(down, live, total);
   }
-  const threshold = resolveThreshold(req.threshold);
+  resolveThreshold(req.threshold); // refuses a bad number before the photo is analysed
   const camId = req.cam_id;
 
   const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
@@ -112,11 +112,13 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   const down = [...new Set(searches.flatMap((s) => s.down))].sort(byNumberThenText);
   if (strict && down.length) throw new ShardsUnavailable(down, live, total);
 
-  const kept = searches.map((s) =>
-    s.matches
-      .map((m) => ({ id: m.id, confidence: toConfidence(m.similarity) }))
-      .filter((m) => threshold === null || isVerified(m.confidence, threshold)),
-  );
+  // Confidence and threshold are 1:N: both depend on how many faces this search compared against.
+  const kept = searches.map((s) => {
+    const threshold = resolveIdentifyThreshold(req.threshold, s.faces);
+    return s.matches
+      .map((m) => ({ id: m.id, confidence: identifyConfidence(m.similarity, s.faces) }))
+      .filter((m) => threshold === null || isVerified(m.confidence, threshold));
+  });
   const byId = new Map<number, StoredFace>((await deps.store.getFaces([...new Set(kept.flatMap((list) => list.map((m) => m.id)))])).map((f) => [f.id, f]));
   // A face deleted between the search and the load is left out rather than shown half.
   const results = chosen.map((i, k) => ({

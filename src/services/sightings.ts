@@ -6,19 +6,21 @@ import type { Sighting, SightingFace } from '../db/history-store.js';
 import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
-import { isVerified, toConfidence } from './calibration.js';
+import { identifyConfidence, isVerified, resolveIdentifyThreshold, type ThresholdPreset } from './calibration.js';
 import { boxOf } from './faces.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
 
 /**
- * For each embedding row, the id of the most similar stored face when its
- * confidence reaches `threshold` (null: the most similar at all).
+ * For each embedding row, the id of the most similar stored face when identify's 1:N
+ * confidence reaches `threshold` (`none`: the most similar at all): the same decision as
+ * identify's, so a stranger seen by a camera is not filed under a known person.
  */
-export async function bestMatches(index: SearchShards, rows: Float32Array, threshold: number | null): Promise<(number | undefined)[]> {
+export async function bestMatches(index: SearchShards, rows: Float32Array, threshold: ThresholdPreset | number | undefined): Promise<(number | undefined)[]> {
   const found = await index.searchBatch(rows, 1);
-  return found.map(({ matches: [best] }) =>
-    best && (threshold === null || isVerified(toConfidence(best.similarity), threshold)) ? best.id : undefined,
-  );
+  return found.map(({ matches: [best], faces }) => {
+    const t = resolveIdentifyThreshold(threshold, faces);
+    return best && (t === null || isVerified(identifyConfidence(best.similarity, faces), t)) ? best.id : undefined;
+  });
 }
 
 /** What identify and face add ask of the engine: embeddings, plus thumbnails of `thumbnailSize` when recording sightings. */

@@ -23,6 +23,11 @@ export const haveSharedFaces = existsSync(path.join(sharedFacesDir, 'labels.json
 // them, so their absence in CI is a broken setup, not a reason to skip.
 if (!haveSharedFaces && process.env.CI) throw new Error(`the labelled photos are missing from ${sharedFacesDir}, which CI must have`);
 
+export const lfwDir = path.resolve(root, '..', 'shared', 'testdata', 'lfw');
+export const haveLfw = existsSync(path.join(lfwDir, 'images'));
+// The same rule for LFW: a fresh clone may not have it, CI must.
+if (!haveLfw && process.env.CI) throw new Error(`LFW is missing from ${lfwDir}, which CI must have`);
+
 export function sharedFace(file: string): Buffer {
   return readFileSync(path.join(sharedFacesDir, file));
 }

@@ -136,6 +136,27 @@ describe('identify', () => {
     }
   });
 
+  it("gives the same match a lower confidence among more faces: identify's odds are divided by the faces searched", async () => {
+    const all = await call('GET', '/v0/faces/');
+    const stored = all.json.results.length as number;
+    expect(stored).toBeGreaterThan(crowd.length);
+    const odds = (p: number) => p / (1 - p);
+    const among = async (fields: Record<string, string | Buffer>) => {
+      const r = await identify({ photo: sample(1), n: String(crowd.length), threshold: 'none', ...fields });
+      expect(r.status).toBe(200);
+      const [list] = Object.values(r.json.results) as any[][];
+      return new Map(list.map((m) => [m.face.id, m.confidence as number]));
+    };
+    const inCrowd = await among({ gallery: 'crowd' });
+    const inAll = await among({ n: '50' });
+    // sample1's people are not on sample4: every crowd face is an impostor, with a confidence well inside (0, 1).
+    for (const [id, c] of inCrowd) {
+      expect(c).toBeGreaterThan(0);
+      expect(c).toBeLessThan(0.5);
+      expect(odds(inAll.get(id)!) / odds(c)).toBeCloseTo(crowd.length / stored, 3);
+    }
+  });
+
   it('answers 404 for an unknown gallery and 400 for n over the maximum, with the header', async () => {
     const a = await identify({ photo: sample(1), gallery: 'nope' });
     expect(a.status).toBe(404);

@@ -98,6 +98,8 @@ pub struct IndexSearchResult {
     pub total: u32,
     /// Shards not searched (not live, or failed during the search).
     pub missing: Vec<u32>,
+    /// Faces compared against: those in scope (the gallery, or all) on the shards that answered.
+    pub faces: f64,
 }
 
 /// One shard's line in the health report.
@@ -182,6 +184,7 @@ fn search_result(r: face_index::SearchResult, total: u32) -> IndexSearchResult {
         live: r.searched.len() as u32,
         total,
         missing: r.skipped.iter().map(|s| s.shard as u32).collect(),
+        faces: r.faces as f64,
     }
 }
 

@@ -50,6 +50,9 @@ pub struct SearchResult {
     pub hits: Vec<Hit>,
     /// Shards that answered.
     pub searched: Vec<usize>,
+    /// Faces in scope (the gallery's, or every face) across the shards that answered: the N of
+    /// a 1:N search, which decides how likely a stranger's best match is to score high.
+    pub faces: u64,
     /// Shards not searched (not live, or failed during this search), with the reason.
     pub skipped: Vec<SkippedShard>,
 }
@@ -403,6 +406,7 @@ impl ShardSet {
         Ok(all.pop().unwrap_or_else(|| SearchResult {
             hits: Vec::new(),
             searched: Vec::new(),
+            faces: 0,
             skipped: Vec::new(),
         }))
     }
@@ -466,6 +470,7 @@ impl ShardSet {
             .map(|_| SearchResult {
                 hits: Vec::new(),
                 searched: Vec::new(),
+                faces: 0,
                 skipped: skipped.clone(),
             })
             .collect();
@@ -487,8 +492,10 @@ impl ShardSet {
         for (first, k, r) in answers {
             match r {
                 Ok(per_query) => {
-                    for (out, hits) in results[first..].iter_mut().zip(per_query) {
+                    let shard = self.held(k);
+                    for ((out, hits), q) in results[first..].iter_mut().zip(per_query).zip(&qs[first..]) {
                         out.searched.push(k);
+                        out.faces += shard.map_or(0, |s| s.scope_len(q.gallery)) as u64;
                         out.hits.extend(hits);
                     }
                 }

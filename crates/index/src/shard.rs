@@ -864,6 +864,17 @@ impl Shard {
         self.published.size.load(Ordering::Acquire)
     }
 
+    /// Faces a search of `gallery` (every face when `None`) compares against.
+    pub fn scope_len(&self, gallery: Option<&str>) -> usize {
+        match gallery {
+            None => self.len(),
+            Some(name) => {
+                let d = self.read();
+                d.members.gallery(name).map_or(0, |g| d.members.count(g))
+            }
+        }
+    }
+
     pub fn index_memory(&self) -> IndexMemory {
         let d = self.read();
         let index = match &d.store {

@@ -506,3 +506,30 @@ fn concurrent_searches_and_updates_do_not_fail() {
     });
     assert_eq!(set.len(), 700);
 }
+
+/// Identify's confidence depends on how many faces a search compared against: every face,
+/// a gallery's members, and only those on the shards that answered.
+#[test]
+fn a_search_counts_the_faces_in_its_scope() {
+    for kind in [face_index::IndexKind::Scan, face_index::IndexKind::Hnsw] {
+        let mut o = options(32, 3, Scalar::F32);
+        o.kind = kind;
+        let set = live_set(&o);
+        let mut rng = Rng::new(5);
+        for id in 1..=300u64 {
+            let galleries: &[&str] = if id % 3 == 0 { &["staff"] } else { NO_GALLERIES };
+            set.upsert(id, &rng.unit_vector(32), galleries, id).unwrap();
+        }
+        let q = rng.unit_vector(32);
+        assert_eq!(set.search(&q, 1, None).unwrap().faces, 300, "{kind:?}");
+        assert_eq!(set.search(&q, 1, Some("staff")).unwrap().faces, 100, "{kind:?}");
+        assert_eq!(set.search(&q, 1, Some("nobody")).unwrap().faces, 0, "{kind:?}");
+        let batch = set.search_batch(&[q.clone(), q.clone()].concat(), 1, Some("staff")).unwrap();
+        assert!(batch.iter().all(|r| r.faces == 100), "{kind:?}");
+
+        set.set_offline(1).unwrap();
+        let r = set.search(&q, 1, None).unwrap();
+        let on_shard_1 = (1..=300u64).filter(|&id| set.shard_of(id) == 1).count() as u64;
+        assert_eq!(r.faces, 300 - on_shard_1, "{kind:?}");
+    }
+}
