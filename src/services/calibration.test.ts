@@ -6,6 +6,7 @@ import {
   falsePositiveIdentificationRate,
   IDENTIFY_FPIR,
   identifyConfidence,
+  identifyCosine,
   isVerified,
   resolveIdentifyThreshold,
   resolveThreshold,
@@ -68,18 +69,6 @@ describe('calibration', () => {
   });
 });
 
-/** The cosine at which identify's confidence among `n` faces reaches `t`. */
-function cosineAt(t: number, n: number, c: Calibration): number {
-  let lo = -1;
-  let hi = 2;
-  for (let i = 0; i < 80; i++) {
-    const mid = (lo + hi) / 2;
-    if (identifyConfidence(mid, n, c) >= t) hi = mid;
-    else lo = mid;
-  }
-  return hi;
-}
-
 describe("identify's 1:N confidence", () => {
   const fitted = Object.entries(CALIBRATIONS).filter(([, c]) => c.openSet);
 
@@ -99,7 +88,7 @@ describe("identify's 1:N confidence", () => {
         }
       }
       const odds = (p: number) => p / (1 - p);
-      const cos = cosineAt(0.5, 1000, c);
+      const cos = identifyCosine(0.5, 1000, c);
       // Ten times the faces: a tenth of the odds.
       expect(odds(identifyConfidence(cos, 10_000, c)) / odds(identifyConfidence(cos, 1000, c))).toBeCloseTo(0.1, 6);
       expect(identifyConfidence(cos, 1000, c)).toBeCloseTo(0.5, 6);
@@ -113,7 +102,7 @@ describe("identify's 1:N confidence", () => {
     for (const [name, c] of fitted) {
       let prev = 0;
       for (const n of [1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]) {
-        const cos = cosineAt(DEFAULT_THRESHOLD, n, c);
+        const cos = identifyCosine(DEFAULT_THRESHOLD, n, c);
         const fpir = falsePositiveIdentificationRate(cos, n, c);
         expect(fpir, `${name} at N = ${n}`).toBeLessThanOrEqual(0.02);
         expect(fpir, `${name} at N = ${n}`).toBeGreaterThan(1e-4);
@@ -128,7 +117,7 @@ describe("identify's 1:N confidence", () => {
     const c = CALIBRATIONS[DEFAULT_RECOGNIZER];
     const oneToOne = c.center + Math.log(DEFAULT_THRESHOLD / (1 - DEFAULT_THRESHOLD)) / c.slope;
     expect(falsePositiveIdentificationRate(oneToOne, 12_000, c)).toBeGreaterThan(0.9);
-    expect(cosineAt(DEFAULT_THRESHOLD, 12_000, c)).toBeGreaterThan(oneToOne + 0.1);
+    expect(identifyCosine(DEFAULT_THRESHOLD, 12_000, c)).toBeGreaterThan(oneToOne + 0.1);
   });
 
   it('turns presets into shares of strangers named at the N searched', () => {
@@ -137,7 +126,7 @@ describe("identify's 1:N confidence", () => {
         const t = { strict: 0, medium: 0, low: 0 };
         for (const preset of ['strict', 'medium', 'low'] as const) {
           t[preset] = resolveIdentifyThreshold(preset, n, c)!;
-          const fpir = falsePositiveIdentificationRate(cosineAt(t[preset], n, c), n, c);
+          const fpir = falsePositiveIdentificationRate(identifyCosine(t[preset], n, c), n, c);
           expect(Math.abs(Math.log(fpir / IDENTIFY_FPIR[preset])), `${name} ${preset} at N = ${n}`).toBeLessThan(0.01);
         }
         expect(t.strict).toBeGreaterThan(t.medium);
