@@ -23,6 +23,9 @@
  *   threshold 0.75, before (the 1:1 confidence) and after (identify's 1:N confidence); then
  *   score normalisation against the gallery (the best score minus the k-th best) at equal
  *   FPIR, kept or rejected by its FNIR.
+ * - Several photos per person: the people with three or more photos enrolled with one photo
+ *   and with two, their later photos as mated probes; FNIR at equal FPIR for the best face
+ *   (identify's top match) and for the mean of a person's two scores.
  * - Larger N (1k to 10M) from the measured distributions: a stranger's best of N impostors
  *   passes τ with 1 − (1 − FAR(τ))^N, FAR(τ) counted over all impostor pairs where at least
  *   1,000 reach τ, the impostor tail's normal beyond (MIN_COUNTED says why); a mated probe with mate score s is named
@@ -150,31 +153,33 @@ interface Outcome {
   bestPerson: Int32Array;
   /** k-th best cosine, for score normalisation. */
   kth: Float32Array;
+  /** The top K_NORM matches of each probe, by person. */
+  hits: { person: number; similarity: number }[][];
 }
 
 const K_NORM = 10;
 
-async function searchAll(emb: Embedded, probes: Float32Array, dim: number, gallery: number[], sp: Split): Promise<Outcome> {
+/** Enrols the photos `files` (indices into the LFW set) in an index as the service opens it, and searches every probe row. */
+async function searchAll(emb: Embedded, person: Int32Array, probes: Float32Array, dim: number, files: number[]): Promise<Outcome> {
   const config = loadConfig({});
   const dir = mkdtempSync(path.join(os.tmpdir(), 'open-set-'));
   const index = await openFaceIndex({ dir, shards: config.index.shards, dims: dim, kind: config.index.kind, rerank: config.index.rerank, scalar: config.index.scalar, threads: config.index.threads });
   try {
     for (const s of index.shards()) await index.finishRebuild(s.shard, 0);
-    const changes = gallery.map((p, i) => {
-      const f = sp.enrolledPhoto.get(p)!;
-      return { position: i + 1, op: 'upsert' as const, id: p + 1, vector: emb.emb.slice(f * dim, (f + 1) * dim), galleries: [] };
-    });
+    const changes = files.map((f, i) => ({ position: i + 1, op: 'upsert' as const, id: f + 1, vector: emb.emb.slice(f * dim, (f + 1) * dim), galleries: [] }));
     for (let i = 0; i < changes.length; i += 1000) await index.apply(changes.slice(i, i + 1000));
     const rows = probes.length / dim;
-    const out: Outcome = { best: new Float32Array(rows), bestPerson: new Int32Array(rows), kth: new Float32Array(rows) };
+    const out: Outcome = { best: new Float32Array(rows), bestPerson: new Int32Array(rows), kth: new Float32Array(rows), hits: [] };
     for (let r0 = 0; r0 < rows; r0 += 256) {
       const r1 = Math.min(rows, r0 + 256);
       const found = await index.searchBatch(probes.subarray(r0 * dim, r1 * dim), K_NORM);
       found.forEach((f, k) => {
-        if (f.faces !== gallery.length) throw new Error(`the index says it searched ${f.faces} faces, not ${gallery.length}`);
-        out.best[r0 + k] = f.matches[0]?.similarity ?? -1;
-        out.bestPerson[r0 + k] = f.matches[0] ? f.matches[0].id - 1 : -1;
-        out.kth[r0 + k] = f.matches[Math.min(K_NORM, f.matches.length) - 1]?.similarity ?? -1;
+        if (f.faces !== files.length) throw new Error(`the index says it searched ${f.faces} faces, not ${files.length}`);
+        const hits = f.matches.map((m) => ({ person: person[m.id - 1], similarity: m.similarity }));
+        out.hits[r0 + k] = hits;
+        out.best[r0 + k] = hits[0]?.similarity ?? -1;
+        out.bestPerson[r0 + k] = hits[0]?.person ?? -1;
+        out.kth[r0 + k] = hits[hits.length - 1]?.similarity ?? -1;
       });
     }
     return out;
@@ -226,6 +231,67 @@ function rates(out: Outcome, probes: Probe[], n: number, c: Calibration): Rates 
     fnir: 1 - mated.filter((p, i) => right[i] && passes(out.best[p.row])).length / mated.length,
   });
   return { n, mated: mated.length, nonMated: non.length, fnirAtFpir, before: at(passes1), after: { ...at(passesN), cosine: identifyCosine(DEFAULT_THRESHOLD, n, c) }, normalised };
+}
+
+// ---- several photos per person ------------------------------------------------------------
+
+/** A probe's decision: the person named and the score that named them. */
+type Decide = (hits: { person: number; similarity: number }[]) => { person: number; score: number };
+
+const bestFace: Decide = (hits) => ({ person: hits[0]?.person ?? -1, score: hits[0]?.similarity ?? -1 });
+
+/** Per person among the top matches, the mean of their best two (one seen only once counts the k-th best as its second). */
+const meanOfTwo: Decide = (hits) => {
+  const floor = hits[hits.length - 1]?.similarity ?? -1;
+  const top = new Map<number, number[]>();
+  for (const h of hits) top.set(h.person, [...(top.get(h.person) ?? []), h.similarity]);
+  let best = { person: -1, score: -1 };
+  for (const [person, scores] of top) {
+    const score = (scores[0] + (scores[1] ?? floor)) / 2;
+    if (score > best.score) best = { person, score };
+  }
+  return best;
+};
+
+/**
+ * People with three or more photos enrolled with one photo or with two, the rest with one;
+ * their third and later photos are the mated probes, the strangers as before. FNIR at equal
+ * FPIR for the best face (what identify's top match is) and for the mean of a person's two.
+ */
+async function severalPhotos(set: LfwSet, emb: Embedded, sp: Split, strangerRows: Float32Array[], dim: number) {
+  const photos = new Map<number, number[]>();
+  set.files.forEach((_, f) => {
+    const p = set.person[f];
+    if (emb.found[f] && !sp.strangers.has(p)) photos.set(p, [...(photos.get(p) ?? []), f]);
+  });
+  const three = [...photos.entries()].filter(([, fs]) => fs.length >= 3);
+  const others = [...photos.entries()].filter(([, fs]) => fs.length < 3).map(([, fs]) => fs[0]);
+  const matedFiles = three.flatMap(([, fs]) => fs.slice(2));
+  const rows = [...strangerRows, ...matedFiles.map((f) => emb.emb.subarray(f * dim, (f + 1) * dim))];
+  const matrix = new Float32Array(rows.length * dim);
+  rows.forEach((r, i) => matrix.set(r, i * dim));
+  const nStrangers = strangerRows.length;
+  const variants: { name: string; files: number[]; decide: Decide }[] = [
+    { name: 'one photo, best face', files: [...three.map(([, fs]) => fs[0]), ...others], decide: bestFace },
+    { name: 'two photos, best face', files: [...three.flatMap(([, fs]) => fs.slice(0, 2)), ...others], decide: bestFace },
+    { name: 'two photos, mean of the two', files: [...three.flatMap(([, fs]) => fs.slice(0, 2)), ...others], decide: meanOfTwo },
+  ];
+  console.log(`\n2b. several photos per person: ${three.length} people with three or more photos, ${matedFiles.length} mated probes (their third and later), ${nStrangers} strangers`);
+  console.log('| gallery, decision | faces | FNIR @ FPIR 10% | @ 1% |');
+  console.log('|---|---|---|---|');
+  const out = [];
+  for (const v of variants) {
+    const found = await searchAll(emb, set.person, matrix, dim, v.files);
+    const decided = found.hits.map(v.decide);
+    const non = decided.slice(0, nStrangers).map((d) => d.score);
+    const mated = decided.slice(nStrangers);
+    const right = mated.map((d, i) => d.person === set.person[matedFiles[i]]);
+    const at = (fpir: number) => fnirAt(non, mated.map((d) => d.score), right, fpir)?.fnir ?? Number.NaN;
+    const row = { variant: v.name, faces: v.files.length, fnirAtFpir10: at(0.1), fnirAtFpir1: at(0.01) };
+    console.log(`| ${v.name} | ${row.faces} | ${pct(row.fnirAtFpir10)} | ${pct(row.fnirAtFpir1)} |`);
+    out.push(row);
+  }
+  return out;
 }
 
 // ---- larger N from the distributions --------------------------------------------------------
@@ -430,7 +496,7 @@ async function main() {
   for (const n of sizes) {
     const gallery = sp.enrolOrder.slice(0, n);
     const inGallery = new Set(gallery);
-    const out = await searchAll(emb, probeMatrix, dim, gallery, sp);
+    const out = await searchAll(emb, set.person, probeMatrix, dim, gallery.map((p) => sp.enrolledPhoto.get(p)!));
     const here = probes.map((p) => (p.label === 'mated-candidate' ? { ...p, label: inGallery.has(p.person) ? 'mated' : 'skip' } : p)).filter((p) => p.label !== 'skip');
     const r = rates(out, here, n, c);
     table.push(r);
@@ -440,6 +506,13 @@ async function main() {
       topStrangers = worst.map((p) => ({ probe: p.label === 'dev-stranger' ? `faces/${p.file}` : `lfw/${p.file}`, match: set.names[out.bestPerson[p.row]], cosine: round4(out.best[p.row]) }));
     }
   }
+  report.severalPhotos = await severalPhotos(
+    set,
+    emb,
+    sp,
+    probes.filter((p) => p.label !== 'mated-candidate').map((p) => probeMatrix.subarray(p.row * dim, (p.row + 1) * dim)),
+    dim,
+  );
   console.log(`  strangers with the highest best match at N = ${largest}: ${topStrangers.map((t) => `${t.probe} → ${t.match} ${t.cosine}`).join('; ')}`);
   report.topStrangers = topStrangers;
   console.log(`\n| N | mated / strangers | FNIR @ FPIR 10% | @ 1% | @ 0.1% | default 0.75 before: FPIR / FNIR | after: FPIR / FNIR (cosine) | best − 10th best: FNIR @ 10% / 1% / 0.1% |`);
