@@ -235,6 +235,24 @@ export class FaceStore {
     return { position: deleted.position };
   }
 
+  /**
+   * Deletes every face whose meta is `meta`, in one transaction, then collects the photos no
+   * face uses any more. Undefined when there was none.
+   */
+  async deleteByMeta(meta: string): Promise<{ ids: number[]; position: number } | undefined> {
+    const deleted = await transaction(this.sql, async (tx) => {
+      const gone = await tx`DELETE FROM faces WHERE meta = ${meta} RETURNING id, photo_hash`;
+      if (gone.length === 0) return undefined;
+      const hashes = [...new Set(gone.map((r) => r.photo_hash as string))];
+      await queuePhotos(tx, hashes);
+      const ids = gone.map((r) => Number(r.id)).sort((a, b) => a - b);
+      return { hashes, ids, position: (await logChanges(tx, ids, 'delete')) as number };
+    });
+    if (!deleted) return undefined;
+    await this.photos.collect(deleted.hashes);
+    return { ids: deleted.ids, position: deleted.position };
+  }
+
   /** Faces matching `filter`, ids descending, streamed from a cursor. Unknown gallery → 404. */
   async listFaces(filter: FaceFilter, page: Page, batchSize = 500): Promise<Listing<StoredFace>> {
     if (filter.gallery !== undefined) await this.requireGallery(filter.gallery);

@@ -98,7 +98,10 @@ function operation(route: AnyRoute, components: Json): Json {
   const op: Json = {
     operationId: operationId(route),
     summary: route.summary,
-    ...(route.description ? { description: route.description } : {}),
+    ...(route.aliasOf || route.description
+      ? { description: [route.aliasOf && `Deprecated alias of \`${route.aliasOf}\`, kept for clients of the older API.`, route.description].filter(Boolean).join(' ') }
+      : {}),
+    ...(route.aliasOf ? { deprecated: true } : {}),
     tags: [tagOf(route.path)],
     security: route.auth ? [{ TokenAuth: [] }] : [],
   };

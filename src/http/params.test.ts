@@ -1,7 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { HttpError } from './errors.js';
-import { assertText, boolParam, idParam, jsonParam, numberParam, parseParams, parseUrlEncoded, queryToParams, textProblem, textToBoolean, textToNumber } from './params.js';
+import {
+  assertText,
+  boolParam,
+  bracketPath,
+  foldBrackets,
+  idParam,
+  jsonParam,
+  numberParam,
+  parseParams,
+  parseUrlEncoded,
+  queryToParams,
+  rejectUnknownFields,
+  textProblem,
+  textToBoolean,
+  textToNumber,
+} from './params.js';
 
 const schema = z.object({
   photo: z.string(),
@@ -123,5 +138,55 @@ describe('ids and text', () => {
     expect(() => parseUrlEncoded('a=%ff', err)).toThrow(/percent-encoding/);
     expect(() => parseUrlEncoded('a=%e', err)).toThrow(HttpError);
     expect(() => queryToParams('meta=%ed%a0%80')).toThrow(expect.objectContaining({ error: 'BAD_PARAM' }));
+  });
+});
+
+describe('form spellings of arrays and objects', () => {
+  const update = z.object({ galleries: jsonParam(z.object({ add: z.array(z.string()).optional(), del: z.array(z.string()).optional() })).optional(), name: z.string().optional() });
+
+  it('reads x[] as members of x, x[k] and x[k][] as the object x', () => {
+    expect(bracketPath('galleries[]')).toEqual({ base: 'galleries', path: [], member: true });
+    expect(bracketPath('galleries[add][]')).toEqual({ base: 'galleries', path: ['add'], member: true });
+    expect(bracketPath('galleries[add]')).toEqual({ base: 'galleries', path: ['add'], member: false });
+    for (const plain of ['galleries', 'x[][k]', '[]', 'a[b', 'a]b[']) expect(bracketPath(plain)).toBeUndefined();
+    const q = queryToParams('galleries%5B%5D=a&galleries%5B%5D=b&photo=p');
+    expect(parseParams(schema, foldBrackets(q))).toMatchObject({ galleries: ['a', 'b'] });
+    expect(parseParams(schema, foldBrackets(queryToParams('galleries[]=only&photo=p')))).toMatchObject({ galleries: ['only'] });
+    const put = foldBrackets(queryToParams('galleries[add][]=a&galleries[add][]=b&galleries[del][]=c'));
+    expect(parseParams(update, put)).toEqual({ galleries: { add: ['a', 'b'], del: ['c'] } });
+  });
+
+  it('refuses one name given both plain and bracketed, and keeps object keys off the prototype', () => {
+    expect(() => foldBrackets(queryToParams('galleries=a&galleries[add][]=b'))).toThrow(/galleries/);
+    expect(() => foldBrackets(queryToParams('galleries[add][]=b&galleries[add][x]=c'))).toThrow(/galleries/);
+    const odd = foldBrackets(queryToParams('galleries[__proto__][]=x'));
+    expect(Object.getPrototypeOf(odd.galleries)).toBeNull();
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
+  });
+
+  it('checks bracketed names by the parameter they set, and names a misspelt one as written', () => {
+    expect(() => rejectUnknownFields(update, queryToParams('galleries[add][]=a'))).not.toThrow();
+    try {
+      rejectUnknownFields(update, queryToParams('nam[]=a'));
+      expect.unreachable();
+    } catch (e) {
+      expect((e as HttpError).message).toBe('unknown parameter "nam[]"; did you mean "name"? Accepted: galleries, name.');
+    }
+    expect(() => rejectUnknownFields(update, queryToParams('galleries[][add]=a'))).toThrow(/unknown parameter "galleries\[\]\[add\]"/);
+  });
+});
+
+describe('empty text and ranges', () => {
+  it('takes empty text as not given where the field does not take it', () => {
+    expect(parseParams(schema, { photo: 'p', n: '', threshold: '', galleries: '', meta: '' })).toEqual({ photo: 'p', age: false, n: 1, meta: '' });
+    expect(() => parseParams(z.object({ photo: z.string().min(1) }), { photo: '' })).toThrow('photo: is required');
+    expect(() => parseParams(schema, { photo: 'p', n: 'x' })).toThrow(/^n: /);
+  });
+
+  it("states the field's own bound for a number of any size", () => {
+    const bounded = z.object({ n: numberParam(z.number().int().min(1).max(100)) });
+    expect(() => parseParams(bounded, { n: '99999999999999999999999' })).toThrow('n: must be at most 100');
+    expect(() => parseParams(bounded, { n: '-99999999999999999999999' })).toThrow('n: must be at least 1');
+    expect(() => parseParams(bounded, { n: '101' })).toThrow('n: must be at most 100');
   });
 });

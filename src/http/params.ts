@@ -146,6 +146,58 @@ export function addParam(into: RawParams, key: string, value: unknown): void {
   into[key] = Array.isArray(prev) && !Buffer.isBuffer(prev) ? [...prev, value] : [prev, value];
 }
 
+/**
+ * The form spellings of arrays and objects that HTTP libraries write (PHP's http_build_query,
+ * Ruby's HTTParty, qs): `x[]` is a member of the array `x`, `x[k]` the field `k` of the object
+ * `x`, `x[k][]` a member of its array `k`. Names only, `[]` only last; any other bracketed
+ * name is no such spelling and stays a name of its own (refused as unknown).
+ */
+const BRACKETED = /^([^[\]]+)((?:\[[^[\]]+\])*)(\[\])?$/;
+
+/** The parameter a bracketed name belongs to and the path inside it; undefined for a plain name or no such spelling. */
+export function bracketPath(key: string): { base: string; path: string[]; member: boolean } | undefined {
+  const m = BRACKETED.exec(key);
+  if (!m || (!m[2] && !m[3])) return undefined;
+  return { base: m[1], path: [...m[2].matchAll(/\[([^[\]]+)\]/g)].map((x) => x[1]), member: m[3] !== undefined };
+}
+
+/** The parameter a name sets: `galleries` for `galleries[]` and `galleries[add][]`. */
+export const baseName = (key: string): string => bracketPath(key)?.base ?? key;
+
+/**
+ * The parameters with bracketed names folded into the arrays and objects they spell, so
+ * `galleries[]=a&galleries[]=b` reads as `galleries: ["a","b"]` and `galleries[add][]=a` as
+ * `galleries: {add: ["a"]}`. A name given both plain and bracketed is a 400 naming it.
+ */
+export function foldBrackets(raw: RawParams): RawParams {
+  const out = newParams();
+  for (const [key, value] of Object.entries(raw)) {
+    const at = bracketPath(key);
+    if (!at) {
+      if (Object.hasOwn(out, key)) throw new HttpError(400, 'BAD_PARAM', `${key}: given both plain and as ${key}[…]`, { param: key });
+      out[key] = value;
+      continue;
+    }
+    let into = out;
+    let name = at.base;
+    for (const segment of at.path) {
+      const next = into[name];
+      if (next === undefined) into[name] = newParams();
+      else if (!isRecord(next)) throw new HttpError(400, 'BAD_PARAM', `${at.base}: given both as a value and as ${key}`, { param: at.base });
+      into = into[name] as RawParams;
+      name = segment;
+    }
+    const values = Array.isArray(value) ? value : [value];
+    const prev = into[name];
+    if (isRecord(prev)) throw new HttpError(400, 'BAD_PARAM', `${at.base}: given both as an object and as ${key}`, { param: at.base });
+    if (at.member) into[name] = [...(prev === undefined ? [] : Array.isArray(prev) ? prev : [prev]), ...values];
+    else for (const v of values) addParam(into, name, v);
+  }
+  return out;
+}
+
+const isRecord = (v: unknown): v is RawParams => v !== null && typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v);
+
 /** A parameter record without a prototype, so any field name is just a key. */
 export function newParams(): RawParams {
   return Object.create(null) as RawParams;
@@ -163,6 +215,10 @@ function describeIssue(issue: z.core.$ZodIssue, given: unknown): string {
   }
   if (issue.code === 'invalid_value' && issue.values.length > 0) {
     return `expected one of ${issue.values.map((v) => String(v)).join(', ')}`;
+  }
+  if ((issue.code === 'too_big' || issue.code === 'too_small') && (issue.origin === 'number' || issue.origin === 'int')) {
+    const [bound, word, exclusive] = issue.code === 'too_big' ? [issue.maximum, 'most', 'below'] : [issue.minimum, 'least', 'above'];
+    return issue.inclusive ? `must be at ${word} ${bound}` : `must be ${exclusive} ${bound}`;
   }
   return issue.message.replace(/^Invalid input: /, '');
 }
@@ -226,11 +282,11 @@ export function rejectUnknownFields(schema: z.ZodType | undefined, raw: RawParam
     fieldCache.set(schema, accepted);
   }
   if (accepted === null || accepted === undefined) return;
-  const unknown = Object.keys(raw).filter((k) => !accepted.includes(k));
+  const unknown = Object.keys(raw).filter((k) => !accepted.includes(baseName(k)));
   if (unknown.length === 0) return;
   const name = unknown[0];
   const shown = JSON.stringify(name.length > 64 ? `${name.slice(0, 64)}…` : name);
-  const near = nearestName(name, accepted);
+  const near = nearestName(baseName(name), accepted);
   const guess = near ? `; did you mean "${near}"?` : '.';
   const reason = accepted.length
     ? `unknown parameter ${shown}${guess} Accepted: ${accepted.join(', ')}.`
@@ -238,11 +294,57 @@ export function rejectUnknownFields(schema: z.ZodType | undefined, raw: RawParam
   throw new HttpError(400, 'BAD_PARAM', reason, { param: name.slice(0, 64) });
 }
 
+/**
+ * Empty text where a field does not take it counts as the field not given, as HTML forms and
+ * typed clients send their zero values (`threshold=`, `"mf_selector": ""`): an optional field
+ * takes its default, a required one is reported missing. A field that takes empty text (a
+ * meta) keeps it.
+ */
+function withoutEmptyText(schema: z.ZodType, raw: unknown): unknown {
+  if (!isRecord(raw)) return raw;
+  const shape = shapeOf(schema);
+  let out: RawParams | undefined;
+  for (const [key, value] of Object.entries(raw)) {
+    const field = shape[key];
+    if (value !== '' || !field || field.safeParse('').success) continue;
+    out ??= Object.assign(newParams(), raw);
+    delete out[key];
+  }
+  return out ?? raw;
+}
+
+/** The field schemas of an object schema, seen through wrappers such as preprocess pipes ({} for other schemas). */
+export function shapeOf(schema: z.ZodType): Record<string, z.ZodType> {
+  let s: any = schema;
+  for (let i = 0; i < 8 && s; i++) {
+    if (s.shape) return s.shape as Record<string, z.ZodType>;
+    const def = s._zod?.def;
+    s = def?.out ?? def?.innerType ?? def?.schema;
+  }
+  return {};
+}
+
+const SAFE_RANGE = Number.MAX_SAFE_INTEGER;
+
+/**
+ * The issue to report: the first, except that an integer beyond JavaScript's safe range is
+ * reported by the field's own bound when it has one (`n` is at most 100, not 2^53 − 1).
+ */
+function reportedIssue(issues: z.core.$ZodIssue[]): z.core.$ZodIssue {
+  const first = issues[0];
+  const unsafe = (i: z.core.$ZodIssue) =>
+    (i.code === 'too_big' && Math.abs(Number(i.maximum)) === SAFE_RANGE) || (i.code === 'too_small' && Math.abs(Number(i.minimum)) === SAFE_RANGE);
+  if (!unsafe(first)) return first;
+  const samePath = (i: z.core.$ZodIssue) => i.path.length === first.path.length && i.path.every((p, k) => p === first.path[k]);
+  return issues.find((i) => i !== first && i.code === first.code && samePath(i) && !unsafe(i)) ?? first;
+}
+
 /** Validates raw parameters; the first problem becomes a 400 BAD_PARAM naming the parameter. */
-export function parseParams<T extends z.ZodType>(schema: T, raw: unknown): z.output<T> {
+export function parseParams<T extends z.ZodType>(schema: T, given: unknown): z.output<T> {
+  const raw = withoutEmptyText(schema, given);
   const result = schema.safeParse(raw);
   if (result.success) return result.data;
-  const issue = result.error.issues[0];
+  const issue = reportedIssue(result.error.issues);
   const path = issue.path;
   const param = path.length > 0 ? String(path[0]) : undefined;
   const where = path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '');

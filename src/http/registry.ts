@@ -12,6 +12,7 @@ import { toJSONSchema, type z } from 'zod';
 import { DomainError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ERROR_STATUS, HttpError } from './errors.js';
+import { shapeOf } from './params.js';
 import { patternParams, Router, type Method } from './router.js';
 
 /** A non-JSON or non-200 answer; handlers return a plain value for the declared JSON response. */
@@ -107,6 +108,8 @@ export interface RouteDef<
   path: string;
   summary: string;
   description?: string;
+  /** Set by `defineAlias`: the route this path stands for (`POST /v1/detect/`), documented as deprecated. */
+  aliasOf?: string;
   /**
    * Requires `Authorization: Token <token>`: any valid API token (true), or
    * only the operator's bootstrap token, FACE_TOKEN ('operator'), for routes
@@ -264,6 +267,17 @@ export class RouteRegistry {
     this.list.push(route);
   }
 
+  /**
+   * Serves `def` at `path` too, for clients written against the older API: the same handler and
+   * schemas, documented as a deprecated alias of `def`'s own path.
+   */
+  defineAlias<Req extends AnyObject | undefined, Par extends AnyObject | undefined, Res extends z.ZodType | undefined>(
+    path: string,
+    def: RouteDef<Req, Par, Res>,
+  ): void {
+    this.define({ ...def, path, aliasOf: `${def.method} ${def.path}` });
+  }
+
   routes(): readonly AnyRoute[] {
     return this.list;
   }
@@ -276,17 +290,6 @@ export function takesUpload(schema: z.ZodType): boolean {
   } catch {
     return false;
   }
-}
-
-/** The keys of an object schema, seen through wrappers such as preprocess pipes. */
-export function shapeOf(schema: z.ZodType): Record<string, z.ZodType> {
-  let s: any = schema;
-  for (let i = 0; i < 8 && s; i++) {
-    if (s.shape) return s.shape as Record<string, z.ZodType>;
-    const def = s._zod?.def;
-    s = def?.out ?? def?.innerType ?? def?.schema;
-  }
-  return {};
 }
 
 /** The API version a path belongs to (`/v0/verify/` → `v0`), or undefined for unversioned paths. */

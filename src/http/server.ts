@@ -30,7 +30,7 @@ import { unavailable } from '../errors.js';
 import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
 import { HttpError, INTERNAL_REASON, toHttpError } from './errors.js';
 import { ActivityTracker, ConcurrencyLimiter, MemoryBudget } from './limiter.js';
-import { assertText, parseParams, queryToParams, rejectUnknownFields, type RawParams } from './params.js';
+import { assertText, foldBrackets, parseParams, queryToParams, rejectUnknownFields, type RawParams } from './params.js';
 import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
 import { Router } from './router.js';
 
@@ -579,7 +579,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       const raw = { ...queryToParams(query), ...(await bodyPromise) };
       assertText(raw);
       rejectUnknownFields(route.request, raw);
-      input = parseParams(route.request, raw);
+      input = parseParams(route.request, foldBrackets(raw));
       // Strict input (docs/api.md): a PUT that carries no parameter at all is refused on every route. What an
       // update must change is the service's to say (services/face-changes.ts).
       if (method === 'PUT' && Object.keys(raw).length === 0) {

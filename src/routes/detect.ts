@@ -3,7 +3,7 @@
  * emotions. A photo without faces is not an error here: `faces` is empty.
  */
 import { z } from 'zod';
-import type { RouteRegistry } from '../http/registry.js';
+import type { RouteDef, RouteRegistry } from '../http/registry.js';
 import { detect } from '../services/detect.js';
 import { boxOf, PHOTO_ERRORS, type FaceService } from '../services/faces.js';
 import { flagParam, photoParam } from './schemas.js';
@@ -57,7 +57,7 @@ function landmarkPoints(flat: number[]): [number, number][] {
 }
 
 export function registerDetect(registry: RouteRegistry, faces: FaceService): void {
-  registry.define({
+  const route: RouteDef<typeof detectRequest, undefined, typeof detectResponse> = {
     method: 'POST',
     path: '/v1/detect/',
     summary: 'Detect faces, optionally with age, gender and emotions',
@@ -78,5 +78,8 @@ export function registerDetect(registry: RouteRegistry, faces: FaceService): voi
         })),
       };
     },
-  });
+  };
+  registry.define(route);
+  // Clients of the older API call detect under v0.
+  registry.defineAlias('/v0/detect/', route);
 }

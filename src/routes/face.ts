@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { idParam, jsonParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import { enrol, type EnrolDeps } from '../services/enrol.js';
-import { deleteFace, updateFace, type FaceChangeDeps, type GalleryChange } from '../services/face-changes.js';
+import { deleteFace, deleteFacesByMeta, updateFace, type FaceChangeDeps, type GalleryChange } from '../services/face-changes.js';
 import { getFace } from '../services/face-reads.js';
 import { PHOTO_ERRORS } from '../services/faces.js';
 import { baseUrl, indexLagHeaders, INDEX_LAG_NOTE, renderEvent, renderFace } from './face-view.js';
@@ -19,6 +19,7 @@ import {
   faceOutput,
   galleryList,
   metaParam,
+  metaPath,
   mfSelectorParam,
   personIdParam,
   photoParam,
@@ -155,6 +156,24 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     errors: ['NOT_FOUND'],
     async handler({ params }) {
       const { indexLag } = await deleteFace(deps, params.id);
+      return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));
+    },
+  });
+
+  registry.define({
+    method: 'DELETE',
+    path: '/v0/face/meta/:meta/',
+    summary: 'Delete every face with a given meta',
+    description:
+      'For clients of the older API, which deleted by meta. Every face whose meta equals the given one is deleted in one ' +
+      `transaction, with photos no face uses any more; none at all answers 404 NOT_FOUND. ${INDEX_LAG_NOTE}`,
+    aliasOf: 'DELETE /v0/face/id/:id/ for each face of GET /v0/face/meta/:meta/',
+    auth: true,
+    params: metaPath,
+    response: { status: 204, description: 'Deleted.' },
+    errors: ['NOT_FOUND'],
+    async handler({ params }) {
+      const { indexLag } = await deleteFacesByMeta(deps, params.meta);
       return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));
     },
   });

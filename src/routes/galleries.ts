@@ -44,6 +44,22 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
   });
 
   registry.define({
+    method: 'POST',
+    path: '/v0/galleries/',
+    summary: 'Create a gallery named in the body',
+    description: 'For clients of the older API: the name as `name` in a JSON, urlencoded or multipart body. An existing one answers 409 CONFLICT.',
+    aliasOf: 'POST /v0/galleries/:gallery/',
+    auth: true,
+    request: z.object({ name: galleryName }),
+    response: { status: 201, description: 'Created; no body.' },
+    errors: ['CONFLICT'],
+    async handler({ input }) {
+      await createGallery(deps, input.name);
+      return Reply.empty(201);
+    },
+  });
+
+  registry.define({
     method: 'DELETE',
     path: '/v0/galleries/:gallery/',
     summary: 'Delete a gallery and every face in it',

@@ -15,7 +15,7 @@
  * - `n` is at most FACE_IDENTIFY_MAX_N; more is 400.
  */
 import { z } from 'zod';
-import { DomainError } from '../errors.js';
+import { DomainError, invalid } from '../errors.js';
 import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
 import { PHOTO_ERRORS } from '../services/faces.js';
@@ -144,10 +144,17 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     description,
     auth: true,
     params: z.object({ gallery: galleryName }),
-    request,
+    request: request.extend({
+      gallery: galleryName.optional().meta({ description: 'Accepted for clients of the older API when it equals the gallery of the path; any other is 400.' }),
+    }),
     response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
     errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'SHARDS_UNAVAILABLE'],
     headers,
-    handler: ({ input, params, signal, headers: h }) => answer(input, params.gallery, signal, h),
+    handler: ({ input, params, signal, headers: h }) => {
+      if (input.gallery !== undefined && input.gallery !== params.gallery) {
+        throw invalid('gallery', `gallery in the body (${input.gallery}) differs from the gallery of the path (${params.gallery})`);
+      }
+      return answer(input, params.gallery, signal, h);
+    },
   });
 }

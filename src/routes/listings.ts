@@ -7,17 +7,11 @@
  * `max_id`/`min_id` cursors pages through them.
  */
 import { z } from 'zod';
-import type { RouteRegistry } from '../http/registry.js';
+import type { RouteDef, RouteRegistry } from '../http/registry.js';
 import { listFaces, listMeta, type FaceReadDeps, type MetaSummary, type Page, type StoredFace } from '../services/face-reads.js';
 import { baseUrl, renderFace, streamListing } from './face-view.js';
-import { faceOutput, galleryName, listingOf, metaParam, PAGING_NOTE, pageQuery } from './schemas.js';
+import { faceOutput, galleryName, listingOf, metaPath, PAGING_NOTE, pageQuery } from './schemas.js';
 
-// Validated like a stored meta, so that nothing a query would refuse reaches the streamed answer.
-const metaPath = z.object({
-  meta: metaParam.meta({
-    description: 'The meta, percent-encoded (a space is %20; a + stays a plus). Matched exactly and case-sensitively.',
-  }),
-});
 const galleryPath = z.object({ gallery: galleryName });
 const galleryMetaPath = galleryPath.extend(metaPath.shape);
 
@@ -58,7 +52,7 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     handler: ({ params, input, headers }) => faceList(`/v0/face/meta/${enc(params.meta)}/`, { meta: params.meta }, input, headers),
   });
 
-  registry.define({
+  const galleryMeta: RouteDef<typeof pageQuery, typeof galleryMetaPath, typeof facesListing> = {
     method: 'GET',
     path: '/v0/face/gallery/:gallery/meta/:meta/',
     summary: 'Faces of a gallery with a given meta',
@@ -70,7 +64,10 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     errors: ['NOT_FOUND'],
     handler: ({ params, input, headers }) =>
       faceList(`/v0/face/gallery/${params.gallery}/meta/${enc(params.meta)}/`, { meta: params.meta, gallery: params.gallery }, input, headers),
-  });
+  };
+  registry.define(galleryMeta);
+  // The plural form that clients of the older API use.
+  registry.defineAlias('/v0/faces/gallery/:gallery/meta/:meta/', galleryMeta);
 
   registry.define({
     method: 'GET',

@@ -166,6 +166,13 @@ export const metaParam = z
   .refine((s) => !s.includes('\u0000'), { message: 'meta must not contain NUL characters' })
   .meta({ description: `User-defined identifier (a name, an id); at most ${META_MAX} characters; compared case-sensitively.` });
 
+/** A meta in a path; validated like a stored meta, so that nothing a query would refuse reaches a streamed answer. */
+export const metaPath = z.object({
+  meta: metaParam.meta({
+    description: 'The meta, percent-encoded (a space is %20; a + stays a plus). Matched exactly and case-sensitively.',
+  }),
+});
+
 /** A gallery name as the spec limits it. */
 export const galleryName = z
   .string()

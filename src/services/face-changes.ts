@@ -7,7 +7,7 @@
  */
 import type { FaceStore, FaceUpdate, StoredFace } from '../db/faces.js';
 import { unknownGallery, type GalleryStore } from '../db/galleries.js';
-import { DomainError } from '../errors.js';
+import { DomainError, notFound } from '../errors.js';
 import type { IndexLag, IndexWrites } from '../search/index-writes.js';
 import { unknownFace } from './face-reads.js';
 
@@ -44,4 +44,12 @@ export async function deleteGallery(deps: FaceChangeDeps, name: string): Promise
   // Its faces may be in any shard.
   const indexLag = await deps.writes.settle(gone.position, false);
   return { deleted: gone.deleted, ...(indexLag ? { indexLag } : {}) };
+}
+
+/** Deletes every face with this meta (an older API's call); NOT_FOUND when there is none. */
+export async function deleteFacesByMeta(deps: FaceChangeDeps, meta: string): Promise<{ deleted: number; indexLag?: IndexLag }> {
+  const gone = await deps.store.deleteByMeta(meta);
+  if (!gone) throw notFound(`No face with meta ${JSON.stringify(meta)}`);
+  const indexLag = await deps.writes.settle(gone.position, false, gone.ids);
+  return { deleted: gone.ids.length, ...(indexLag ? { indexLag } : {}) };
 }

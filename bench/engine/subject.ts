@@ -1,0 +1,115 @@
+/**
+ * Which face of a photo `biggest` takes, measured through the API on LFW, where the face the
+ * photo is of sits in the middle (other faces may show at the edges):
+ *
+ *   node dist/bench/engine/subject.js [--lfw DIR] [--clients 4] [--json FILE]
+ *
+ * - Subject: every LFW photo through POST /v0/identify/ at its defaults (mf_selector biggest)
+ *   on an empty database: the answer's key is the box identify chose. Counted: photos where
+ *   the chosen box does not hold the photo's centre (125, 125), and of those, the photos with
+ *   a face that does.
+ * - Accuracy: every pair of pairs.txt through POST /v0/verify/ at its defaults; the standard
+ *   10-fold accuracy of the returned confidence (a pair without a face counts as "different").
+ *
+ * Each run starts the service in its own process (startBenchService) with the default
+ * recogniser, so before and after a change are two runs of this command.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { findProjectRoot } from '../../src/config.js';
+import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
+import { lfwMissing, loadLfw, loadPairs, NO_FACE_SCORE, tenFold } from '../lib/lfw.js';
+import { describeMachine, machineLine } from '../lib/machine.js';
+import { startBenchService } from '../lib/service.js';
+
+type Box = [number, number, number, number];
+
+const CENTRE = 125;
+const holdsCentre = ([x1, y1, x2, y2]: Box) => x1 <= CENTRE && CENTRE <= x2 && y1 <= CENTRE && CENTRE <= y2;
+
+/** Runs `work` over `items` with `clients` requests in flight, in order of the items. */
+async function inParallel<T, R>(items: T[], clients: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let i = next++; i < items.length; i = next++) out[i] = await work(items[i]);
+    }),
+  );
+  return out;
+}
+
+async function main() {
+  const root = findProjectRoot();
+  const lfwDir = arg('lfw') ?? path.resolve(root, '../shared/testdata/lfw');
+  const missing = lfwMissing(lfwDir);
+  if (missing.length) throw new Error(`LFW is not at ${lfwDir}: missing ${missing.join(', ')}`);
+  const clients = numberArg('clients', 4);
+  const set = loadLfw(lfwDir);
+  const pairs = loadPairs(set);
+  const machine = machineLine(describeMachine());
+  console.log(`which face biggest takes, through the API; ${machine}`);
+  const token = 'subject-bench-token';
+  const service = await startBenchService(token, { LOG_LEVEL: 'error' });
+  const auth = { Authorization: `Token ${token}` };
+  const blob = (f: number) => new Blob([new Uint8Array(readFileSync(path.join(lfwDir, 'images', set.files[f])))], { type: 'image/jpeg' });
+  try {
+    // 1. The face identify chooses on each photo, and every face detect finds.
+    let t0 = performance.now();
+    const chosen = await inParallel(
+      set.files.map((_, f) => f),
+      clients,
+      async (f): Promise<{ chosen?: Box; centred: boolean }> => {
+        const fd = new FormData();
+        fd.append('photo', blob(f), 'photo.jpg');
+        const r = await fetch(`${service.base}/v0/identify/`, { method: 'POST', headers: auth, body: fd });
+        const body = (await r.json()) as { results?: Record<string, unknown> };
+        const key = Object.keys(body.results ?? {})[0];
+        const box = key ? (JSON.parse(key) as Box) : undefined;
+        let centred = false;
+        if (box && !holdsCentre(box)) {
+          const d = new FormData();
+          d.append('photo', blob(f), 'photo.jpg');
+          const all = (await (await fetch(`${service.base}/v1/detect/`, { method: 'POST', headers: auth, body: d })).json()) as { faces?: { x1: number; y1: number; x2: number; y2: number }[] };
+          centred = (all.faces ?? []).some((x) => holdsCentre([x.x1, x.y1, x.x2, x.y2]));
+        }
+        return { chosen: box, centred };
+      },
+    );
+    const noFace = chosen.filter((c) => !c.chosen).length;
+    const offCentre = chosen.map((c, f) => ({ ...c, file: set.files[f] })).filter((c) => c.chosen && !holdsCentre(c.chosen));
+    const wrong = offCentre.filter((c) => c.centred);
+    const subjectS = (performance.now() - t0) / 1000;
+    console.log(
+      `subject: ${set.files.length} photos in ${subjectS.toFixed(0)} s; no face on ${noFace}; the chosen face off the centre on ${offCentre.length}, ` +
+        `of which ${wrong.length} have a face on the centre (the subject missed): ${wrong.slice(0, 12).map((w) => w.file).join(', ')}${wrong.length > 12 ? ', …' : ''}`,
+    );
+
+    // 2. 10-fold accuracy of verify's answers.
+    t0 = performance.now();
+    const scores = Float64Array.from(
+      await inParallel(pairs, clients, async (p) => {
+        const fd = new FormData();
+        fd.append('photo1', blob(p.a), 'a.jpg');
+        fd.append('photo2', blob(p.b), 'b.jpg');
+        const r = await fetch(`${service.base}/v0/verify/`, { method: 'POST', headers: auth, body: fd });
+        const body = (await r.json()) as { results?: { confidence: number }[] };
+        return r.ok && body.results?.[0] ? body.results[0].confidence : NO_FACE_SCORE;
+      }),
+    );
+    const tf = tenFold(scores, pairs);
+    const verifyS = (performance.now() - t0) / 1000;
+    console.log(
+      `verify: ${pairs.length} pairs in ${verifyS.toFixed(0)} s; LFW 10-fold ${(tf.mean * 100).toFixed(2)}% ± ${(tf.std * 100).toFixed(2)}%; ` +
+        `${tf.noFacePairs} pairs without a face; wrong answers per fold at its threshold: ${tf.folds.map((f) => Math.round((1 - f.accuracy) * f.pairs)).join(', ')}`,
+    );
+    saveJson(arg('json'), { date: new Date().toISOString(), machine, photos: set.files.length, noFace, offCentre: offCentre.length, subjectMissed: wrong.map((w) => w.file), tenFold: tf });
+  } finally {
+    await service.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
