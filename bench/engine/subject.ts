@@ -2,8 +2,11 @@
  * Which face of a photo `biggest` takes, measured through the API on LFW, where the face the
  * photo is of sits in the middle (other faces may show at the edges):
  *
- *   node dist/bench/engine/subject.js [--lfw DIR] [--clients 4] [--json FILE]
+ *   node dist/bench/engine/subject.js [--lfw DIR] [--margins 0,0.05,0.1,0.2,0.3] [--no-api] [--clients 4] [--json FILE]
  *
+ * - Margin: every LFW photo detected through the addon, and for each area margin of
+ *   subjectOf (src/services/faces.ts) the photos where the face it takes does not hold the
+ *   centre while another face does (the subject missed).
  * - Subject: every LFW photo through POST /v0/identify/ at its defaults (mf_selector biggest)
  *   on an empty database: the answer's key is the box identify chose. Counted: photos where
  *   the chosen box does not hold the photo's centre (125, 125), and of those, the photos with
@@ -16,7 +19,9 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { engineOptionsFrom, openEngine, type Analysis } from '../../src/native/engine.js';
+import { SUBJECT_AREA_MARGIN, subjectOf } from '../../src/services/faces.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
 import { lfwMissing, loadLfw, loadPairs, NO_FACE_SCORE, tenFold } from '../lib/lfw.js';
 import { describeMachine, machineLine } from '../lib/machine.js';
@@ -26,6 +31,15 @@ type Box = [number, number, number, number];
 
 const CENTRE = 125;
 const holdsCentre = ([x1, y1, x2, y2]: Box) => x1 <= CENTRE && CENTRE <= x2 && y1 <= CENTRE && CENTRE <= y2;
+
+/** The alternative the rule was measured against: among faces within the margin, the best quality, then (within 0.05) the nearest the centre. */
+function qualityFirst(a: Analysis, margin: number): number {
+  const area = (i: number) => (a.faces[i].x2 - a.faces[i].x1) * (a.faces[i].y2 - a.faces[i].y1);
+  const rivals = a.faces.map((_, i) => i).filter((i) => area(i) >= (1 - margin) * area(0));
+  const best = Math.max(...rivals.map((i) => a.faces[i].quality));
+  const off = (i: number) => Math.hypot((a.faces[i].x1 + a.faces[i].x2) / 2 - a.width / 2, (a.faces[i].y1 + a.faces[i].y2) / 2 - a.height / 2);
+  return rivals.filter((i) => a.faces[i].quality >= best - 0.05).reduce((x, y) => (off(y) < off(x) ? y : x));
+}
 
 /** Runs `work` over `items` with `clients` requests in flight, in order of the items. */
 async function inParallel<T, R>(items: T[], clients: number, work: (item: T) => Promise<R>): Promise<R[]> {
@@ -49,6 +63,25 @@ async function main() {
   const pairs = loadPairs(set);
   const machine = machineLine(describeMachine());
   console.log(`which face biggest takes, through the API; ${machine}`);
+  // 0. The margin, through the addon: every photo detected once, each margin's choice counted.
+  const margins = (arg('margins') ?? '0,0.05,0.1,0.2,0.3').split(',').map(Number);
+  const engine = await openEngine(engineOptionsFrom(loadConfig({})));
+  const analyses = await inParallel(set.files, 8, async (file) =>
+    engine.analyze(readFileSync(path.join(lfwDir, 'images', file)), { embed: false, age: false, gender: false, emotions: false }),
+  );
+  const missed = (pick: (a: Analysis) => number) =>
+    analyses.filter((a) => {
+      if (a.faces.length < 2) return false;
+      const f = a.faces[pick(a)];
+      return !holdsCentre([f.x1, f.y1, f.x2, f.y2]) && a.faces.some((x) => holdsCentre([x.x1, x.y1, x.x2, x.y2]));
+    }).length;
+  const sweep = margins.map((margin) => ({ margin, missed: missed((a) => subjectOf(a, margin)), qualityFirst: missed((a) => qualityFirst(a, margin)) }));
+  console.log(
+    `margin sweep through the addon (${analyses.filter((a) => a.faces.length > 1).length} photos with two or more faces), the subject missed ` +
+      `(nearest the centre / best quality first): ${sweep.map((x) => `${x.missed} / ${x.qualityFirst} at ${x.margin}`).join(', ')}; in use: ${SUBJECT_AREA_MARGIN}`,
+  );
+  if (process.argv.includes('--no-api')) return saveJson(arg('json'), { date: new Date().toISOString(), machine, sweep });
+
   const token = 'subject-bench-token';
   const service = await startBenchService(token, { LOG_LEVEL: 'error' });
   const auth = { Authorization: `Token ${token}` };
@@ -103,7 +136,7 @@ async function main() {
       `verify: ${pairs.length} pairs in ${verifyS.toFixed(0)} s; LFW 10-fold ${(tf.mean * 100).toFixed(2)}% ± ${(tf.std * 100).toFixed(2)}%; ` +
         `${tf.noFacePairs} pairs without a face; wrong answers per fold at its threshold: ${tf.folds.map((f) => Math.round((1 - f.accuracy) * f.pairs)).join(', ')}`,
     );
-    saveJson(arg('json'), { date: new Date().toISOString(), machine, photos: set.files.length, noFace, offCentre: offCentre.length, subjectMissed: wrong.map((w) => w.file), tenFold: tf });
+    saveJson(arg('json'), { date: new Date().toISOString(), machine, sweep, photos: set.files.length, noFace, offCentre: offCentre.length, subjectMissed: wrong.map((w) => w.file), tenFold: tf });
   } finally {
     await service.stop();
   }

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { invalid } from '../errors.js';
 import { jsonParam, numberParam, textToBoolean, textToJson } from '../http/params.js';
 import { CALIBRATIONS, DEFAULT_RECOGNIZER, DEFAULT_THRESHOLD, thresholdPresets } from '../services/calibration.js';
+import { SUBJECT_AREA_MARGIN } from '../services/faces.js';
 
 const presets = thresholdPresets(CALIBRATIONS[DEFAULT_RECOGNIZER]);
 import type { Box } from '../services/faces.js';
@@ -133,7 +134,8 @@ export const identifyThresholdParam = thresholdParam.meta({
 
 export const mfSelectorParam = z.enum(['reject', 'biggest', 'all']).default('biggest').meta({
   description:
-    'How to treat several faces on a photo: reject (400 TOO_MANY_FACES listing them), biggest (only the biggest face; default), all (every face).',
+    'How to treat several faces on a photo: reject (400 TOO_MANY_FACES listing them), biggest (the face the photo is of: the biggest one, ' +
+    `or of faces within ${SUBJECT_AREA_MARGIN * 100}% of its area the one nearest the centre; default), all (every face).`,
 });
 
 const int = z.number().int();

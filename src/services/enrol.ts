@@ -65,7 +65,7 @@ export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSi
   const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize), signal);
 
   const callerBoxes = req.bbox !== undefined;
-  const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', callerBoxes);
+  const chosen = selectFaces(analysis, req.mf_selector, 'photo', callerBoxes);
   requireQuality(analysis.faces, chosen, deps.minQuality, 'photo', callerBoxes);
   const { dim, embeddings } = analysis;
 

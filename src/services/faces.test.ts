@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
-import { requireQuality } from './faces.js';
+import { requireQuality, selectFaces, subjectOf, SUBJECT_AREA_MARGIN } from './faces.js';
 
 const face = (x1: number, quality: number): FaceResult => ({ x1, y1: 0, x2: x1 + 80, y2: 80, score: 0.9, quality, landmarks: [] });
 
@@ -31,5 +31,44 @@ describe('requireQuality', () => {
       { x1: 100, y1: 0, x2: 180, y2: 80, quality: 0.2 },
       { x1: 200, y1: 0, x2: 280, y2: 80, quality: 0.5 },
     ]);
+  });
+});
+
+describe('the subject of a photo', () => {
+  /** A square face of `side` pixels centred at (cx, cy). */
+  const at = (cx: number, cy: number, side: number): FaceResult => ({
+    x1: cx - side / 2,
+    y1: cy - side / 2,
+    x2: cx + side / 2,
+    y2: cy + side / 2,
+    score: 0.9,
+    quality: 0.7,
+    landmarks: [],
+  });
+  const photo = (...faces: FaceResult[]) => ({ faces, width: 1000, height: 800 });
+
+  it('is the biggest face when no other comes within the margin of its area', () => {
+    // A face at the edge, clearly bigger than the one in the middle.
+    expect(subjectOf(photo(at(100, 100, 200), at(500, 400, 150)))).toBe(0);
+    expect(selectFaces(photo(at(100, 100, 200), at(500, 400, 150)), 'biggest', 'photo', false)).toEqual([0]);
+  });
+
+  it('is the one nearest the centre among faces of about the same size', () => {
+    // A background face 2% bigger in area than the person in the middle, and a third, smaller one.
+    const edge = at(100, 100, 202);
+    const middle = at(520, 390, 200);
+    expect(subjectOf(photo(edge, middle, at(480, 400, 100)))).toBe(1);
+    expect(selectFaces(photo(edge, middle), 'biggest', 'photo', false)).toEqual([1]);
+    // Beyond the margin the size wins again.
+    const side = Math.sqrt(1 - SUBJECT_AREA_MARGIN) * 200 - 2;
+    expect(subjectOf(photo(at(100, 100, 200), at(500, 400, side)))).toBe(0);
+    expect(subjectOf(photo(edge, middle), 0)).toBe(0);
+  });
+
+  it('leaves the other selectors and caller boxes as they were', () => {
+    const faces = photo(at(100, 100, 202), at(520, 390, 200));
+    expect(selectFaces(faces, 'all', 'photo', false)).toEqual([0, 1]);
+    expect(selectFaces(faces, 'biggest', 'photo', true)).toEqual([0, 1]);
+    expect(() => selectFaces(faces, 'reject', 'photo', false)).toThrow(DomainError);
   });
 });

@@ -93,11 +93,36 @@ export class FaceService {
 }
 
 /**
- * Indices of the faces to use under `selector`. Faces arrive biggest first,
- * so `biggest` is index 0. Without caller boxes, no face at all is 422
- * NO_FACE and `reject` with several is 400 TOO_MANY_FACES listing them.
+ * Faces whose area is within this share of the largest one's are as good as the same size,
+ * and `biggest` takes the one nearest the centre of the photo (subjectOf). bench:subject
+ * measured it on LFW, whose news photos centre the person photographed.
  */
-export function selectFaces(faces: FaceResult[], selector: MultiFaceSelector, param: string, callerBoxes: boolean): number[] {
+export const SUBJECT_AREA_MARGIN = 0.1;
+
+/**
+ * The face a photo is of, which `biggest` means: the biggest face, unless others come within
+ * `margin` of its area; then, of those, the one nearest the centre. (Preferring the better
+ * detection quality among them first was measured and missed the subject more often.)
+ * Faces arrive biggest first.
+ */
+export function subjectOf(analysis: Pick<Analysis, 'faces' | 'width' | 'height'>, margin = SUBJECT_AREA_MARGIN): number {
+  const { faces, width, height } = analysis;
+  const area = (f: FaceResult) => (f.x2 - f.x1) * (f.y2 - f.y1);
+  const offCentre = (f: FaceResult) => Math.hypot((f.x1 + f.x2) / 2 - width / 2, (f.y1 + f.y2) / 2 - height / 2);
+  let best = 0;
+  for (let i = 1; i < faces.length && area(faces[i]) >= (1 - margin) * area(faces[0]); i++) {
+    if (offCentre(faces[i]) < offCentre(faces[best])) best = i;
+  }
+  return best;
+}
+
+/**
+ * Indices of the faces to use under `selector`: `biggest` is the photo's subject (subjectOf).
+ * Without caller boxes, no face at all is 422 NO_FACE and `reject` with several is 400
+ * TOO_MANY_FACES listing them.
+ */
+export function selectFaces(analysis: Pick<Analysis, 'faces' | 'width' | 'height'>, selector: MultiFaceSelector, param: string, callerBoxes: boolean): number[] {
+  const { faces } = analysis;
   if (callerBoxes) return faces.map((_, i) => i);
   if (faces.length === 0) {
     throw new DomainError('NO_FACE', `No face found on ${param}`, { param });
@@ -105,7 +130,7 @@ export function selectFaces(faces: FaceResult[], selector: MultiFaceSelector, pa
   if (selector === 'reject' && faces.length > 1) {
     throw new DomainError('TOO_MANY_FACES', `Too many faces: ${faces.length}`, { param, details: { faces: faces.map(boxOf) } });
   }
-  if (selector === 'biggest') return [0];
+  if (selector === 'biggest') return [subjectOf(analysis)];
   return faces.map((_, i) => i);
 }
 

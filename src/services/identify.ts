@@ -100,7 +100,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
   const bytes = await deps.faces.load(photo, signal);
   const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize), signal);
-  const chosen = selectFaces(analysis.faces, req.mf_selector, 'photo', req.bbox !== undefined);
+  const chosen = selectFaces(analysis, req.mf_selector, 'photo', req.bbox !== undefined);
 
   const rows = pickRows(analysis, chosen);
   // Every face lives in default (the shards leave it implicit): searching it is searching unfiltered.

@@ -42,8 +42,8 @@ export async function verify(faces: FaceService, req: VerifyRequest, signal?: Ab
     faces.analyze({ photo: req.photo1, param: 'photo1', boxes: req.bbox1, boxesParam: 'bbox1' }, EMBED_ONLY, signal),
     faces.analyze({ photo: req.photo2, param: 'photo2', boxes: req.bbox2, boxesParam: 'bbox2' }, EMBED_ONLY, signal),
   ]);
-  const pick1 = selectFaces(a.faces, req.mf_selector, 'photo1', req.bbox1 !== undefined);
-  const pick2 = selectFaces(b.faces, req.mf_selector, 'photo2', req.bbox2 !== undefined);
+  const pick1 = selectFaces(a, req.mf_selector, 'photo1', req.bbox1 !== undefined);
+  const pick2 = selectFaces(b, req.mf_selector, 'photo2', req.bbox2 !== undefined);
   const sims = await faces.similarity(pickRows(a, pick1), pickRows(b, pick2), a.dim);
 
   const results: Pair[] = [];
