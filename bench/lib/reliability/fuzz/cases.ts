@@ -131,7 +131,8 @@ function fillPath(ctx: FuzzContext, op: Operation, override: Record<string, stri
       case 'gallery':
         return op.method === 'DELETE' ? 'fuzz-missing' : ctx.seed.gallery;
       case 'meta':
-        return 'fuzz-seed';
+        // A delete by meta gets one that no face has, so the seeded face survives.
+        return op.method === 'DELETE' ? 'fuzz-missing' : 'fuzz-seed';
       case 'hash':
         return ctx.seed.photoHash;
       case 'version':
@@ -423,9 +424,9 @@ export function buildCases(ctx: FuzzContext): Case[] {
     }
   }
 
-  // dates: impossible or malformed dates are 400, valid ones 200; end must be after start.
-  const badDates = ['2026-02-30', '2026-13-01', '2026-00-10', '2026-01-01T25:00:00', '2026-01-01T00:60:00', '2026-01-01T00:00:60', '0000-01-01', '+275760-09-13', '2026-1-1', '', 'now', '2026-01-01T00:00:00+24:00', '2026-01-01T00:00:00+05:99', '2026-01-01T00:00:00.1234567890Z', '2026-01-01T00:00:00ZZ', '-0001-01-01'];
-  const goodDates = ['2026-01-01', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00.123456789+05:30', '0001-01-01', '9999-12-31T23:59:59.999999Z', '2026-01-01 10:00:00', '1970-01-01T00:00:00-23:59'];
+  // dates: impossible or malformed dates are 400, valid ones 200; end must be after start. An empty one is a filter not given (docs/api.md).
+  const badDates = ['2026-02-30', '2026-13-01', '2026-00-10', '2026-01-01T25:00:00', '2026-01-01T00:60:00', '2026-01-01T00:00:60', '0000-01-01', '+275760-09-13', '2026-1-1', 'now', '2026-01-01T00:00:00+24:00', '2026-01-01T00:00:00+05:99', '2026-01-01T00:00:00.1234567890Z', '2026-01-01T00:00:00ZZ', '-0001-01-01'];
+  const goodDates = ['', '2026-01-01', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00.123456789+05:30', '0001-01-01', '9999-12-31T23:59:59.999999Z', '2026-01-01 10:00:00', '1970-01-01T00:00:00-23:59'];
   const dateTargets: [string, (c: FuzzContext) => string][] = [['history search', () => '/v0/history/search']];
   if (opAt('POST', '/person/history/id/{id}')) dateTargets.push(['person history', (c) => `/person/history/id/${c.seed.personId}`]);
   for (const [where, target] of dateTargets) {
@@ -439,15 +440,16 @@ export function buildCases(ctx: FuzzContext): Case[] {
     add('dates', `${where} end equal to start`, (c) => call(c, { method: 'POST', target: target(c), headers: [JSON_TYPE], body: Buffer.from('{"start":"2026-01-02","end":"2026-01-02"}'), expect: [400] }));
   }
 
-  // numbers: out-of-range or non-numeric values are 400.
+  // numbers: out-of-range or non-numeric values are 400; empty ones are the field not given (docs/api.md).
   if (identify) {
     const identifyWith = (label: string, fields: Record<string, string>, expect: number[]) =>
       add('numbers', `identify ${label}`, (c) => {
         const m = multipart([{ name: 'photo', value: c.blankPng, filename: 'b.png', type: 'image/png' }, ...Object.entries(fields).map(([name, value]) => ({ name, value }))]);
         return call(c, { method: 'POST', target: '/v0/identify/', headers: [['Content-Type', m.contentType]], body: m.body, expect });
       });
-    for (const n of ['0', '-1', '1.5', '1e21', 'NaN', 'Infinity', '101', 'abc', '0x10', '', '9007199254740993']) identifyWith(`n=${n}`, { n }, [400]);
-    for (const t of ['1.5', '-0.1', 'NaN', 'Infinity', '-Infinity', 'strict ', 'stricter', '1e999', '']) identifyWith(`threshold=${t}`, { threshold: t }, [400]);
+    for (const n of ['0', '-1', '1.5', '1e21', 'NaN', 'Infinity', '101', 'abc', '0x10', '9007199254740993']) identifyWith(`n=${n}`, { n }, [400]);
+    for (const t of ['1.5', '-0.1', 'NaN', 'Infinity', '-Infinity', 'strict ', 'stricter', '1e999']) identifyWith(`threshold=${t}`, { threshold: t }, [400]);
+    identifyWith('n= threshold= (empty)', { n: '', threshold: '' }, [200, 422]);
     for (const x of ['NaN', '1e400', 'abc']) identifyWith(`x1=${x}`, { x1: x, y1: '0', x2: '10', y2: '10' }, [400]);
     identifyWith('strict=maybe', { strict: 'maybe' }, [400]);
     identifyWith('n=5', { n: '5' }, [200, 422]);
@@ -468,7 +470,8 @@ export function buildCases(ctx: FuzzContext): Case[] {
     addWith('a billion pixels around the photo', '[[-1000000000,-1000000000,1000000000,1000000000]]', [200, 400, 422], true);
   }
   for (const op of ops.filter((o) => o.queryParams.includes('limit') && !o.template.includes('history'))) {
-    for (const v of ['0', '100001', '-1', '1.5', 'abc', '1e999', '', '0x10']) add('numbers', `${op.template} limit=${v}`, (c) => call(c, { method: op.method, target: `${fillPath(c, op)}?limit=${v}`, expect: [400] }));
+    for (const v of ['0', '100001', '-1', '1.5', 'abc', '1e999', '0x10']) add('numbers', `${op.template} limit=${v}`, (c) => call(c, { method: op.method, target: `${fillPath(c, op)}?limit=${v}`, expect: [400] }));
+    add('numbers', `${op.template} limit= (empty)`, (c) => call(c, { method: op.method, target: `${fillPath(c, op)}?limit=`, expect: [200, 404] }));
     for (const v of ['-1', '9007199254740993', '1.5']) add('numbers', `${op.template} max_id=${v}`, (c) => call(c, { method: op.method, target: `${fillPath(c, op)}?max_id=${v}`, expect: [400] }));
     add('numbers', `${op.template} limit=100000`, (c) => call(c, { method: op.method, target: `${fillPath(c, op)}?limit=100000`, expect: [200, 404] }));
   }
