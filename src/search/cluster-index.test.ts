@@ -1,5 +1,9 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { checkOwnership, mergeMatches } from './cluster-index.js';
+import { SHARD_RULE } from '../db/layout.js';
+import { createLogger } from '../log.js';
+import { checkOwnership, ClusterIndex, mergeMatches } from './cluster-index.js';
 
 describe('checkOwnership', () => {
   it('accepts every shard held exactly once', () => {
@@ -30,5 +34,50 @@ describe('mergeMatches', () => {
       { id: 9, similarity: 0.7 },
     ]);
     expect(mergeMatches([[], []], 5)).toEqual([]);
+  });
+});
+
+describe('faces searched across servers', () => {
+  /** A shard server holding shard 0 of 1 with `size` faces; `faces` is what its search answers say (absent: a server older than the count). */
+  async function server(size: number, faces: number | undefined): Promise<http.Server> {
+    const shards = [{ shard: 0, state: 'live', size, position: 0, pending: 0, memoryBytes: 0 }];
+    const served = { position: 0, behind_ms: 0, shards };
+    const srv = http.createServer((req, res) => {
+      const body = req.url?.startsWith('/v0/shard/state')
+        ? { ...served, shard_count: 1, rule: SHARD_RULE, recognizer: 'sface', dims: 2, held: [0] }
+        : { ...served, results: [{ matches: [{ id: 1, similarity: 0.5 }], missing: [], ...(faces === undefined ? {} : { faces }) }] };
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(body)));
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    return srv;
+  }
+
+  async function searched(srv: http.Server): Promise<number> {
+    const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+    const cluster = await ClusterIndex.start({
+      servers: [{ url, shards: [0] }],
+      shardCount: 1,
+      rule: SHARD_RULE,
+      recognizer: 'sface',
+      dims: 2,
+      token: 't',
+      deadlineMs: 2000,
+      maxBehindMs: 1000,
+      log: createLogger('silent'),
+    });
+    try {
+      const [r] = await cluster.searchBatch(new Float32Array([1, 0]), 1, 'staff');
+      return r.faces;
+    } finally {
+      cluster.close();
+      await new Promise((done) => srv.close(done));
+    }
+  }
+
+  it("takes each server's count, and its shard sizes from a server that does not send one", async () => {
+    expect(await searched(await server(500, 40))).toBe(40);
+    // The gallery's 40 are not known: the whole shard stands in, which errs towards naming nobody.
+    expect(await searched(await server(500, undefined))).toBe(500);
   });
 });

@@ -203,12 +203,13 @@ export class ClusterIndex implements SearchShards {
           down.push(this.name(i));
         }
       });
-      const answered = got.filter((r): r is SearchAnswer['results'][number] => r !== undefined);
       const matches = mergeMatches(
-        answered.map((r) => r.matches),
+        got.filter((r): r is SearchAnswer['results'][number] => r !== undefined).map((r) => r.matches),
         n,
       );
-      const faces = answered.reduce((sum, r) => sum + r.faces, 0);
+      // A server older than the count answers without it: its shards' sizes then stand in, which
+      // overcounts a gallery's search and so errs towards naming nobody.
+      const faces = got.reduce((sum, r, i) => sum + (r ? (r.faces ?? answers[i]!.shards.reduce((held, x) => held + x.size, 0)) : 0), 0);
       return { matches, live, total, missing: missing.sort((a, b) => a - b), down, faces };
     });
   }

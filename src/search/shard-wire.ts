@@ -43,7 +43,12 @@ export const searchAnswer = z.object({
     z.object({
       matches: z.array(z.object({ id: z.number().int().min(1), similarity: z.number() })).meta({ description: 'Best first; ties by id.' }),
       missing: z.array(z.number().int()).meta({ description: 'Held shards not searched (not live).' }),
-      faces: z.number().int().min(0).meta({ description: 'Faces compared against: those in scope on the held shards searched.' }),
+      faces: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .meta({ description: 'Faces compared against: those in scope on the held shards searched (absent from servers older than it).' }),
     }),
   ),
 });
