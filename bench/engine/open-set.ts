@@ -57,6 +57,7 @@ import {
 import { upperTailZ } from '../../src/services/normal.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
 import { embedLabelled, lfwFolders, loadLabels } from '../lib/dev-set.js';
+import { inParallel } from '../lib/in-parallel.js';
 import { allPairs, atFar, embedPhotos, impostorsAbove, lfwMissing, loadLfw, modelHashes, type AllPairs, type Embedded, type LfwSet } from '../lib/lfw.js';
 import { describeMachine, machineLine } from '../lib/machine.js';
 import { Rng } from '../lib/reliability/outcome.js';
@@ -362,19 +363,15 @@ async function throughApi(set: LfwSet, emb: Embedded, sp: Split, devStrangers: s
   const gallery = [...byPerson.values()].flat().filter((f) => !held.has(f));
   try {
     const t0 = performance.now();
-    let enrolled = 0;
-    const queue = [...gallery];
-    const worker = async () => {
-      for (let f = queue.shift(); f !== undefined; f = queue.shift()) {
-        const fd = new FormData();
-        fd.append('photo', photo(lfwFile(f)), 'photo.jpg');
-        fd.append('meta', String(set.person[f]));
-        const r = await fetch(`${service.base}/v0/face/`, { method: 'POST', headers: auth, body: fd });
-        if (r.ok) enrolled++;
-        await r.arrayBuffer();
-      }
-    };
-    await Promise.all(Array.from({ length: 4 }, worker));
+    const added = await inParallel(gallery, 4, async (f) => {
+      const fd = new FormData();
+      fd.append('photo', photo(lfwFile(f)), 'photo.jpg');
+      fd.append('meta', String(set.person[f]));
+      const r = await fetch(`${service.base}/v0/face/`, { method: 'POST', headers: auth, body: fd });
+      await r.arrayBuffer();
+      return r.ok;
+    });
+    const enrolled = added.filter(Boolean).length;
     const enrolS = (performance.now() - t0) / 1000;
     console.log(`  enrolled ${enrolled} of ${gallery.length} photos (${byPerson.size} people) through POST /v0/face/ in ${enrolS.toFixed(0)} s (${(enrolled / enrolS).toFixed(1)} photos/s)`);
     const identify = async (file: string): Promise<string | undefined> => {

@@ -23,6 +23,7 @@ import { findProjectRoot, loadConfig } from '../../src/config.js';
 import { engineOptionsFrom, openEngine, type Analysis } from '../../src/native/engine.js';
 import { SUBJECT_AREA_MARGIN, subjectOf } from '../../src/services/faces.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
+import { inParallel } from '../lib/in-parallel.js';
 import { lfwMissing, loadLfw, loadPairs, NO_FACE_SCORE, tenFold } from '../lib/lfw.js';
 import { describeMachine, machineLine } from '../lib/machine.js';
 import { startBenchService } from '../lib/service.js';
@@ -39,18 +40,6 @@ function qualityFirst(a: Analysis, margin: number): number {
   const best = Math.max(...rivals.map((i) => a.faces[i].quality));
   const off = (i: number) => Math.hypot((a.faces[i].x1 + a.faces[i].x2) / 2 - a.width / 2, (a.faces[i].y1 + a.faces[i].y2) / 2 - a.height / 2);
   return rivals.filter((i) => a.faces[i].quality >= best - 0.05).reduce((x, y) => (off(y) < off(x) ? y : x));
-}
-
-/** Runs `work` over `items` with `clients` requests in flight, in order of the items. */
-async function inParallel<T, R>(items: T[], clients: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      for (let i = next++; i < items.length; i = next++) out[i] = await work(items[i]);
-    }),
-  );
-  return out;
 }
 
 async function main() {

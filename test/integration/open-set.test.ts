@@ -12,6 +12,7 @@ import { loadConfig } from '../../src/config.js';
 import { engineOptionsFrom, openEngine, type Engine } from '../../src/native/engine.js';
 import { openFaceIndex, type FaceIndex } from '../../src/native/face-index.js';
 import { DEFAULT_THRESHOLD, identifyConfidence, toConfidence } from '../../src/services/calibration.js';
+import { inParallel } from '../../bench/lib/in-parallel.js';
 import { haveLfw, lfwDir } from '../helpers/images.js';
 
 const GALLERY = 1500;
@@ -40,16 +41,7 @@ async function embed(file: string): Promise<Float32Array | undefined> {
 }
 
 /** Embeds in order with a few analyses in flight, as the engine's pipeline likes. */
-async function embedAll(files: string[]): Promise<(Float32Array | undefined)[]> {
-  const out: (Float32Array | undefined)[] = new Array(files.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      for (let i = next++; i < files.length; i = next++) out[i] = await embed(files[i]);
-    }),
-  );
-  return out;
-}
+const embedAll = (files: string[]) => inParallel(files, 8, embed);
 
 async function search(rows: Float32Array[]) {
   const q = new Float32Array(rows.length * dim);
