@@ -1,47 +1,95 @@
 /**
- * `bench:gpu` (bench/engine/gpu.ts) in a short run on this machine's
- * providers, with fixed shapes on as a GPU host has them: what it reports
- * must hold together, since its first real use is on a GPU host where a
- * wrong figure costs a lent machine. The warm-up runs every shape of every
- * model, every throughput row answers, batches fill, a fresh process answers
- * after its warm-up, and without TensorRT the fp16 flag changes nothing.
+ * The engine's GPU bench (crates/gpu-bench, the binary `bench:gpu` and the GPU pack run) in a
+ * short run on this machine's providers, with fixed shapes on as a GPU host has them: what it
+ * reports must hold together, since its first real use is on a GPU host where a wrong figure
+ * costs a lent machine. The warm-up runs every shape of every model, every throughput row
+ * answers, batches fill, a fresh process answers after its warm-up, and without TensorRT the
+ * fp16 flag changes nothing.
  *
- * Uses the labelled dev set (../shared/testdata/faces) for the fp16 check
- * when present; that part says so and is skipped where the folder is absent,
- * and fails in CI (`CI` set), which always has it.
+ * Uses the labelled dev set (../shared/testdata/faces) for the fp16 check when present; that
+ * part says so and is skipped where the folder is absent, and fails in CI (`CI` set), which
+ * always has it.
  */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runGpuBench, type GpuReport } from '../../bench/engine/gpu.js';
+import { buildGpuBench, gpuPlan } from '../../bench/lib/gpu-plan.js';
+import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { pickEngineConfig } from '../../src/config/engine-options.js';
 import { haveSharedFaces as haveDevSet, sharedFacesDir as devDir } from '../helpers/images.js';
-import { buildDist } from '../helpers/process.js';
 
-let report: GpuReport;
-const saved = process.env.FACE_FIXED_SHAPES;
+interface Row {
+  mode: string;
+  batch: number;
+  task: string;
+  photosPerSecond: number;
+  facesPerSecond: number;
+  recognizerMsPerFace?: number;
+  rowsPerCall?: number;
+  failures: number;
+}
+
+interface Report {
+  modes: { providers: string[]; fixedShapes: boolean; sessions: { model: string; shapes: number[][] }[]; warmup: { model: string; shapes: number; ms: number }[] }[];
+  throughput: Row[];
+  bestFacesPerSecond: number;
+  firstAnswer: { run: string; fixedShapes: boolean; openMs: number; firstAnswerMs: number; warmupMs: number; cacheFiles: number }[];
+  precision: {
+    fp16: string;
+    faces: number;
+    onlyFp32Found: number;
+    onlyFp16Found: number;
+    providers: string[];
+    identical: boolean;
+    minCosine: number;
+    fp32Accuracy: number;
+    fp16Accuracy: number;
+    pairs: number;
+    mediumCosine: number | null;
+    mediumVerdictsDiffering: number;
+    detections: { photos: number; faces: number; onlyFp32: number; onlyFp16: number; maxShift: number; shiftedOver1Percent: number };
+  }[];
+}
+
+const root = findProjectRoot();
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'gpu-bench-test-'));
+let report: Report;
+let output: string;
 
 beforeAll(async () => {
   // helpers/images.ts fails the run in CI, which always has the dev set, when it is missing.
   if (!haveDevSet) console.warn(`no labelled dev set at ${devDir}: the fp16 check is skipped`);
-  await buildDist(); // the time-to-first-answer runs start dist/bench/engine/gpu.js
-  process.env.FACE_FIXED_SHAPES = 'on';
-  report = await runGpuBench({ batches: [1, 4], sets: ['demo'], ms: 400, start: true, accuracy: haveDevSet, devDir, log: () => {} });
-}, 600_000);
+  const binary = buildGpuBench(root);
+  const plan = gpuPlan(
+    { ...pickEngineConfig(loadConfig()), fixedShapes: 'on' },
+    { modes: ['sface:mirror'], batches: [1, 4], sets: ['demo'], timeMs: 400, demoPhotos: path.join(root, 'node_modules/@vladmandic/face-api/demo'), devSet: devDir, precision: haveDevSet },
+  );
+  const planFile = path.join(scratch, 'plan.json');
+  writeFileSync(planFile, JSON.stringify(plan));
+  const json = path.join(scratch, 'report.json');
+  const run = await promisify(execFile)(binary, ['--plan', planFile, '--json', json], { maxBuffer: 16 << 20 });
+  output = run.stdout;
+  report = JSON.parse(readFileSync(json, 'utf8')) as Report;
+}, 900_000);
 
-afterAll(() => {
-  if (saved === undefined) delete process.env.FACE_FIXED_SHAPES;
-  else process.env.FACE_FIXED_SHAPES = saved;
-});
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-describe('bench:gpu', () => {
+describe('the GPU bench', () => {
   it('reports the providers and a warm-up of every model at every shape', () => {
-    expect(report.info.providers.at(-1)).toBe('cpu');
-    expect(report.info.fixedShapes).toBe(true);
-    expect(report.info.sessions.length).toBeGreaterThanOrEqual(2);
-    for (const s of report.info.sessions) {
-      const w = report.warmup.find((x) => x.model === s.model);
+    const [mode] = report.modes;
+    expect(mode.providers.at(-1)).toBe('cpu');
+    expect(mode.fixedShapes).toBe(true);
+    expect(mode.sessions.length).toBeGreaterThanOrEqual(2);
+    for (const s of mode.sessions) {
+      const w = mode.warmup.find((x) => x.model === s.model);
       expect(s.shapes.length, s.model).toBeGreaterThan(0);
       expect(w?.shapes, s.model).toBe(s.shapes.length);
       expect(w?.ms, s.model).toBeGreaterThan(0);
     }
+    expect(output).toContain('warm-up: yunet');
   });
 
   it('measures every task at every batch size, and batches fill when work waits', () => {
@@ -63,7 +111,7 @@ describe('bench:gpu', () => {
   });
 
   it('times a fresh process to its first answer, warm-up included with fixed shapes and skipped without', () => {
-    const runs = report.firstAnswer!;
+    const runs = report.firstAnswer;
     expect(runs.map((r) => [r.run, r.fixedShapes])).toEqual([
       ['cold cache', true],
       ['warm cache', true],
@@ -73,19 +121,20 @@ describe('bench:gpu', () => {
       expect(r.openMs, r.run).toBeGreaterThan(0);
       expect(r.firstAnswerMs, r.run).toBeGreaterThan(r.openMs);
       // No TensorRT here, so nothing is cached.
-      if (!report.info.providers.includes('tensorrt')) expect(r.cacheFiles, r.run).toBe(0);
+      if (!report.modes[0].providers.includes('tensorrt')) expect(r.cacheFiles, r.run).toBe(0);
     }
     expect(runs[0].warmupMs).toBeGreaterThan(0);
     expect(runs[2].warmupMs).toBe(0);
   });
 
   it.skipIf(!haveDevSet)('compares fp16 with fp32 on the dev set: identical where TensorRT is absent', () => {
-    const p = report.precision!;
-    if ('skipped' in p) throw new Error(p.skipped);
+    const [p] = report.precision;
     expect(p.faces).toBeGreaterThan(20);
     expect([p.fp16, p.onlyFp32Found, p.onlyFp16Found]).toEqual(['trtFp16', 0, 0]);
     expect(p.pairs).toBe((p.faces * (p.faces - 1)) / 2);
     expect(p.fp32Accuracy).toBeGreaterThan(0.95);
+    // The calibration's medium preset for the mode, carried by the plan.
+    expect(p.mediumCosine).toBeCloseTo(0.3603, 4);
     if (!p.providers.includes('tensorrt')) {
       expect(p.identical).toBe(true);
       expect(p.minCosine).toBeCloseTo(1, 5);

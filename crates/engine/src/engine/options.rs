@@ -3,12 +3,16 @@
 
 use std::path::PathBuf;
 
+use serde::Deserialize;
+
 use crate::error::{EngineError, Result};
 use crate::runtime::Provider;
 use crate::shapes::FixedShapes;
 
-/// Engine configuration (mirrors the JavaScript `EngineOptions`).
-#[derive(Debug, Clone)]
+/// Engine configuration (mirrors the JavaScript `EngineOptions`, whose JSON it reads with the
+/// same field names: the GPU bench's plan carries the service's settings this way).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct EngineOptions {
     /// Folder holding `manifest.json` and the converted models.
     pub model_dir: PathBuf,
