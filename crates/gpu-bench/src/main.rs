@@ -192,8 +192,8 @@ fn bench(plan: &Plan, plan_file: &Path, overrides: &[String], log: &mut dyn FnMu
         if plan.precision {
             match &dev {
                 None => log(format!("fp16 against fp32: skipped, no labelled dev set at {:?}", plan.dev_set)),
-                Some((labelled, dev_photos)) => {
-                    let check = precision_check(plan, &options, mode, labelled, dev_photos, &sets, log)?;
+                Some(dev) => {
+                    let check = precision_check(plan, &options, mode, dev, &sets, log)?;
                     precision_checks.push(serde_json::to_value(check).map_err(|e| e.to_string())?);
                 }
             }
@@ -211,8 +211,7 @@ fn precision_check(
     plan: &Plan,
     options: &EngineOptions,
     mode: &str,
-    labelled: &[photos::Labelled],
-    dev_photos: &[Vec<u8>],
+    dev: &photos::DevSet,
     sets: &[PhotoSet],
     log: &mut dyn FnMut(String),
 ) -> Result<precision::PrecisionCheck, String> {
@@ -223,8 +222,8 @@ fn precision_check(
     let fp16 = open(&EngineOptions { trt_fp16: true, tensorrt_cache: cache("fp16"), model_dir: fp16_dir.cloned().unwrap_or_else(|| options.model_dir.clone()), ..options.clone() })?;
     let what = fp16_dir.map_or("trtFp16".to_string(), |d| format!("float16 models from {}", d.display()));
     let recognizer = fp32.info().recognizer;
-    let photos: Vec<Vec<u8>> = dev_photos.iter().cloned().chain(sets.iter().flat_map(|s| s.photos.iter().cloned())).collect();
-    let p = precision::compare(mode, &what, &fp32, &fp16, labelled, &photos, plan.medium_cosine.get(&recognizer).copied())?;
+    let photos: Vec<Vec<u8>> = dev.photos.iter().cloned().chain(sets.iter().flat_map(|s| s.photos.iter().cloned())).collect();
+    let p = precision::compare(mode, &what, &fp32, &fp16, &dev.labelled, &photos, plan.medium_cosine.get(&recognizer).copied())?;
     let d = &p.detections;
     let pct = |v: f64| format!("{:.3}%", v * 100.0);
     log(format!("fp16 against fp32, {mode} (fp16: {what}):"));

@@ -62,9 +62,16 @@ pub struct Labelled {
     pub bytes: Vec<u8>,
 }
 
-/// The dev set's photos of one person with one face, and all its photos for the detection
-/// comparison; None when the folder has no `labels.json`.
-pub fn dev_set(dir: &Path) -> Result<Option<(Vec<Labelled>, Vec<Vec<u8>>)>, String> {
+/// The labelled dev set.
+pub struct DevSet {
+    /// Its photos of one person with one face: the embedding comparison.
+    pub labelled: Vec<Labelled>,
+    /// All its photos: the detection comparison.
+    pub photos: Vec<Vec<u8>>,
+}
+
+/// The dev set in `dir`; None when the folder has no `labels.json`.
+pub fn dev_set(dir: &Path) -> Result<Option<DevSet>, String> {
     let file = dir.join("labels.json");
     if !file.exists() {
         return Ok(None);
@@ -79,5 +86,5 @@ pub fn dev_set(dir: &Path) -> Result<Option<(Vec<Labelled>, Vec<Vec<u8>>)>, Stri
         }
         all.push(bytes);
     }
-    Ok(Some((single, all)))
+    Ok(Some(DevSet { labelled: single, photos: all }))
 }
