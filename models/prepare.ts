@@ -131,7 +131,7 @@ export function isDlibModel(model: ManifestModel): model is DlibModel {
 
 export interface Manifest {
   version: number;
-  /** Model ids per role; `recognizer` and `recognizerGpu` are recogniser specs (below). */
+  /** Model ids per role; `recognizer`, `recognizerAvx512` and `recognizerGpu` are recogniser specs (below). */
   defaults: Record<string, string>;
   models: ManifestModel[];
   /** Named recogniser specs (`accurate`). */
@@ -139,7 +139,7 @@ export interface Manifest {
 }
 
 /** Roles of `defaults` whose value is a recogniser spec rather than one model id. */
-const SPEC_ROLES = new Set(['recognizer', 'recognizerGpu']);
+const SPEC_ROLES = new Set(['recognizer', 'recognizerAvx512', 'recognizerGpu']);
 
 /**
  * A recogniser spec resolved as the engine resolves it: a name in `recognizerModes`, else

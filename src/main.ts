@@ -11,6 +11,7 @@
  */
 import { startServer, startShardServer, type RunningServer } from './app.js';
 import { loadConfig } from './config.js';
+import { readLayout } from './db/layout.js';
 import { openDatabase } from './db/open.js';
 import { TokenStore } from './db/tokens.js';
 import { createLogger } from './log.js';
@@ -55,10 +56,15 @@ async function main(): Promise<void> {
       server = shard;
       log.info({ host: config.host, port: shard.port, role: config.role, shards: shard.index.shards().map((s) => s.shard) }, 'listening');
     } else {
-      const engine = await openEngine(engineOptionsFrom(config));
+      // Unset, FACE_RECOGNIZER keeps the recogniser the deployment recorded: the engine's own
+      // default follows the processor, and a deployment moving to other hosts must not
+      // re-embed every stored face.
+      const recorded = config.recognizer ? undefined : (await readLayout(database.db.sql))?.recognizer;
+      const engine = await openEngine(engineOptionsFrom(config, recorded ? { recognizer: recorded } : {}));
+      const info = engine.info();
+      log.info({ recognizer: info.recognizer, source: recorded ? 'recorded' : info.recognizerSource, simd: info.simd }, 'recogniser chosen');
       const running = await startServer({ config, engine, db: database.db, log });
       server = running;
-      const info = engine.info();
       log.info(
         { host: config.host, port: running.port, role: config.role, providers: info.providers, simd: info.simd, recognizer: info.recognizer },
         'listening',

@@ -202,8 +202,8 @@ export const ENGINE_OPTIONS = {
   recognizer: unset({
     env: 'FACE_RECOGNIZER',
     kind: text('recogniser spec'),
-    shown: 'manifest default by provider (see the recogniser modes)',
-    doc: 'recogniser mode: `sface`, `sface:mirror` (the crop and its mirror image), `accurate` (`sface:mirror+dlib-resnet`, two models concatenated), or any `id[:mirror]` parts joined by `+`; a change re-embeds stored faces',
+    shown: 'the recorded one, else by provider and processor',
+    doc: 'recogniser mode: `sface`, `sface:mirror` (the crop and its mirror image), `accurate` (`sface:mirror+dlib-resnet`, two models concatenated), or any `id[:mirror]` parts joined by `+`; a change re-embeds stored faces. Unset: the one the deployment recorded, else `accurate` with a GPU provider or an AVX-512 processor and `sface:mirror` without (logged at start as `recogniser chosen`)',
   }),
   detector: unset({
     env: 'FACE_DETECTOR',

@@ -115,7 +115,7 @@ export const thresholdParam = numberParam(
     `Decision threshold on confidence, which is 1:1 here (the probability that two faces are one person): a number in [0,1] or a preset: ` +
     `strict (${presets.strict}, false accepts about 1e-5 of impostor pairs), medium (${presets.medium}, about 1e-3), ` +
     `low (${presets.low}, about 1e-1), none (similarity only, no verdict). Default ${DEFAULT_THRESHOLD} (about 5e-4). ` +
-    `The preset values quoted are those of the default recogniser (${DEFAULT_RECOGNIZER}); each recogniser has its own.`,
+    `The preset values quoted are those of ${DEFAULT_RECOGNIZER} (the default on processors without AVX-512); each recogniser has its own, and /health names the one running.`,
 });
 
 /** Identify's confidence is 1:N; the words the identify routes and sightings use for it. */

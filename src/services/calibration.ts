@@ -93,8 +93,9 @@ export const CALIBRATIONS: Readonly<Record<string, Calibration>> = {
 };
 
 /**
- * The manifest's default recogniser on the CPU (`defaults.recognizer`); its presets are the
- * ones the API documentation quotes.
+ * The manifest's CPU default where the processor lacks AVX-512 (`defaults.recognizer`); its
+ * presets are the ones the API documentation quotes. The running one is set at start
+ * ({@link useCalibration}).
  */
 export const DEFAULT_RECOGNIZER = 'sface:mirror';
 let active: Calibration = CALIBRATIONS[DEFAULT_RECOGNIZER];

@@ -15,6 +15,12 @@ import { freshDatabase, type TestDatabase } from './database.js';
 export const TOKEN = 'integration-test-token';
 export const AUTH = { Authorization: `Token ${TOKEN}` };
 
+/**
+ * The recogniser vitest.config.ts pins for every test, for configs built from an explicit
+ * environment rather than process.env.
+ */
+export const TEST_RECOGNIZER: Record<string, string> = process.env.FACE_RECOGNIZER ? { FACE_RECOGNIZER: process.env.FACE_RECOGNIZER } : {};
+
 export interface TestService {
   base: string;
   config: Config;
@@ -24,6 +30,7 @@ export interface TestService {
 
 export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({
+    ...TEST_RECOGNIZER,
     PORT: '0',
     HOST: '127.0.0.1',
     FACE_TOKEN: TOKEN,

@@ -14,7 +14,7 @@ import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, haveSharedFaces, sample, sharedFace } from '../helpers/images.js';
-import { request } from '../helpers/service.js';
+import { request, TEST_RECOGNIZER } from '../helpers/service.js';
 
 const SHARDS = 4;
 const KEY = /^\[-?\d+, -?\d+, -?\d+, -?\d+\]$/;
@@ -45,7 +45,7 @@ const identify = (fields: Record<string, string | Buffer>, url = '/v0/identify/'
 beforeAll(async () => {
   tdb = await freshDatabase();
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-identify-'));
-  config = loadConfig({ PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_SHARDS: String(SHARDS), FACE_IDENTIFY_MAX_N: '50', FACE_TOKEN: OPERATOR });
+  config = loadConfig({ ...TEST_RECOGNIZER, PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_SHARDS: String(SHARDS), FACE_IDENTIFY_MAX_N: '50', FACE_TOKEN: OPERATOR });
   await start();
   ({ token } = await new TokenStore(tdb.db.sql).create('tests'));
   expect((await call('POST', '/v0/galleries/crowd/')).status).toBe(201);

@@ -18,7 +18,7 @@ import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine, type Engine } from '../../src/native/engine.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { form, sample } from '../helpers/images.js';
-import { request } from '../helpers/service.js';
+import { request, TEST_RECOGNIZER } from '../helpers/service.js';
 
 const SHARDS = 4;
 const TOKEN = 'limits-operator';
@@ -38,7 +38,7 @@ const enrol = (fields: Record<string, string | Buffer>) => call('POST', '/v0/fac
 beforeAll(async () => {
   tdb = await freshDatabase({ max: MAIN_POOL });
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-limits-'));
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_SHARDS: String(SHARDS), FACE_TOKEN: TOKEN, LOG_LEVEL: 'silent' });
+  const config = loadConfig({ ...TEST_RECOGNIZER, PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_SHARDS: String(SHARDS), FACE_TOKEN: TOKEN, LOG_LEVEL: 'silent' });
   engine = await openEngine(engineOptionsFrom(config));
   server = await startServer({ config, engine, db: tdb.db, log: createLogger(process.env.TEST_LOG ? 'warn' : 'silent') });
   base = `http://127.0.0.1:${server.port}`;

@@ -14,6 +14,7 @@ import { openFaceIndex, type FaceIndex } from '../../src/native/face-index.js';
 import { DEFAULT_THRESHOLD, identifyConfidence, toConfidence } from '../../src/services/calibration.js';
 import { inParallel } from '../../bench/lib/in-parallel.js';
 import { haveLfw, lfwDir } from '../helpers/images.js';
+import { TEST_RECOGNIZER } from '../helpers/service.js';
 
 const GALLERY = 1500;
 const PROBES = 60;
@@ -63,7 +64,7 @@ beforeAll(async () => {
   const fillers = people.filter((p) => !probedSet.has(p) && !strangerSet.has(p)).slice(0, GALLERY - probed.length);
   const gallery = [...probed, ...fillers];
 
-  engine = await openEngine(engineOptionsFrom(loadConfig({})));
+  engine = await openEngine(engineOptionsFrom(loadConfig(TEST_RECOGNIZER)));
   const enrolled = await embedAll(gallery.map((p) => p.photos[0]));
   dim = enrolled.find((e) => e)!.length;
   const config = loadConfig({});

@@ -17,7 +17,7 @@ import { openEngine } from '../../src/native/engine.js';
 import { PhotoBlobs } from '../../src/db/photos.js';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../helpers/images.js';
-import { request } from '../helpers/service.js';
+import { request, TEST_RECOGNIZER } from '../helpers/service.js';
 
 let tdb: TestDatabase;
 let dir: string;
@@ -36,6 +36,7 @@ beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-store-http-'));
   // 50 parallel adds test the database, not admission: the engine queue is sized to take them all.
   const config = loadConfig({
+    ...TEST_RECOGNIZER,
     PORT: '0',
     HOST: '127.0.0.1',
     FACE_DATA_DIR: dir,

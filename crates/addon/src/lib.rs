@@ -180,6 +180,8 @@ pub struct EngineInfo {
     /// SIMD level used for similarity ("avx512f", "avx2+fma" or "scalar").
     pub simd: String,
     pub recognizer: String,
+    /// Why that recogniser: "option", "gpu default", "avx-512 default" or "cpu default".
+    pub recognizer_source: String,
     pub detector: String,
     pub dim: u32,
     pub models: Vec<ModelInfo>,
@@ -253,6 +255,7 @@ impl FaceEngine {
             providers: info.providers,
             simd: info.simd,
             recognizer: info.recognizer,
+            recognizer_source: info.recognizer_source,
             detector: info.detector,
             dim: info.dim as u32,
             models: info.models.into_iter().map(|(id, onnx)| ModelInfo { id, onnx }).collect(),

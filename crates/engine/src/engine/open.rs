@@ -45,6 +45,7 @@ impl Engine {
             providers: active,
             simd: simd::active_level().name().to_string(),
             recognizer: models.recognizer_name.clone(),
+            recognizer_source: models.recognizer_source.name().to_string(),
             detector: models.detector.id.clone(),
             dim,
             models: models.loaded(),
@@ -66,7 +67,7 @@ impl Engine {
             info,
             telemetry,
         };
-        log_ready(rt, &models.recognizer_name, dim);
+        log_ready(rt, &models, dim);
         Ok(Engine { inner: Arc::new(inner), pool: Arc::new(pool) })
     }
 }
@@ -159,7 +160,7 @@ fn pipeline_pool(opts: &EngineOptions) -> Result<Pool> {
 }
 
 /// One log line per process when the first engine is ready.
-fn log_ready(rt: &Runtime, recognizer: &str, dim: usize) {
+fn log_ready(rt: &Runtime, models: &ModelChoice, dim: usize) {
     static SIMD_LOG: Once = Once::new();
     SIMD_LOG.call_once(|| {
         runtime::log_json(
@@ -168,7 +169,8 @@ fn log_ready(rt: &Runtime, recognizer: &str, dim: usize) {
             serde_json::json!({
                 "simd": simd::active_level().name(),
                 "onnxruntime": rt.version(),
-                "recognizer": recognizer,
+                "recognizer": models.recognizer_name,
+                "recognizerSource": models.recognizer_source.name(),
                 "dim": dim,
             }),
         )

@@ -45,6 +45,9 @@ pub struct EngineInfo {
     pub providers: Vec<String>,
     pub simd: String,
     pub recognizer: String,
+    /// Why that recogniser: "option" (the caller named it), "gpu default", "avx-512 default" or
+    /// "cpu default" (the manifest's, by provider and processor).
+    pub recognizer_source: String,
     pub detector: String,
     pub dim: usize,
     /// `(id, onnx path)` of every loaded model.
