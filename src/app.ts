@@ -18,6 +18,7 @@ import { GalleryStore } from './db/galleries.js';
 import { ReadReplica } from './db/read-replica.js';
 import { ensureSightingPartitions } from './db/history-partitions.js';
 import { HistoryStore } from './db/history-store.js';
+import { IdempotencyStore } from './db/idempotency.js';
 import { PhotoBlobs, PhotoStore } from './db/photos.js';
 import { ReembedStore } from './db/reembed-store.js';
 import { DbTokenVerifier } from './db/tokens.js';
@@ -82,7 +83,7 @@ function serviceVersion(): string {
   }
 }
 
-const THUMBNAIL_SWEEP_MS = 60 * 60_000;
+const HOURLY_SWEEP_MS = 60 * 60_000;
 
 /** Deletes expired sighting thumbnails now and then hourly; the timer does not keep the process alive. */
 function expireThumbnails(history: HistoryStore, days: number, log: Logger): NodeJS.Timeout {
@@ -92,7 +93,20 @@ function expireThumbnails(history: HistoryStore, days: number, log: Logger): Nod
       (err) => log.warn({ err }, 'thumbnail expiry failed'),
     );
   void sweep();
-  const timer = setInterval(sweep, THUMBNAIL_SWEEP_MS);
+  const timer = setInterval(sweep, HOURLY_SWEEP_MS);
+  timer.unref();
+  return timer;
+}
+
+/** Deletes expired idempotency keys now and then hourly; the timer does not keep the process alive. */
+function pruneIdempotencyKeys(keys: IdempotencyStore, log: Logger): NodeJS.Timeout {
+  const sweep = () =>
+    keys.prune().then(
+      (n) => n > 0 && log.info({ keys: n }, 'pruned expired idempotency keys'),
+      (err) => log.warn({ err }, 'idempotency key pruning failed'),
+    );
+  void sweep();
+  const timer = setInterval(sweep, HOURLY_SWEEP_MS);
   timer.unref();
   return timer;
 }
@@ -198,6 +212,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       photos,
       galleries: new GalleryStore(db.sql, photos),
       history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads),
+      idempotency: new IdempotencyStore(db.sql, config.idempotencyTtlS),
       index: view,
       // ... writes see them as they are: a face stored during a migration is searchable at once.
       writes: opened.writes,
@@ -207,6 +222,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   const history = database?.history;
   const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
   const partitions = db ? maintainSightingPartitions(db, log) : undefined;
+  const keys = database ? pruneIdempotencyKeys(database.idempotency, log) : undefined;
   const registry = buildRegistry({
     engine,
     photos: photoSource,
@@ -238,6 +254,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       closing ??= (async () => {
         if (expiry) clearInterval(expiry);
         if (partitions) clearInterval(partitions);
+        if (keys) clearInterval(keys);
         await server.close();
         await replica?.close();
         // Before the follower and the engine, which the batch in flight still uses.

@@ -50,6 +50,15 @@ export function tokenFromHeader(header: string | undefined): string | undefined 
   return AUTH_SCHEME.exec(header)?.[1];
 }
 
+/**
+ * Who is calling, as a stable key: the SHA-256 of the token the request carries. What a caller
+ * leaves for itself (idempotency keys) is filed under it, so one client's never answers another's.
+ */
+export function callerOf(header: string | undefined): Buffer | undefined {
+  const token = tokenFromHeader(header);
+  return token === undefined ? undefined : createHash('sha256').update(token).digest();
+}
+
 export async function authenticate(header: string | undefined, verifier: TokenVerifier): Promise<void> {
   const token = tokenFromHeader(header);
   if (token === undefined) {

@@ -73,6 +73,7 @@ function envSchema(root: string, cores: number, totalMem: number) {
     FACE_FETCH_MAX_REDIRECTS: intVar(3, 0),
     FACE_FETCH_ALLOW_PRIVATE: boolVar(false),
     FACE_MIN_QUALITY: z.coerce.number().min(0).max(1).default(0),
+    FACE_IDEMPOTENCY_TTL_S: intVar(86_400, 60),
     FACE_SHARDS: intVar(cores, 1).pipe(z.number().max(4096)),
     FACE_ROLE: z.enum(['all', 'api', 'shard']).default('all'),
     FACE_SHARD_IDS: z
@@ -140,6 +141,8 @@ export interface Config extends EngineConfig {
   dataDir: string;
   /** Enrolment refuses detected faces whose quality is below this (0 accepts every face). */
   minQuality: number;
+  /** How long an Idempotency-Key answers for its write, seconds. */
+  idempotencyTtlS: number;
   maxUploadBytes: number;
   maxBodyBytes: number;
   /** Requests in progress on light routes (lookups, listings, changes). */
@@ -240,6 +243,7 @@ export function loadConfig(
     dataDir: e.FACE_DATA_DIR,
     ...engineConfigFrom(engineVars.data, { root, cores, dataDir: e.FACE_DATA_DIR }),
     minQuality: e.FACE_MIN_QUALITY,
+    idempotencyTtlS: e.FACE_IDEMPOTENCY_TTL_S,
     maxUploadBytes: e.FACE_MAX_UPLOAD_BYTES,
     maxBodyBytes: e.FACE_MAX_BODY_BYTES,
     maxInflight: e.FACE_MAX_INFLIGHT,

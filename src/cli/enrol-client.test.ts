@@ -38,15 +38,20 @@ describe('EnrolClient.add', () => {
     expect(Object.fromEntries(client.retries)).toEqual({ TOO_MANY_REQUESTS: 1, SERVICE_UNAVAILABLE: 1 });
   });
 
-  it('after a connection reset, finds the photo stored under its meta and does not send it again', async () => {
-    const paths: string[] = [];
+  it('after a connection reset, sends the photo again with the same Idempotency-Key, which the service answers from', async () => {
+    const sent: string[] = [];
     const client = await fake((req, res, n) => {
-      paths.push(`${req.method} ${req.url}`);
+      sent.push(`${req.method} ${req.url} ${String(req.headers['idempotency-key'])}`);
       if (n === 0) req.socket.destroy();
-      else json(res, 200, { results: [{ meta: 'Ann', photo_hash: photo.hash }, { meta: 'Ann', photo_hash: 'cd'.repeat(32) }] });
+      else json(res, 200, { results: [{ id: 1 }] }, { 'idempotency-replayed': 'true' });
     });
     expect(await client.add(photo, fields)).toEqual({ kind: 'added', faces: 1, indexLag: false });
-    expect(paths).toEqual(['POST /v0/face/', 'GET /v0/face/meta/Ann/']);
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/^POST \/v0\/face\/ enrol-[0-9a-f]{32}$/);
+    expect(sent[1]).toBe(sent[0]);
+    // Another meta is another key.
+    await client.add({ ...photo, meta: 'Bob' }, fields);
+    expect(sent[2]).not.toBe(sent[0]);
   });
 
   it('4xx answers are final: NO_FACE is its own outcome, others carry their code and reason', async () => {

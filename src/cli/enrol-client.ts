@@ -5,11 +5,13 @@
  * Transient failures are retried with exponential backoff (0.5 s doubling to
  * 15 s, never sooner than the service's Retry-After) for up to `retryForMs`
  * per request: 503 and 429 answers, and connections refused, reset or timed
- * out. Any other answer is final. When a failed add may still have been
- * stored (the connection broke after the photo went out, or the service's
- * deadline passed while it was storing), the faces of that meta are read
- * before retrying, so a retry never stores a photo twice.
+ * out. Any other answer is final. Each add carries an `Idempotency-Key`
+ * made from the photo's meta, hash and fields, so when a failed add may
+ * still have been stored (the connection broke after the photo went out, the
+ * service's deadline passed while it was storing, a database failover), the
+ * retry is answered with the stored faces instead of storing them twice.
  */
+import { createHash } from 'node:crypto';
 import { contentTypeOf } from './enrol-sources.js';
 
 export interface ClientOptions {
@@ -34,10 +36,6 @@ export type AddOutcome =
 /** The service cannot be used at all (unreachable, token refused): the run stops. */
 export class FatalError extends Error {}
 
-/** 503s that the service sends before doing any work: retrying them cannot store a photo twice. */
-const SHED = new Set(['SERVICE_UNAVAILABLE', 'OVERLOADED']);
-/** Errors of a connection that never carried the request. */
-const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -86,21 +84,14 @@ export class EnrolClient {
   }
 
   /**
-   * One request, retried while transient. `send` makes a fresh attempt;
-   * `ambiguous(cause)` is asked before retrying after a failure that may
-   * have been acted on, and ends the retries with its value when defined.
-   * A network failure left after the retries throws FatalError.
+   * One request, retried while transient; `send` makes a fresh attempt. A
+   * network failure left after the retries throws FatalError.
    */
-  private async withRetries<T>(
-    send: (signal: AbortSignal) => Promise<Response>,
-    onAnswer: (res: Response) => Promise<T | undefined>,
-    ambiguous?: () => Promise<T | undefined>,
-  ): Promise<T> {
+  private async withRetries<T>(send: (signal: AbortSignal) => Promise<Response>, onAnswer: (res: Response) => Promise<T | undefined>): Promise<T> {
     const start = Date.now();
     for (let attempt = 0; ; attempt++) {
       let wait: number;
       let cause: string;
-      let mayHaveActed: boolean;
       try {
         const res = await send(AbortSignal.timeout(this.o.attemptTimeoutMs));
         if (res.status !== 503 && res.status !== 429) {
@@ -110,7 +101,6 @@ export class EnrolClient {
         }
         const body = await errorBody(res);
         cause = body.error ?? `HTTP_${res.status}`;
-        mayHaveActed = res.status === 503 && !SHED.has(cause);
         wait = retryAfterMs(res.headers.get('retry-after'));
         if (Date.now() - start + wait > this.o.retryForMs) {
           const out = await onAnswer(new Response(JSON.stringify(body), { status: res.status }));
@@ -121,17 +111,12 @@ export class EnrolClient {
         if (err instanceof FatalError) throw err;
         if (!(err instanceof TypeError) && (err as Error).name !== 'TimeoutError') throw err;
         cause = networkCode(err);
-        mayHaveActed = !NOT_SENT.has(cause);
         wait = 0;
         if (Date.now() - start > this.o.retryForMs) throw new FatalError(`cannot reach the service at ${this.o.url}: ${cause}`);
       }
       this.countRetry(cause);
       const backoff = Math.min(15_000, 500 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random() / 2);
       await sleep(Math.max(wait, backoff));
-      if (mayHaveActed && ambiguous) {
-        const out = await ambiguous();
-        if (out !== undefined) return out;
-      }
     }
   }
 
@@ -178,22 +163,17 @@ export class EnrolClient {
     }
   }
 
-  /** Whether a face of `meta` from the photo with this hash is stored (in `gallery` when given): the faces of that meta, read. */
-  async isStored(meta: string, photoHash: string, gallery?: string): Promise<number> {
-    const base = gallery ? `/v0/face/gallery/${gallery}/meta/` : '/v0/face/meta/';
-    const page = await this.getJson<{ results: StoredFaceRef[] }>(`${base}${encodeURIComponent(meta)}/`);
-    return page.results.filter((f) => f.photo_hash === photoHash).length;
-  }
-
   /** POST /v0/face/ with one photo. */
   async add(photo: { bytes: Buffer; name: string; meta: string; hash: string }, fields: { mfSelector: string; galleries: string[] }): Promise<AddOutcome> {
+    // The same photo, meta and fields make the same key, in this run and in a rerun.
+    const key = `enrol-${createHash('sha256').update(JSON.stringify([photo.meta, photo.hash, fields.mfSelector, fields.galleries])).digest('hex').slice(0, 32)}`;
     const send = (signal: AbortSignal) => {
       const fd = new FormData();
       fd.append('photo', new Blob([new Uint8Array(photo.bytes.buffer as ArrayBuffer, photo.bytes.byteOffset, photo.bytes.byteLength)], { type: contentTypeOf(photo.name) }), photo.name);
       fd.append('meta', photo.meta);
       fd.append('mf_selector', fields.mfSelector);
       if (fields.galleries.length > 0) fd.append('galleries', JSON.stringify(fields.galleries));
-      return fetch(`${this.o.url}/v0/face/`, { method: 'POST', headers: this.headers(), body: fd, signal });
+      return fetch(`${this.o.url}/v0/face/`, { method: 'POST', headers: { ...this.headers(), 'Idempotency-Key': key }, body: fd, signal });
     };
     const onAnswer = async (res: Response): Promise<AddOutcome> => {
       if (res.status === 200) {
@@ -205,10 +185,6 @@ export class EnrolClient {
       if (res.status === 422 && body.error === 'NO_FACE') return { kind: 'no-face' };
       return { kind: 'error', code: body.error ?? `HTTP_${res.status}`, status: res.status, reason: body.reason ?? res.statusText };
     };
-    const ambiguous = async (): Promise<AddOutcome | undefined> => {
-      const faces = await this.isStored(photo.meta, photo.hash, fields.galleries[0]);
-      return faces > 0 ? { kind: 'added', faces, indexLag: false } : undefined;
-    };
-    return this.withRetries(send, onAnswer, ambiguous);
+    return this.withRetries(send, onAnswer);
   }
 }

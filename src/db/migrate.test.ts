@@ -25,7 +25,7 @@ describe('migrations', () => {
   it('apply once, even when several starters race, and record themselves', async () => {
     const results = await Promise.all([migrate(tdb.db.sql), migrate(tdb.db.sql), migrate(tdb.db.sql)]);
     const all = listMigrations().map((m) => m.version);
-    expect(results.flat().sort()).toEqual(all);
+    expect(results.flat().sort((a, b) => a - b)).toEqual(all);
     expect(await migrate(tdb.db.sql)).toEqual([]);
     const rows = await tdb.db.sql`SELECT version, name FROM schema_migrations ORDER BY version`;
     expect(rows.map((r) => r.version)).toEqual(all);

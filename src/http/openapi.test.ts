@@ -190,7 +190,7 @@ describe('RouteRegistry', () => {
     const log = { warn: (obj: unknown) => warnings.push(obj) } as unknown as Logger;
     const route = r.routes()[0] as AnyRoute;
     for (const id of ['1', '2']) {
-      await expect(route.handler({ input: {}, params: { id }, headers: {}, signal: new AbortController().signal, log, server: {} as never })).rejects.toBe(thrown[id]);
+      await expect(route.handler({ input: {}, params: { id }, headers: {}, headerInput: {}, signal: new AbortController().signal, log, server: {} as never })).rejects.toBe(thrown[id]);
     }
     expect(warnings).toEqual([{ route: 'POST /v0/x/:id/', code: 'NO_FACE' }]);
   });

@@ -79,7 +79,7 @@ function operationId(route: AnyRoute): string {
   return `${route.method.toLowerCase()}_${slug}`;
 }
 
-function parametersFrom(schema: Json, where: 'path' | 'query'): Json[] {
+function parametersFrom(schema: Json, where: 'path' | 'query' | 'header'): Json[] {
   const props = (schema.properties ?? {}) as Record<string, Json>;
   const required = new Set((schema.required ?? []) as string[]);
   return Object.entries(props).map(([name, s]) => {
@@ -133,6 +133,7 @@ function operation(route: AnyRoute, components: Json): Json {
       };
     }
   }
+  if (route.requestHeaders) parameters.push(...parametersFrom(schemaOf(route.requestHeaders, 'input', components), 'header'));
   if (parameters.length) op.parameters = parameters;
 
   const responses: Json = {};

@@ -351,3 +351,8 @@ export function parseParams<T extends z.ZodType>(schema: T, given: unknown): z.o
   const reason = `${where || 'request'}: ${describeIssue(issue, valueAt(raw, path))}`;
   throw new HttpError(400, 'BAD_PARAM', reason, param !== undefined ? { param } : undefined);
 }
+
+/** Of the request's headers (lower-case names), those `schema` declares: the rest are not its business. */
+export function declaredHeaders(schema: z.ZodType, headers: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.keys(shapeOf(schema)).flatMap((name) => (headers[name] !== undefined ? [[name, headers[name]]] : [])));
+}

@@ -90,6 +90,10 @@ export interface RouteContext<I, P> {
   params: P;
   /** Request headers, lower-cased names, copied before the first await. */
   headers: Readonly<Record<string, string>>;
+  /** The headers the route's `requestHeaders` schema declares, validated by it. */
+  headerInput: Readonly<Record<string, unknown>>;
+  /** On routes that need a token: who is calling (auth.ts `callerOf`). */
+  caller?: Buffer;
   /** Aborts when the client goes away; pass it to anything slow. */
   signal: AbortSignal;
   log: Logger;
@@ -128,6 +132,11 @@ export interface RouteDef<
    */
   binaryBody?: { mediaType: string; param: string; description: string };
   params?: Par;
+  /**
+   * Request headers the route reads, keyed by lower-case name: validated like the other
+   * parameters (400 naming the header) and documented as header parameters.
+   */
+  requestHeaders?: AnyObject;
   response: {
     status: number;
     description: string;

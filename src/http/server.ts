@@ -25,12 +25,12 @@ import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import type { Logger } from '../log.js';
-import { authenticate, type TokenVerifier } from '../auth.js';
+import { authenticate, callerOf, type TokenVerifier } from '../auth.js';
 import { unavailable } from '../errors.js';
 import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
 import { HttpError, INTERNAL_REASON, toHttpError } from './errors.js';
 import { ActivityTracker, ConcurrencyLimiter, MemoryBudget } from './limiter.js';
-import { assertText, foldBrackets, parseParams, queryToParams, rejectUnknownFields, type RawParams } from './params.js';
+import { assertText, declaredHeaders, foldBrackets, parseParams, queryToParams, rejectUnknownFields, type RawParams } from './params.js';
 import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
 import { Router } from './router.js';
 
@@ -573,6 +573,7 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     if (malformed.length) throw new HttpError(400, 'BAD_PARAM', `${malformed[0]}: malformed percent-encoding`, { param: malformed[0] });
     assertText(rawParams);
     const params = route.params ? parseParams(route.params, rawParams) : rawParams;
+    const headerInput = route.requestHeaders ? parseParams(route.requestHeaders, declaredHeaders(route.requestHeaders, headers)) : {};
     let input: unknown = {};
     if (route.request) {
       // Body parameters win over query parameters of the same name.
@@ -593,6 +594,8 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
       input,
       params,
       headers,
+      headerInput,
+      caller: route.auth ? callerOf(headers.authorization) : undefined,
       get signal() {
         return ex.signal;
       },

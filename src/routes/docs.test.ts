@@ -27,6 +27,7 @@ async function get(url: string, accept?: string): Promise<unknown> {
     input: {},
     params: match.params,
     headers: accept ? { accept } : {},
+    headerInput: {},
     signal: new AbortController().signal,
     log: {} as Logger,
     server: {} as never,

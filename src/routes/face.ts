@@ -18,6 +18,7 @@ import {
   checkSightingFields,
   faceOutput,
   galleryList,
+  idempotencyHeaders,
   metaParam,
   metaPath,
   mfSelectorParam,
@@ -101,16 +102,19 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     auth: true,
     request: addFaceRequest,
     response: { status: 200, description: 'The faces added.', schema: addFaceResponse },
-    errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'LOW_QUALITY'],
-    async handler({ input, signal, headers }) {
+    errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'LOW_QUALITY', 'CONFLICT'],
+    requestHeaders: idempotencyHeaders,
+    async handler({ input, signal, headers, headerInput, caller }) {
       checkSightingFields(input);
-      const added = await enrol(deps, { ...input, bbox: callerBoxes(input) }, signal);
+      const key = (headerInput as z.output<typeof idempotencyHeaders>)['idempotency-key'];
+      const idempotency = key !== undefined && caller ? { scope: caller, key } : undefined;
+      const added = await enrol(deps, { ...input, bbox: callerBoxes(input) }, signal, idempotency);
       const base = baseUrl(headers, publicUrl);
       const body = {
         results: added.faces.map((f) => renderFace(f, base)),
         ...(added.sightings ? { sightings: added.sightings.map((e) => renderEvent(e, base)) } : {}),
       };
-      return Reply.json(body, 200, indexLagHeaders(added.indexLag));
+      return Reply.json(body, 200, { ...indexLagHeaders(added.indexLag), ...(added.replayed ? { 'Idempotency-Replayed': 'true' } : {}) });
     },
   });
 

@@ -5,6 +5,7 @@ import { RouteRegistry } from '../http/registry.js';
 import type { ServiceMetrics } from '../metrics/service-metrics.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { ShardControl } from '../search/shard-control.js';
+import type { EnrolDeps } from '../services/enrol.js';
 import type { FaceChangeDeps } from '../services/face-changes.js';
 import { FaceService, type Engine } from '../services/faces.js';
 import type { PersonDeps } from '../services/persons.js';
@@ -35,6 +36,8 @@ export interface DatabaseRoutes extends FaceChangeDeps, PersonDeps, PhotoDeps {
   index: SearchShards;
   /** The shards held in this process and their controls (absent on an API node, which holds none). */
   control?: ShardControl;
+  /** Idempotency keys of face add. */
+  idempotency: EnrolDeps['idempotency'];
 }
 
 export interface RouteDeps {

@@ -316,3 +316,20 @@ export const sightingFields = {
 export function checkSightingFields(input: { cam_id?: string; timestamp?: string }): void {
   if (input.timestamp !== undefined && input.cam_id === undefined) throw invalid('timestamp', 'timestamp is only used with cam_id');
 }
+
+/** The `Idempotency-Key` header of writes that take one (header names are matched lower-case). */
+export const idempotencyHeaders = z.object({
+  'idempotency-key': z
+    .string()
+    .min(1)
+    .max(255)
+    .regex(/^[\x21-\x7e]+$/, 'expected printable ASCII without spaces')
+    .optional()
+    .meta({
+      description:
+        'Makes the write safe to retry: the same key with the same request (from the same token, within ' +
+        'FACE_IDEMPOTENCY_TTL_S, a day by default) answers as the first did, with `Idempotency-Replayed: true`, and ' +
+        'stores nothing again; with another request it answers 409 CONFLICT. A request whose answer was lost ' +
+        '(a timeout, a 503 during a database failover) can so be sent again without storing its faces twice.',
+    }),
+});

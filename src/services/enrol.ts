@@ -6,10 +6,16 @@
  * caller's boxes) and apply the quality gate → with a camera, find each
  * face's best stored match → store faces, memberships and photo (and the
  * sighting) in one transaction → wait for the search index → the faces.
+ *
+ * With an idempotency key, a write already recorded under it is answered again (its faces as
+ * they are now, its sightings as recorded) instead of being stored twice; the key is recorded in
+ * the write's own transaction (db/idempotency.ts).
  */
+import { createHash } from 'node:crypto';
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { unknownGallery, type GalleryStore } from '../db/galleries.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
+import { keyReused, KeyTaken, type IdempotencyKey, type IdempotencyStore } from '../db/idempotency.js';
 import type { IndexLag, IndexWrites } from '../search/index-writes.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { ThresholdPreset } from './calibration.js';
@@ -25,6 +31,7 @@ export interface EnrolDeps {
   index: SearchShards;
   writes: IndexWrites;
   history: HistoryStore;
+  idempotency: IdempotencyStore;
   /** Longer side of sighting thumbnails, in pixels. */
   thumbnailSize: number;
   /** Detected faces below this quality are refused (0: all accepted). */
@@ -45,6 +52,12 @@ export interface EnrolRequest {
   threshold?: ThresholdPreset | number;
 }
 
+/** The caller's idempotency key: whose (a hash of the caller's token) and the key itself. */
+export interface IdempotencyRequest {
+  scope: Buffer;
+  key: string;
+}
+
 export interface Enrolment {
   /** The faces stored, in id order. */
   faces: StoredFace[];
@@ -52,9 +65,48 @@ export interface Enrolment {
   sightings?: HistoryEvent[];
   /** Set when search does not serve the new faces yet (see search/index-writes.ts). */
   indexLag?: IndexLag;
+  /** True when this is the answer of an earlier write under the same idempotency key. */
+  replayed?: boolean;
 }
 
-export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSignal): Promise<Enrolment> {
+/** What a key records of its write. */
+interface EnrolRecord {
+  faceIds: number[];
+  sightings?: HistoryEvent[];
+}
+
+/** The request as a key compares it: every parameter, an uploaded photo by its hash. */
+function fingerprintOf(req: EnrolRequest): Buffer {
+  const photo = typeof req.photo === 'string' ? req.photo : `sha256:${createHash('sha256').update(req.photo).digest('hex')}`;
+  return createHash('sha256').update(JSON.stringify({ ...req, photo })).digest();
+}
+
+/** The write recorded under `k`, answered again; a key sent with another request is a 409. */
+async function replay(deps: EnrolDeps, k: IdempotencyKey): Promise<Enrolment | undefined> {
+  const prior = await deps.idempotency.find<EnrolRecord>(k);
+  if (!prior) return undefined;
+  if (!prior.fingerprint.equals(k.fingerprint)) throw keyReused(k.key);
+  const faces = await deps.store.getFaces(prior.result.faceIds);
+  return { faces, ...(prior.result.sightings ? { sightings: prior.result.sightings } : {}), replayed: true };
+}
+
+export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSignal, idempotency?: IdempotencyRequest): Promise<Enrolment> {
+  const k = idempotency && { ...idempotency, fingerprint: fingerprintOf(req) };
+  const earlier = k && (await replay(deps, k));
+  if (earlier) return earlier;
+  try {
+    return await enrolOnce(deps, req, signal, k);
+  } catch (err) {
+    // Another request with the same key committed first: answer as it did.
+    if (k && err instanceof KeyTaken) {
+      const first = await replay(deps, k);
+      if (first) return first;
+    }
+    throw err;
+  }
+}
+
+async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal | undefined, k: IdempotencyKey | undefined): Promise<Enrolment> {
   // Cheap check first, so a typo does not cost an inference; the transaction checks again.
   const missing = await deps.galleries.firstMissing(req.galleries);
   if (missing !== undefined) throw unknownGallery([missing]);
@@ -82,15 +134,16 @@ export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSi
       galleries: req.galleries,
       camId,
     },
-    camId === undefined
-      ? undefined
-      : async (tx, added) => {
-          const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, true, (k) => ({
-            matchFaceId: matches[k],
-            addedFaceId: added[k].id,
-          }));
-          sightings = await deps.history.recordIn(tx, sighting);
-        },
+    async (tx, added) => {
+      if (camId !== undefined) {
+        const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, true, (i) => ({
+          matchFaceId: matches[i],
+          addedFaceId: added[i].id,
+        }));
+        sightings = await deps.history.recordIn(tx, sighting);
+      }
+      if (k) await deps.idempotency.recordIn(tx, k, { faceIds: added.map((f) => f.id), ...(sightings ? { sightings } : {}) } satisfies EnrolRecord);
+    },
   );
 
   const indexLag = await deps.writes.settle(written.position, true, written.value.map((f) => f.id));
