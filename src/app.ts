@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
 import { findProjectRoot, type Config } from './config.js';
-import type { Database } from './db/client.js';
+import { databaseUnavailable, type Database } from './db/client.js';
 import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
 import { ReadReplica } from './db/read-replica.js';
@@ -130,6 +130,7 @@ function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier,
     shutdownTimeoutMs: config.shutdownTimeoutMs,
     log,
     observer: (sample) => metrics.requestFinished(sample),
+    translateError: databaseUnavailable,
   });
 }
 

@@ -11,6 +11,7 @@
  * never take a connection every other database route needs.
  */
 import postgres from 'postgres';
+import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 export type Sql = postgres.Sql;
@@ -116,4 +117,39 @@ export async function transaction<T>(sql: Sql, fn: (tx: TransactionSql) => Promi
       await new Promise((r) => setTimeout(r, 5 * i + Math.random() * 10));
     }
   }
+}
+
+/**
+ * What a lost or demoted primary looks like to a query: the server shutting down or refusing
+ * connections (57P01-57P03), a connection that broke (08xxx), a write reaching a server that
+ * is now read-only (25006), and the client library's and the network's own codes for a
+ * connection closed, refused, reset or timed out.
+ */
+const UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', '25006']);
+const UNAVAILABLE_CONNECTION = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+
+/**
+ * A query that failed because the database is gone for the moment (a restart, a failover) as
+ * the domain error a client may retry: 503 SERVICE_UNAVAILABLE with Retry-After. A write
+ * that failed so did not commit, or committed without its answer: the client's retry, with
+ * the same Idempotency-Key, tells which. Anything else: undefined.
+ */
+export function databaseUnavailable(err: unknown): DomainError | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !(UNAVAILABLE_STATES.has(code) || UNAVAILABLE_CONNECTION.has(code))) return undefined;
+  return new DomainError('SERVICE_UNAVAILABLE', 'The database is unavailable for the moment (a restart or a failover); retry shortly', {
+    retryAfterS: 1,
+    cause: err,
+  });
 }

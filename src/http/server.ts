@@ -59,6 +59,11 @@ export interface HttpServerOptions {
   log: Logger;
   /** Hears every finished request (metrics); must not throw. */
   observer?: (sample: FinishedRequest) => void;
+  /**
+   * Turns a failure of a layer below into its domain error (a lost database into a retryable
+   * 503), or returns undefined for anything else; such a failure is logged as a warning.
+   */
+  translateError?: (err: unknown) => Error | undefined;
 }
 
 /** A request as it ended, for metrics. */
@@ -483,7 +488,10 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     // A child logger costs a few microseconds; most requests never log, so it is made on first use.
     let child: Logger | undefined;
     const ctxLog = () => (child ??= log.child({ reqId: requestId }));
-    const fail = (err: unknown, pattern: string) => {
+    const fail = (failure: unknown, pattern: string) => {
+      const translated = opts.translateError?.(failure);
+      if (translated) ctxLog().warn({ err: failure, route: pattern }, translated.message);
+      const err = translated ?? failure;
       const { error, internal } = toHttpError(err);
       if (internal && !ex.aborted) ctxLog().error({ err: error.cause ?? err, route: pattern }, INTERNAL_REASON);
       ex.sendError(error);

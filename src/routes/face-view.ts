@@ -103,12 +103,23 @@ export function streamResults<T>(
   links: () => Promise<Record<string, string | undefined>> | Record<string, string | undefined> = () => ({}),
 ): StreamReply {
   async function* body(): AsyncGenerator<string> {
-    yield '{"results":[';
-    let first = true;
-    for await (const batch of batches) {
-      if (batch.length === 0) continue;
-      yield (first ? '' : ',') + batch.map((item) => JSON.stringify(render(item))).join(',');
-      first = false;
+    const it = batches[Symbol.asyncIterator]();
+    let done = false;
+    try {
+      // The first batch is read before anything is written: a listing that cannot start (the
+      // database gone) answers with an ordinary error rather than a stream cut short.
+      let next = await it.next();
+      yield '{"results":[';
+      let first = true;
+      for (; !next.done; next = await it.next()) {
+        if (next.value.length === 0) continue;
+        yield (first ? '' : ',') + next.value.map((item) => JSON.stringify(render(item))).join(',');
+        first = false;
+      }
+      done = true;
+    } finally {
+      // Closed early (the client went away, or a write failed): release the cursor.
+      if (!done) await it.return?.();
     }
     yield ']';
     for (const [name, link] of Object.entries(await links())) {
