@@ -2,9 +2,9 @@
  * A highly available PostgreSQL on loopback, every part a real process: one etcd member (the
  * consensus store), PostgreSQL members under Patroni with synchronous replication, and HAProxy
  * in front, sending the write port to the leader and the read port to the replicas by
- * Patroni's REST checks (`/primary`, `/replica`). The settings are the ones
- * container/patroni.yml and container/haproxy-postgres.cfg ship, with loopback ports and
- * short timers; docs/cluster.md says why each is chosen.
+ * Patroni's REST checks (`/primary`, `/replica`). Patroni and HAProxy run the very files the
+ * deployment ships (container/patroni.yml, container/haproxy-postgres.cfg), with loopback
+ * addresses from the environment; docs/cluster.md says why each setting is chosen.
  *
  * Needs Debian's patroni, etcd-server, haproxy and postgresql-15 (`.ci/run` installs them).
  */
@@ -14,7 +14,10 @@ import { chown, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import postgres from 'postgres';
 import { freePort } from '../../bench/lib/service.js';
+import { findProjectRoot } from '../../src/config.js';
 import { until } from './until.js';
+
+const root = findProjectRoot();
 
 /** Where Debian's PostgreSQL 15 keeps its programs (pg_basebackup and pg_rewind among them). */
 export const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -22,16 +25,15 @@ const PROGRAMS = ['/usr/bin/patroni', '/usr/bin/etcd', '/usr/sbin/haproxy', path
 /** The programs a Patroni cluster needs that this machine lacks. */
 export const missingForPatroni = PROGRAMS.filter((p) => !existsSync(p));
 
-/** Patroni's leader lock lives this long without renewal (s); failover takes about this. */
-export const TTL_S = 10;
 const SUPERUSER = { user: 'postgres', password: 'face-test-superuser' };
+/** The cluster's size: container/haproxy-postgres.cfg names three members. */
+const MEMBERS = 3;
 
 export interface Member {
   name: string;
   pgPort: number;
   restPort: number;
   dataDir: string;
-  configFile: string;
   patroni?: ChildProcess;
 }
 
@@ -64,86 +66,19 @@ function owner(): { uid?: number; gid?: number } {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
-function memberConfig(m: Member, o: { etcdPort: number; dir: string }): string {
-  return `scope: face
-name: ${m.name}
-log:
-  level: WARNING
-restapi:
-  listen: 127.0.0.1:${m.restPort}
-  connect_address: 127.0.0.1:${m.restPort}
-etcd3:
-  hosts: 127.0.0.1:${o.etcdPort}
-bootstrap:
-  dcs:
-    ttl: ${TTL_S}
-    loop_wait: 1
-    retry_timeout: 5
-    maximum_lag_on_failover: 1048576
-    synchronous_mode: true
-    postgresql:
-      use_pg_rewind: true
-      parameters:
-        wal_log_hints: "on"
-        max_wal_senders: 10
-        max_replication_slots: 10
-  initdb:
-    - encoding: UTF8
-    - locale: C
-  pg_hba:
-    - host replication replicator 127.0.0.1/32 trust
-    - host all all 127.0.0.1/32 trust
-    - local all all trust
-postgresql:
-  listen: 127.0.0.1:${m.pgPort}
-  connect_address: 127.0.0.1:${m.pgPort}
-  data_dir: ${m.dataDir}
-  bin_dir: ${PG_BIN}
-  pgpass: ${path.join(o.dir, `${m.name}.pgpass`)}
-  authentication:
-    replication: {username: replicator, password: face-test-replicator}
-    superuser: {username: ${SUPERUSER.user}, password: ${SUPERUSER.password}}
-    rewind: {username: rewinder, password: face-test-rewinder}
-  parameters:
-    unix_socket_directories: ${o.dir}
-`;
-}
-
-function haproxyConfig(members: Member[], writePort: number, readPort: number): string {
-  const servers = members.map((m) => `  server ${m.name} 127.0.0.1:${m.pgPort} check port ${m.restPort}`).join('\n');
-  const backend = (name: string, port: number, check: string) => `listen ${name}
-  bind 127.0.0.1:${port}
-  balance roundrobin
-  option httpchk GET ${check}
-  http-check expect status 200
-  default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
-${servers}
-`;
-  return `global
-  maxconn 1000
-defaults
-  mode tcp
-  timeout connect 2s
-  timeout client 30m
-  timeout server 30m
-  timeout check 1s
-${backend('primary', writePort, '/primary')}${backend('replicas', readPort, '/replica')}`;
-}
-
 /** Starts the cluster under `dir` (which the postgres user must be able to enter) with a database `face`. */
-export async function startPatroniCluster(dir: string, size = 3): Promise<PatroniCluster> {
+export async function startPatroniCluster(dir: string): Promise<PatroniCluster> {
   if (missingForPatroni.length) throw new Error(`a Patroni cluster needs ${missingForPatroni.join(', ')}`);
   const run = owner();
   await mkdir(dir, { recursive: true });
   if (run.uid !== undefined) await chown(dir, run.uid, run.gid!);
   const [etcdPort, peerPort, writePort, readPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const members: Member[] = [];
-  for (let i = 0; i < size; i++) {
-    const name = `pg${i}`;
-    members.push({ name, pgPort: await freePort(), restPort: await freePort(), dataDir: path.join(dir, name), configFile: path.join(dir, `${name}.yml`) });
+  for (let i = 1; i <= MEMBERS; i++) {
+    members.push({ name: `pg-${i}`, pgPort: await freePort(), restPort: await freePort(), dataDir: path.join(dir, `pg-${i}`) });
   }
   const children: ChildProcess[] = [];
-  const spawnLogged = (cmd: string, args: string[], log: string, opts: { uid?: number; gid?: number } = {}) => {
+  const spawnLogged = (cmd: string, args: string[], log: string, opts: { uid?: number; gid?: number; env?: NodeJS.ProcessEnv } = {}) => {
     const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     const keep = (d: Buffer) => (out = (out + d.toString()).slice(-20_000));
@@ -167,16 +102,27 @@ export async function startPatroniCluster(dir: string, size = 3): Promise<Patron
     ],
     'etcd.log',
   );
-  for (const m of members) {
-    await writeFile(m.configFile, memberConfig(m, { etcdPort, dir }));
-    if (run.uid !== undefined) await chown(m.configFile, run.uid, run.gid!);
-  }
-  const haproxyFile = path.join(dir, 'haproxy.cfg');
-  await writeFile(haproxyFile, haproxyConfig(members, writePort, readPort));
-  spawnLogged('haproxy', ['-f', haproxyFile], 'haproxy.log');
-
+  const loopback = Object.fromEntries(members.flatMap((m, i) => [[`FACE_PG_${i + 1}`, `127.0.0.1:${m.pgPort}`], [`FACE_PG_${i + 1}_CHECK`, String(m.restPort)]]));
+  spawnLogged('haproxy', ['-f', path.join(root, 'container/haproxy-postgres.cfg')], 'haproxy.log', {
+    env: { ...process.env, ...loopback, FACE_PG_BIND: `127.0.0.1:${writePort}`, FACE_PG_READ_BIND: `127.0.0.1:${readPort}` },
+  });
   const start = (m: Member) => {
-    m.patroni = spawnLogged('patroni', [m.configFile], `${m.name}.log`, run);
+    const env = {
+      ...process.env,
+      PATRONI_NAME: m.name,
+      PATRONI_LOG_LEVEL: 'WARNING',
+      PATRONI_RESTAPI_LISTEN: `127.0.0.1:${m.restPort}`,
+      PATRONI_RESTAPI_CONNECT_ADDRESS: `127.0.0.1:${m.restPort}`,
+      PATRONI_POSTGRESQL_LISTEN: `127.0.0.1:${m.pgPort}`,
+      PATRONI_POSTGRESQL_CONNECT_ADDRESS: `127.0.0.1:${m.pgPort}`,
+      PATRONI_POSTGRESQL_DATA_DIR: m.dataDir,
+      PATRONI_POSTGRESQL_PGPASS: path.join(dir, `${m.name}.pgpass`),
+      PATRONI_ETCD3_HOSTS: `127.0.0.1:${etcdPort}`,
+      PATRONI_SUPERUSER_PASSWORD: SUPERUSER.password,
+      PATRONI_REPLICATION_PASSWORD: 'face-test-replicator',
+      PATRONI_REWIND_PASSWORD: 'face-test-rewinder',
+    };
+    m.patroni = spawnLogged('patroni', [path.join(root, 'container/patroni.yml')], `${m.name}.log`, { ...run, env });
   };
   const clusterState = async () => {
     for (const m of members) {
@@ -216,7 +162,7 @@ export async function startPatroniCluster(dir: string, size = 3): Promise<Patron
       }
     },
     start,
-    async healthy(want = size) {
+    async healthy(want = MEMBERS) {
       await until(`a leader and ${want - 1} streaming replicas, one synchronous`, async () => {
         const state = await clusterState();
         const running = state?.members.filter((m) => m.state === 'running' || m.state === 'streaming') ?? [];
