@@ -9,10 +9,9 @@
  * Needs Debian's patroni, etcd-server, haproxy and postgresql-15 (`.ci/run` installs them).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { chown, mkdir, writeFile } from 'node:fs/promises';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { chown, mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import postgres from 'postgres';
 import { freePort } from '../../bench/lib/service.js';
 import { findProjectRoot } from '../../src/config.js';
 import { until } from './until.js';
@@ -66,7 +65,7 @@ function owner(): { uid?: number; gid?: number } {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
-/** Starts the cluster under `dir` (which the postgres user must be able to enter) with a database `face`. */
+/** Starts the cluster under `dir` (which the postgres user must be able to enter); Patroni's bootstrap makes the database `face`. */
 export async function startPatroniCluster(dir: string): Promise<PatroniCluster> {
   if (missingForPatroni.length) throw new Error(`a Patroni cluster needs ${missingForPatroni.join(', ')}`);
   const run = owner();
@@ -78,13 +77,11 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
     members.push({ name: `pg-${i}`, pgPort: await freePort(), restPort: await freePort(), dataDir: path.join(dir, `pg-${i}`) });
   }
   const children: ChildProcess[] = [];
+  // Each process logs to a file of its own under `dir`, appended to across restarts.
   const spawnLogged = (cmd: string, args: string[], log: string, opts: { uid?: number; gid?: number; env?: NodeJS.ProcessEnv } = {}) => {
-    const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const keep = (d: Buffer) => (out = (out + d.toString()).slice(-20_000));
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
-    child.on('exit', () => void writeFile(path.join(dir, log), out).catch(() => {}));
+    const fd = openSync(path.join(dir, log), 'a');
+    const child = spawn(cmd, args, { ...opts, stdio: ['ignore', fd, fd] });
+    closeSync(fd);
     children.push(child);
     return child;
   };
@@ -183,12 +180,5 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
   };
   for (const m of members) start(m);
   await cluster.healthy();
-  // The service's database, made through the write port as a client would.
-  const admin = postgres(url(writePort, 'postgres'), { max: 1, onnotice: () => {} });
-  try {
-    await admin`CREATE DATABASE face`;
-  } finally {
-    await admin.end({ timeout: 5 });
-  }
   return cluster;
 }
