@@ -19,6 +19,7 @@ import { ReadReplica } from './db/read-replica.js';
 import { ensureSightingPartitions } from './db/history-partitions.js';
 import { HistoryStore } from './db/history-store.js';
 import { IdempotencyStore } from './db/idempotency.js';
+import { WriterWatch } from './db/writer.js';
 import { PhotoBlobs, PhotoStore } from './db/photos.js';
 import { ReembedStore } from './db/reembed-store.js';
 import { DbTokenVerifier } from './db/tokens.js';
@@ -223,6 +224,8 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   const history = database?.history;
   const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
   const partitions = db ? maintainSightingPartitions(db, log) : undefined;
+  const writer = db ? new WriterWatch(db.sql).start() : undefined;
+  if (writer) metrics.watchWriter(writer);
   const keys = database ? pruneIdempotencyKeys(database.idempotency, log) : undefined;
   const registry = buildRegistry({
     engine,
@@ -236,6 +239,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     minQuality: config.minQuality,
     metrics,
     role: config.role,
+    writer,
   });
   const staticToken = new StaticTokenVerifier(config.token);
   const operatorVerifier = new AnyTokenVerifier([staticToken, ...(dbOperatorTokens ? [dbOperatorTokens] : [])]);
@@ -256,6 +260,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
         if (expiry) clearInterval(expiry);
         if (partitions) clearInterval(partitions);
         if (keys) clearInterval(keys);
+        writer?.stop();
         await server.close();
         await replica?.close();
         // Before the follower and the engine, which the batch in flight still uses.
@@ -290,6 +295,8 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
   const { index, sync, view, server: answers, control } = await openShardServer(config, db, log);
   const metrics = new ServiceMetrics({ log });
   metrics.watchStore(view, db);
+  const writer = new WriterWatch(db.sql).start();
+  metrics.watchWriter(writer);
   const registry = buildShardRegistry({
     server: answers,
     maxN: config.identify.maxN,
@@ -297,6 +304,7 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
     control,
     metrics,
     serviceVersion: serviceVersion(),
+    writer,
   });
   const operator = new StaticTokenVerifier(config.token);
   let server;
@@ -315,6 +323,7 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
     metrics,
     close() {
       closing ??= (async () => {
+        writer.stop();
         await listening.close();
         await sync.stop();
         metrics.close();

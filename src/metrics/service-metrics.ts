@@ -18,6 +18,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { poolUsage, type Database } from '../db/client.js';
 import { lastPosition } from '../db/change-log.js';
 import type { ReadReplica } from '../db/read-replica.js';
+import type { WriterWatch } from '../db/writer.js';
 import type { ServerState } from '../http/registry.js';
 import type { FinishedRequest } from '../http/server.js';
 import type { Logger } from '../log.js';
@@ -52,6 +53,7 @@ export class ServiceMetrics {
   private runsDropped = 0;
   private store?: { index: SearchShards; db: Database };
   private replica?: ReadReplica;
+  private writer?: Pick<WriterWatch, 'current'>;
   /** Bounded: methods, route patterns and statuses are all few. */
   private readonly series = new Map<string, { count: Counter.Internal; latency: Histogram.Internal<string> }>();
 
@@ -172,6 +174,21 @@ export class ServiceMetrics {
     help: '1 while read-only routes read from the replica, 0 while they fall back to the primary (lagging past FACE_READ_MAX_LAG_MS, or unreachable).',
     registers: [this.registry],
   });
+  private readonly writerFailovers = new Gauge({
+    name: 'face_db_failovers',
+    help: 'Times the database server this node writes to, or its timeline, changed since start: failovers seen by this node.',
+    registers: [this.registry],
+  });
+  private readonly writerFailedChecks = new Gauge({
+    name: 'face_db_writer_failed_checks',
+    help: 'Checks of the database server (every 2 s) that got no answer since start: the database unreachable.',
+    registers: [this.registry],
+  });
+  private readonly writerReadOnly = new Gauge({
+    name: 'face_db_writer_read_only',
+    help: '1 while the server this node writes to is a replica (writes fail): a failover in progress.',
+    registers: [this.registry],
+  });
   private readonly replicaFallbacks = new Gauge({
     name: 'face_db_replica_fallbacks',
     help: 'Times reads moved from the replica to the primary since start.',
@@ -199,6 +216,11 @@ export class ServiceMetrics {
   /** Adds the read replica's lag and whether reads use it. */
   watchReplica(replica: ReadReplica): void {
     this.replica = replica;
+  }
+
+  /** Adds the failovers this node saw and whether its database answers. */
+  watchWriter(writer: Pick<WriterWatch, 'current'>): void {
+    this.writer = writer;
   }
 
   get contentType(): string {
@@ -234,6 +256,7 @@ export class ServiceMetrics {
     this.bodyBytesLimit.set(server.maxBodyBytes);
     this.drainEngine();
     this.readReplica();
+    this.readWriter();
     await this.readStore();
     return this.registry.metrics();
   }
@@ -264,6 +287,14 @@ export class ServiceMetrics {
       this.runsLost.inc(stats.runsDropped - this.runsDropped);
       this.runsDropped = stats.runsDropped;
     }
+  }
+
+  private readWriter(): void {
+    if (!this.writer) return;
+    const w = this.writer.current();
+    this.writerFailovers.set(w.failovers);
+    this.writerFailedChecks.set(w.failedChecks);
+    this.writerReadOnly.set(w.readOnly ? 1 : 0);
   }
 
   private readReplica(): void {

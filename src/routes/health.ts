@@ -54,6 +54,17 @@ const healthResponse = z.object({
     })
     .optional()
     .meta({ description: 'Present when stored faces were embedded by another recogniser: their re-embedding from the stored photos.' }),
+  database: z
+    .object({
+      server: z.string().optional().meta({ description: "The server this node writes to, `address:port` as it reports itself: behind the database proxy, the Patroni member that leads." }),
+      timeline: z.number().int().optional().meta({ description: "The server's WAL timeline: one more after each promotion." }),
+      read_only: z.boolean().optional().meta({ description: 'True when the server is a replica, where writes fail: a failover in progress.' }),
+      failovers: z.number().int().meta({ description: 'Times the server or its timeline changed since this node started.' }),
+      failed_checks: z.number().int().meta({ description: 'Checks (every 2 s) that got no answer: the database unreachable.' }),
+      checked_s_ago: z.number().optional().meta({ description: 'Seconds since the last check that answered.' }),
+    })
+    .optional()
+    .meta({ description: 'The database this node writes to; absent without a face database.' }),
   inflight: z.number().int().meta({ description: 'Requests in progress that count toward the limit.' }),
   max_inflight: z.number().int(),
 });

@@ -7,6 +7,7 @@ import type { SearchShards } from '../search/search-shards.js';
 import type { ShardControl } from '../search/shard-control.js';
 import type { EnrolDeps } from '../services/enrol.js';
 import type { FaceChangeDeps } from '../services/face-changes.js';
+import type { HealthDeps } from '../services/health.js';
 import { FaceService, type Engine } from '../services/faces.js';
 import type { PersonDeps } from '../services/persons.js';
 import type { PhotoDeps } from '../services/photos.js';
@@ -50,6 +51,8 @@ export interface RouteDeps {
   publicUrl?: string;
   /** Re-embedding of faces stored by another recogniser, shown by /health. */
   migration?: EmbeddingMigration;
+  /** Which database server this node writes to, shown by /health. */
+  writer?: HealthDeps['writer'];
   identify?: { strict: boolean; maxN: number };
   /** Longer side of sighting thumbnails, in pixels. */
   thumbnailSize?: number;
@@ -87,7 +90,7 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     registerShardsReport(registry, db.index);
     if (db.control) registerShardsControl(registry, db.control);
   }
-  registerHealth(registry, { role: deps.role ?? 'all', engine: deps.engine, index: db?.index, migration: deps.migration });
+  registerHealth(registry, { role: deps.role ?? 'all', engine: deps.engine, index: db?.index, migration: deps.migration, writer: deps.writer });
   if (deps.metrics) registerMetrics(registry, deps.metrics);
   registerDocs(registry, {
     title: 'Face recognition service',
@@ -105,6 +108,7 @@ export interface ShardRouteDeps extends ShardServerDeps {
   control: ShardControl;
   metrics: ServiceMetrics;
   serviceVersion: string;
+  writer: HealthDeps['writer'];
 }
 
 /** The routes of a shard server (FACE_ROLE=shard): no photos, no face database routes. */
@@ -113,7 +117,7 @@ export function buildShardRegistry(deps: ShardRouteDeps): RouteRegistry {
   registerShardServer(registry, deps);
   registerShardsReport(registry, deps.view);
   registerShardsControl(registry, deps.control);
-  registerHealth(registry, { role: 'shard', index: deps.view });
+  registerHealth(registry, { role: 'shard', index: deps.view, writer: deps.writer });
   registerMetrics(registry, deps.metrics);
   registerDocs(registry, {
     title: 'Face recognition service: shard server',

@@ -2,9 +2,11 @@
  * What GET /health reports about the service below HTTP: its role, what the
  * engine runs on (execution providers, SIMD level, models, fixed shapes and
  * the warm-up that ran before the service said ready), the search
- * shards in service and the faces they hold, and after a recogniser switch
- * the re-embedding of stored faces. The route adds the request load.
+ * shards in service and the faces they hold, after a recogniser switch the
+ * re-embedding of stored faces, and which database server this node writes to
+ * (db/writer.ts). The route adds the request load.
  */
+import type { WriterWatch } from '../db/writer.js';
 import { warmupByModel, type Engine } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { EmbeddingMigration } from './reembed.js';
@@ -16,9 +18,11 @@ export interface HealthDeps {
   /** Absent without a face database. */
   index?: SearchShards;
   migration?: EmbeddingMigration;
+  /** Which database server this node writes to; absent without a face database. */
+  writer?: Pick<WriterWatch, 'current'>;
 }
 
-export function health({ role, engine, index, migration }: HealthDeps) {
+export function health({ role, engine, index, migration, writer }: HealthDeps) {
   const info = engine?.info();
   return {
     status: 'ok' as const,
@@ -39,6 +43,17 @@ export function health({ role, engine, index, migration }: HealthDeps) {
       : {}),
     ...(index ? { search: searchSummary(index) } : {}),
     ...(migration ? { migration: migration.status() } : {}),
+    ...(writer ? { database: databaseSummary(writer) } : {}),
+  };
+}
+
+function databaseSummary(writer: Pick<WriterWatch, 'current'>) {
+  const w = writer.current();
+  return {
+    ...(w.server !== undefined ? { server: w.server, timeline: w.timeline, read_only: w.readOnly } : {}),
+    failovers: w.failovers,
+    failed_checks: w.failedChecks,
+    ...(w.checkedAt !== undefined ? { checked_s_ago: Math.round((Date.now() - w.checkedAt) / 100) / 10 } : {}),
   };
 }
 

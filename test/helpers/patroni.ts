@@ -49,6 +49,7 @@ export interface PatroniCluster {
   kill(m: Member): void;
   /** Starts the member's Patroni again: it rejoins as a replica of whoever leads. */
   start(m: Member): void;
+
   /** Waits until one member leads and `members` in all stream from it, one synchronously. */
   healthy(members?: number): Promise<void>;
   stop(): Promise<void>;
