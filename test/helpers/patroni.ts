@@ -8,10 +8,11 @@
  *
  * Needs Debian's patroni, etcd-server, haproxy and postgresql-15 (`.ci/run` installs them).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { chown, mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { freePort } from '../../bench/lib/service.js';
 import { findProjectRoot } from '../../src/config.js';
 import { until } from './until.js';
@@ -23,6 +24,13 @@ export const PG_BIN = '/usr/lib/postgresql/15/bin';
 const PROGRAMS = ['/usr/bin/patroni', '/usr/bin/etcd', '/usr/sbin/haproxy', path.join(PG_BIN, 'pg_basebackup')];
 /** The programs a Patroni cluster needs that this machine lacks. */
 export const missingForPatroni = PROGRAMS.filter((p) => !existsSync(p));
+/**
+ * What cutting a member's network needs and this machine lacks: iptables. The rules also need
+ * root, and tell the cluster's traffic (its processes run as the postgres user) from the test's
+ * own by the socket's owner.
+ */
+export const missingForCuts = existsSync('/usr/sbin/iptables') ? [] : ['/usr/sbin/iptables'];
+export const canCut = process.getuid?.() === 0;
 
 const SUPERUSER = { user: 'postgres', password: 'face-test-superuser' };
 /** The cluster's size: container/haproxy-postgres.cfg names three members. */
@@ -32,6 +40,8 @@ export interface Member {
   name: string;
   pgPort: number;
   restPort: number;
+  /** The etcd port this member's Patroni talks to: one each, so that one member can be cut off. */
+  etcdPort: number;
   dataDir: string;
   patroni?: ChildProcess;
 }
@@ -49,7 +59,18 @@ export interface PatroniCluster {
   kill(m: Member): void;
   /** Starts the member's Patroni again: it rejoins as a replica of whoever leads. */
   start(m: Member): void;
-
+  /**
+   * Cuts the member off from the others: what the cluster's processes (etcd, Patroni,
+   * PostgreSQL and HAProxy, all the postgres user's) send to its PostgreSQL, its REST API or
+   * its etcd port is dropped, so its Patroni reaches no etcd, HAProxy's checks fail, and its
+   * replicas' acknowledgements never arrive (what it sends on streams already open still does:
+   * the cut is one-way). The test's own connections (root's) get through, to see what the
+   * cut-off member does. `heal` lifts the cut.
+   */
+  cut(m: Member): Promise<void>;
+  heal(m: Member): Promise<void>;
+  /** A database URL straight to one member, past the proxy. */
+  memberUrl(m: Member): string;
   /** Waits until one member leads and `members` in all stream from it, one synchronously. */
   healthy(members?: number): Promise<void>;
   stop(): Promise<void>;
@@ -66,6 +87,13 @@ function owner(): { uid?: number; gid?: number } {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
+/** Adds (`-A`) or deletes (`-D`) the rule that drops the cluster's connections to member `m`'s ports. */
+async function iptables(op: '-A' | '-D', m: Member, uid: number | undefined): Promise<void> {
+  if (missingForCuts.length || !canCut) throw new Error(`cutting a member off needs root and ${['iptables', ...missingForCuts].join(', ')}`);
+  const ports = [m.pgPort, m.restPort, m.etcdPort].join(',');
+  await promisify(execFile)('iptables', [op, 'OUTPUT', '-o', 'lo', '-p', 'tcp', '-m', 'owner', '--uid-owner', String(uid), '-m', 'multiport', '--dports', ports, '-j', 'DROP']);
+}
+
 /** Starts the cluster under `dir` (which the postgres user must be able to enter); Patroni's bootstrap makes the database `face`. */
 export async function startPatroniCluster(dir: string): Promise<PatroniCluster> {
   if (missingForPatroni.length) throw new Error(`a Patroni cluster needs ${missingForPatroni.join(', ')}`);
@@ -75,8 +103,9 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
   const [etcdPort, peerPort, writePort, readPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const members: Member[] = [];
   for (let i = 1; i <= MEMBERS; i++) {
-    members.push({ name: `pg-${i}`, pgPort: await freePort(), restPort: await freePort(), dataDir: path.join(dir, `pg-${i}`) });
+    members.push({ name: `pg-${i}`, pgPort: await freePort(), restPort: await freePort(), etcdPort: await freePort(), dataDir: path.join(dir, `pg-${i}`) });
   }
+  const clientUrls = [etcdPort, ...members.map((m) => m.etcdPort)].map((p) => `http://127.0.0.1:${p}`).join(',');
   const children: ChildProcess[] = [];
   // Each process logs to a file of its own under `dir`, appended to across restarts.
   const spawnLogged = (cmd: string, args: string[], log: string, opts: { uid?: number; gid?: number; env?: NodeJS.ProcessEnv } = {}) => {
@@ -91,7 +120,7 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
     [
       '--name=e0',
       `--data-dir=${path.join(dir, 'etcd')}`,
-      `--listen-client-urls=http://127.0.0.1:${etcdPort}`,
+      `--listen-client-urls=${clientUrls}`,
       `--advertise-client-urls=http://127.0.0.1:${etcdPort}`,
       `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
       `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
@@ -101,7 +130,9 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
     'etcd.log',
   );
   const loopback = Object.fromEntries(members.flatMap((m, i) => [[`FACE_PG_${i + 1}`, `127.0.0.1:${m.pgPort}`], [`FACE_PG_${i + 1}_CHECK`, String(m.restPort)]]));
+  // As the postgres user too, so that a cut drops its connections to the member cut off.
   spawnLogged('haproxy', ['-f', path.join(root, 'container/haproxy-postgres.cfg')], 'haproxy.log', {
+    ...run,
     env: { ...process.env, ...loopback, FACE_PG_BIND: `127.0.0.1:${writePort}`, FACE_PG_READ_BIND: `127.0.0.1:${readPort}` },
   });
   const start = (m: Member) => {
@@ -115,7 +146,9 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
       PATRONI_POSTGRESQL_CONNECT_ADDRESS: `127.0.0.1:${m.pgPort}`,
       PATRONI_POSTGRESQL_DATA_DIR: m.dataDir,
       PATRONI_POSTGRESQL_PGPASS: path.join(dir, `${m.name}.pgpass`),
-      PATRONI_ETCD3_HOSTS: `127.0.0.1:${etcdPort}`,
+      PATRONI_ETCD3_HOSTS: `127.0.0.1:${m.etcdPort}`,
+      // Its own etcd port only: no switching to another member's when it is cut.
+      PATRONI_ETCD3_USE_PROXIES: 'true',
       PATRONI_SUPERUSER_PASSWORD: SUPERUSER.password,
       PATRONI_REPLICATION_PASSWORD: 'face-test-replicator',
       PATRONI_REWIND_PASSWORD: 'face-test-rewinder',
@@ -160,6 +193,9 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
       }
     },
     start,
+    cut: (m) => iptables('-A', m, run.uid),
+    heal: (m) => iptables('-D', m, run.uid),
+    memberUrl: (m) => url(m.pgPort, 'face'),
     async healthy(want = MEMBERS) {
       await until(`a leader and ${want - 1} streaming replicas, one synchronous`, async () => {
         const state = await clusterState();
