@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TokenStore } from '../../src/db/tokens.js';
 import { failoverRound, startFailoverDeployment, type FailoverDeployment, type FailoverRound } from '../helpers/failover.js';
 import { form, sample } from '../helpers/images.js';
 import { canCut, missingForCuts, missingForPatroni } from '../helpers/patroni.js';
@@ -170,4 +171,20 @@ describe.skipIf(skip)('the database primary lost under Patroni', () => {
       await direct.end({ timeout: 1 }).catch(() => {});
     }
   }, 300_000);
+
+  it('after the failovers, a revoked token is refused at once on every API node (its notice channel came back)', async () => {
+    const sql = postgres(deployment.cluster.writeUrl, { max: 1, onnotice: () => {} });
+    try {
+      const tokens = new TokenStore(sql);
+      const { id, token } = await tokens.create('failover-client');
+      const status = async (base: string) => (await fetch(`${base}/v0/faces/?limit=1`, { headers: { Authorization: `Token ${token}` } })).status;
+      // Accepted, so each node holds it in its cache (for 5 s) as it would a busy client's.
+      for (const base of deployment.apis) expect(await status(base)).toBe(200);
+      expect(await tokens.revoke(id)).toBe(true);
+      // Sooner than the cache would let it go: the revocation notice reached every node.
+      for (const base of deployment.apis) await until(`${base} to refuse the revoked token`, async () => ((await status(base)) === 401 ? true : undefined), 1500, 50);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  }, 60_000);
 });
