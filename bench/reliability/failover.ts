@@ -36,7 +36,7 @@ async function main(): Promise<void> {
       console.log(
         `round ${round}: killed ${report.killed}, new leader ${report.newLeader}; writes back after ${report.writesBackAfterS.toFixed(1)} s; ` +
           `${report.acknowledged} acknowledged, ${report.lost} lost, ${report.storedTwice} stored twice; retried ${JSON.stringify(report.retried)}; ` +
-          `identify ${report.identify.answered} answered, ${report.identify.other} other, slowest ${(report.identify.slowestMs / 1000).toFixed(1)} s; ` +
+          `identify ${report.identify.answered} answered, others ${JSON.stringify(report.identify.other)}, slowest ${(report.identify.slowestMs / 1000).toFixed(1)} s; ` +
           `shards ${report.shardsEqualDatabase ? 'equal' : 'NOT equal'} to the database (${report.stored} faces)`,
       );
       deployment.cluster.start(killed);

@@ -27,8 +27,8 @@ export interface FailoverRound {
   writesBackAfterS: number;
   /** Write attempts that failed and were retried, by answer. */
   retried: Record<string, number>;
-  /** Identify requests answered between the kill and the writes' return, others, and the slowest. */
-  identify: { answered: number; other: number; slowestMs: number };
+  /** Identify requests between the kill and the writes' return: answered, the others by status (0: no answer), the slowest. */
+  identify: { answered: number; other: Record<string, number>; slowestMs: number };
   /** Faces in the database, and in the shards once they caught up. */
   stored: number;
   shardsEqualDatabase: boolean;
@@ -148,7 +148,7 @@ export async function failoverRound(t: Target, round: number): Promise<{ report:
           retried: load.retried,
           identify: {
             answered: during.filter((r) => r.status === 200).length,
-            other: during.filter((r) => r.status !== 200).length,
+            other: during.filter((r) => r.status !== 200).reduce<Record<string, number>>((n, r) => ({ ...n, [r.status]: (n[r.status] ?? 0) + 1 }), {}),
             slowestMs: Math.max(0, ...during.map((r) => r.ms)),
           },
           stored,

@@ -216,6 +216,12 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
     },
   };
   for (const m of members) start(m);
-  await cluster.healthy();
+  try {
+    await cluster.healthy();
+  } catch (err) {
+    // Nothing is left running when the cluster never came up.
+    await cluster.stop();
+    throw err;
+  }
   return cluster;
 }

@@ -75,8 +75,9 @@ function check(r: FailoverRound): void {
   expect(r.writesBackAfterS).toBeLessThanOrEqual(RECOVERY_GOAL_S);
   // Nothing but 503s and broken connections is retried (a 4xx or 500 throws in the writer).
   for (const why of Object.keys(r.retried)) expect(why).toMatch(/^(503 SERVICE_UNAVAILABLE|connection)$/);
+  // Identify goes on; one that needed the primary at the wrong moment may answer the retryable 503.
   expect(r.identify.answered).toBeGreaterThan(0);
-  expect(r.identify.other).toBe(0);
+  for (const status of Object.keys(r.identify.other)) expect(status).toBe('503');
   expect(r.shardsEqualDatabase).toBe(true);
 }
 
