@@ -97,13 +97,30 @@ async function iptables(op: '-A' | '-D', m: Member, uid: number | undefined): Pr
 /** Starts the cluster under `dir` (which the postgres user must be able to enter); Patroni's bootstrap makes the database `face`. */
 export async function startPatroniCluster(dir: string): Promise<PatroniCluster> {
   if (missingForPatroni.length) throw new Error(`a Patroni cluster needs ${missingForPatroni.join(', ')}`);
+  // Ports are chosen free before the processes bind them, and another process may take one in
+  // between: a bring-up that stalls is torn down and tried once more from scratch, in a folder
+  // and on ports of its own; the first attempt's logs stay in `dir/attempt-1`.
+  try {
+    return await bringUp(path.join(dir, 'attempt-1'));
+  } catch (err) {
+    console.warn(`the Patroni cluster did not come up; trying once more: ${(err as Error).message}`);
+    return bringUp(path.join(dir, 'attempt-2'));
+  }
+}
+
+async function bringUp(dir: string): Promise<PatroniCluster> {
   const run = owner();
   await mkdir(dir, { recursive: true });
   if (run.uid !== undefined) await chown(dir, run.uid, run.gid!);
-  const [etcdPort, peerPort, writePort, readPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  // Each port asked for separately may come back twice (the probe's socket is closed in
+  // between): the cluster's 13 ports are drawn until all differ.
+  const ports = new Set<number>();
+  while (ports.size < 4 + 3 * MEMBERS) ports.add(await freePort());
+  const [etcdPort, peerPort, writePort, readPort, ...memberPorts] = [...ports];
   const members: Member[] = [];
   for (let i = 1; i <= MEMBERS; i++) {
-    members.push({ name: `pg-${i}`, pgPort: await freePort(), restPort: await freePort(), etcdPort: await freePort(), dataDir: path.join(dir, `pg-${i}`) });
+    const [pgPort, restPort, memberEtcdPort] = memberPorts.slice(3 * (i - 1), 3 * i);
+    members.push({ name: `pg-${i}`, pgPort, restPort, etcdPort: memberEtcdPort, dataDir: path.join(dir, `pg-${i}`) });
   }
   const clientUrls = [etcdPort, ...members.map((m) => m.etcdPort)].map((p) => `http://127.0.0.1:${p}`).join(',');
   const children: ChildProcess[] = [];
@@ -139,7 +156,7 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
     const env = {
       ...process.env,
       PATRONI_NAME: m.name,
-      PATRONI_LOG_LEVEL: 'WARNING',
+      PATRONI_LOG_LEVEL: 'INFO',
       PATRONI_RESTAPI_LISTEN: `127.0.0.1:${m.restPort}`,
       PATRONI_RESTAPI_CONNECT_ADDRESS: `127.0.0.1:${m.restPort}`,
       PATRONI_POSTGRESQL_LISTEN: `127.0.0.1:${m.pgPort}`,
@@ -219,9 +236,14 @@ export async function startPatroniCluster(dir: string): Promise<PatroniCluster> 
   try {
     await cluster.healthy();
   } catch (err) {
-    // Nothing is left running when the cluster never came up.
+    // Nothing is left running when the cluster never came up; what each member said comes along.
     await cluster.stop();
-    throw err;
+    const tails = members.map((m) => {
+      const file = path.join(dir, `${m.name}.log`);
+      const lines = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => /INFO|WARNING|ERROR|FATAL|CRITICAL/.test(l) && !/no action/.test(l)) : [];
+      return `${m.name}:\n${lines.slice(-12).join('\n')}`;
+    });
+    throw new Error(`${(err as Error).message}; state ${JSON.stringify(await roles().catch(() => ({})))}\n${tails.join('\n')}`);
   }
   return cluster;
 }
