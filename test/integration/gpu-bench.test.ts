@@ -2,7 +2,7 @@
  * The engine's GPU bench (crates/gpu-bench, the binary `bench:gpu` and the GPU pack run) in a
  * short run on this machine's providers, with fixed shapes on as a GPU host has them: what it
  * reports must hold together, since its first real use is on a GPU host where a wrong figure
- * costs a lent machine. The warm-up runs every shape of every model, every throughput row
+ * costs scarce GPU time. The warm-up runs every shape of every model, every throughput row
  * answers, batches fill, a fresh process answers after its warm-up, and without TensorRT the
  * fp16 flag changes nothing.
  *
