@@ -6,7 +6,7 @@
  * deployment ships (container/patroni.yml, container/haproxy-postgres.cfg), with loopback
  * addresses from the environment; docs/cluster.md says why each setting is chosen.
  *
- * Needs Debian's patroni, etcd-server, haproxy and postgresql-15 (`.ci/run` installs them).
+ * Needs Debian's patroni, etcd-server, haproxy, postgresql-15 and (for cuts) iptables.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';

@@ -11,8 +11,9 @@
  * the primary is gone: it reads the faces it found from the primary), and the shards hold what
  * the database holds. The long form, more rounds with their figures: `npm run bench:failover`.
  *
- * Needs patroni, etcd-server, haproxy and postgresql-15 from Debian; `.ci/run` installs them,
- * so in CI a missing one fails the test, and elsewhere it is skipped, saying which.
+ * Run by `npm run test:failover` (the default run leaves it out: it takes minutes). Needs
+ * patroni, etcd-server, haproxy, postgresql-15 and iptables from Debian; in CI a missing one
+ * fails it, elsewhere it is skipped, saying which.
  */
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
