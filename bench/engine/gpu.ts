@@ -6,7 +6,7 @@
  * it gives the CPU baseline. What it measures: the binary's own header (crates/gpu-bench/src/main.rs).
  *
  *   npm run bench:gpu -- [--modes sface:mirror,accurate] [--batches 1,4,16,64] [--sets demo,12mp]
- *       [--time MS] [--no-start] [--no-precision] [--testdata DIR] [--fp16-models DIR] [--json FILE]
+ *       [--time MS] [--no-start] [--no-precision] [--probe] [--testdata DIR] [--fp16-models DIR] [--json FILE]
  *
  * Modes: FACE_RECOGNIZER when set, else the two a GPU host is measured in.
  */
@@ -34,6 +34,7 @@ function main(): number {
     fp16Models: optionArg('fp16-models') ? path.resolve(optionArg('fp16-models')!) : null,
     firstAnswer: !flag('no-start'),
     precision: !flag('no-precision'),
+    probe: flag('probe'),
   });
   const planFile = path.join(root, '.bench-out/gpu-plan.json');
   mkdirSync(path.dirname(planFile), { recursive: true });

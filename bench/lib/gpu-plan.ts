@@ -22,6 +22,8 @@ export interface GpuPlan {
   fp16Models: string | null;
   firstAnswer: boolean;
   precision: boolean;
+  /** The detector probe: where one detection's time goes (crates/gpu-bench/src/probe.rs). */
+  probe: boolean;
   goalFacesPerSecond: number;
 }
 
@@ -44,6 +46,7 @@ export function gpuPlan(engine: EngineConfig, o: Partial<Omit<GpuPlan, 'engine' 
     fp16Models: o.fp16Models ?? null,
     firstAnswer: o.firstAnswer ?? true,
     precision: o.precision ?? true,
+    probe: o.probe ?? false,
     goalFacesPerSecond: GOAL_FACES_PER_SECOND,
   };
 }

@@ -14,8 +14,14 @@ const root = findProjectRoot();
 export interface ServiceProcess {
   child: ChildProcess;
   base: string;
-  /** Everything written to stdout and stderr so far. */
+  /**
+   * Everything written so far: stdout, then stderr. The two are kept apart because the
+   * engine writes its own lines to stderr while the service logs to stdout, and one pipe
+   * could cut a line of either in two.
+   */
   output: () => string;
+  /** The JSON log lines of both streams so far, parsed (other lines left out). */
+  logLines: () => Record<string, unknown>[];
   /** The exit code (null after a signal). */
   exited: Promise<number | null>;
 }
@@ -32,13 +38,15 @@ export async function buildDist(): Promise<void> {
 export async function startProcess(env: NodeJS.ProcessEnv, via: 'node' | 'npm' = 'node'): Promise<ServiceProcess> {
   const [command, args] = via === 'npm' ? ['npm', ['start', '--silent']] : [process.execPath, [path.join(root, 'dist/src/main.js')]];
   const child = spawn(command, args, { env, cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr += d));
+  const output = (): string => `${stdout}\n${stderr}`;
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setInterval(() => {
-      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(out);
+      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(stdout);
       if (m) {
         clearInterval(timer);
         resolve(Number(m[1]));
@@ -46,10 +54,23 @@ export async function startProcess(env: NodeJS.ProcessEnv, via: 'node' | 'npm' =
     }, 50);
     exited.then((code) => {
       clearInterval(timer);
-      reject(new Error(`service exited (${code}) before listening:\n${out.slice(-3000)}`));
+      reject(new Error(`service exited (${code}) before listening:\n${output().slice(-3000)}`));
     });
   });
-  return { child, base: `http://127.0.0.1:${port}`, output: () => out, exited };
+  return { child, base: `http://127.0.0.1:${port}`, output, logLines: () => parseLogLines(output()), exited };
+}
+
+function parseLogLines(text: string): Record<string, unknown>[] {
+  const lines: Record<string, unknown>[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      lines.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      // a line still being written
+    }
+  }
+  return lines;
 }
 
 /** Ids of the live processes whose parent is `pid` (read from /proc). */

@@ -3,8 +3,8 @@
  * short run on this machine's providers, with fixed shapes on as a GPU host has them: what it
  * reports must hold together, since its first real use is on a GPU host where a wrong figure
  * costs scarce GPU time. The warm-up runs every shape of every model, every throughput row
- * answers, batches fill, a fresh process answers after its warm-up, and without TensorRT the
- * fp16 flag changes nothing.
+ * answers, batches fill, a fresh process answers after its warm-up, without TensorRT the
+ * fp16 flag changes nothing, and the detector probe's calls and profile agree.
  *
  * Uses the labelled dev set (../shared/testdata/faces) for the fp16 check when present; that
  * part says so and is skipped where the folder is absent, and fails in CI (`CI` set), which
@@ -52,6 +52,11 @@ interface Report {
     mediumVerdictsDiffering: number;
     detections: { photos: number; faces: number; onlyFp32: number; onlyFp16: number; maxShift: number; shiftedOver1Percent: number };
   }[];
+  probe: {
+    fixedShapes: string;
+    calls: { photo: number; callMs: number[]; detectorRunMs: number[][] }[];
+    profile: { sessions: number; runs: number; msPerRun: number; operators: { op: string; provider: string; nodes: number; msPerRun: number }[] };
+  }[];
 }
 
 const root = findProjectRoot();
@@ -65,7 +70,7 @@ beforeAll(async () => {
   const binary = buildGpuBench(root);
   const plan = gpuPlan(
     { ...pickEngineConfig(loadConfig()), fixedShapes: 'on' },
-    { modes: ['sface:mirror'], batches: [1, 4], sets: ['demo'], timeMs: 400, demoPhotos: path.join(root, 'node_modules/@vladmandic/face-api/demo'), devSet: devDir, precision: haveDevSet },
+    { modes: ['sface:mirror'], batches: [1, 4], sets: ['demo'], timeMs: 400, demoPhotos: path.join(root, 'node_modules/@vladmandic/face-api/demo'), devSet: devDir, precision: haveDevSet, probe: true },
   );
   const planFile = path.join(scratch, 'plan.json');
   writeFileSync(planFile, JSON.stringify(plan));
@@ -125,6 +130,27 @@ describe('the GPU bench', () => {
     }
     expect(runs[0].warmupMs).toBeGreaterThan(0);
     expect(runs[2].warmupMs).toBe(0);
+  });
+
+  it("probes the detector: each photo's calls, and a profile of the same runs led by the convolutions", () => {
+    expect(report.probe.map((p) => p.fixedShapes)).toEqual(['on', 'off']);
+    for (const p of report.probe) {
+      expect(p.calls).toHaveLength(6);
+      const runs = p.calls.flatMap((c) => c.detectorRunMs.flat());
+      for (const c of p.calls) {
+        expect(c.callMs).toHaveLength(3);
+        // A call holds its detector runs, one or more windows each.
+        c.callMs.forEach((ms, k) => {
+          expect(c.detectorRunMs[k].length, `photo ${c.photo}`).toBeGreaterThan(0);
+          expect(ms, `photo ${c.photo}`).toBeGreaterThanOrEqual(c.detectorRunMs[k].reduce((a, b) => a + b, 0) * 0.95);
+        });
+      }
+      // On the CPU provider one session, whose profile holds at least the runs the calls made.
+      expect(p.profile.sessions, p.fixedShapes).toBe(1);
+      expect(p.profile.runs, p.fixedShapes).toBeGreaterThanOrEqual(runs.length);
+      expect(p.profile.operators[0], p.fixedShapes).toMatchObject({ op: 'Conv', provider: 'CPU' });
+      expect(p.profile.msPerRun).toBeGreaterThan(p.profile.operators[0].msPerRun);
+    }
   });
 
   it.skipIf(!haveDevSet)('compares fp16 with fp32 on the dev set: identical where TensorRT is absent', () => {

@@ -38,15 +38,7 @@ async function start(tdb: TestDatabase, name: string, env: Record<string, string
   let service: ServiceProcess | undefined;
   try {
     service = await startProcess({ ...base, ...env });
-    // stdout and stderr share one buffer, so a line may be cut by the other stream's.
-    const parse = (l: string): Record<string, unknown> => {
-      try {
-        return JSON.parse(l) as Record<string, unknown>;
-      } catch {
-        return {};
-      }
-    };
-    const line = service.output().split('\n').map(parse).find((l) => l.msg === 'recogniser chosen');
+    const line = service.logLines().find((l) => l.msg === 'recogniser chosen');
     expect(line, service.output().slice(-2000)).toBeDefined();
     const health = (await (await fetch(`${service.base}/health`)).json()) as { engine: { recognizer: string } };
     return { recognizer: String(line!.recognizer), source: String(line!.source), health: health.engine.recognizer };

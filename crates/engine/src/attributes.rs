@@ -5,11 +5,9 @@
 //! a model with age and gender heads such as FaceRes or GEAR, or one classifier per attribute
 //! such as Cydral's dlib age and gender networks); the decoders here accept each head layout.
 
-use ort::session::Session;
-
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, ModelEntry};
-use crate::runtime::{self, Output, ProviderReport, SessionSource};
+use crate::runtime::{self, ModelSession, Output, ProviderReport, SessionSource};
 use crate::shapes;
 
 /// Labels used when the manifest does not list them (the FER-2013 order).
@@ -156,7 +154,7 @@ struct Head {
 /// A session giving age, gender or both per face crop, owned by one worker thread: the
 /// manifest's `age` and `gender` outputs of the model, decoded by its `ageWeights` and `labels`.
 pub struct AttributeModel {
-    session: Session,
+    session: ModelSession,
     pub input: InputSpec,
     pub id: String,
     age: Option<Head>,
@@ -231,7 +229,7 @@ fn head_rows<'a>(id: &str, outputs: &'a [Output], head: Option<&'a Head>, batch:
 
 /// Emotion classifier session, owned by one worker thread.
 pub struct EmotionModel {
-    session: Session,
+    session: ModelSession,
     pub input: InputSpec,
     labels: Vec<String>,
     max_batch: usize,

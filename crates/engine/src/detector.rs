@@ -412,7 +412,7 @@ pub fn render_pass(level_img: &RgbImage, photo_w: u32, photo_h: u32, pass: &Pass
 
 /// A detector session, owned by one worker thread.
 pub struct DetectorModel {
-    session: ort::session::Session,
+    session: crate::runtime::ModelSession,
     pub input: crate::manifest::InputSpec,
     pub id: String,
     anchors: Vec<(f32, f32)>,

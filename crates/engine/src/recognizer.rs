@@ -9,12 +9,10 @@
 //! normalised embeddings concatenated. One vector per face keeps storage, shards and SIMD
 //! matching as they are for a single model.
 
-use ort::session::Session;
-
 use crate::attributes::{decode_age, decode_gender, Gender};
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, ModelEntry};
-use crate::runtime::{self, Output, ProviderReport, SessionSource};
+use crate::runtime::{self, ModelSession, Output, ProviderReport, SessionSource};
 use crate::simd;
 use crate::telemetry::Telemetry;
 
@@ -180,7 +178,7 @@ struct OutputMap {
 
 /// A session for a recognition-type model, owned by one worker thread.
 pub struct Recognizer {
-    session: Session,
+    session: ModelSession,
     pub input: InputSpec,
     pub id: String,
     outputs: OutputMap,

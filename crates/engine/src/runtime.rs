@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -93,6 +94,8 @@ fn unplanned_settings() -> ProviderSettings {
 #[derive(Debug, Default)]
 pub struct SessionPlan {
     pub fixed_shapes: bool,
+    /// Where each session writes ONNX Runtime's profile ([`crate::EngineOptions::profile_dir`]).
+    pub profile_dir: Option<PathBuf>,
     /// Per model, by the path of its `.onnx` file (as [`crate::manifest::Manifest::onnx_path`]
     /// makes it).
     models: HashMap<PathBuf, ModelPlan>,
@@ -196,7 +199,7 @@ pub struct SessionSource<'a> {
 }
 
 impl SessionSource<'_> {
-    /// Builds a session for `entry` with the requested providers. The CPU provider keeps an
+    /// Builds the sessions of `entry` with the requested providers. The CPU provider keeps an
     /// arena, which holds the largest run's memory for good: bounded for every model here, the
     /// detector included, since its windows are at most 1280 pixels on a side
     /// ([`crate::yunet::TILE_SIDE`]). With it YuNet runs 30-40% faster (`face_sizes --cost`:
@@ -204,10 +207,11 @@ impl SessionSource<'_> {
     /// (840 against 940 MiB).
     ///
     /// Where the plan has an entry for the model, the providers get its options, and with
-    /// fixed shapes the session runs once at each of the model's shapes before it is returned,
-    /// so TensorRT's engines are built (or loaded from the cache) and cuDNN's algorithms chosen
-    /// before the engine reports ready.
-    pub fn session(&self, entry: &ModelEntry) -> Result<(Session, ProviderReport)> {
+    /// fixed shapes each session runs once at each of its shapes before it is returned, so
+    /// TensorRT's engines are built (or loaded from the cache) and cuDNN's algorithms chosen
+    /// before the engine reports ready. Under the CUDA provider without TensorRT, a model with
+    /// several fixed shapes gets a session for each (see [`ModelSession`]).
+    pub fn session(&self, entry: &ModelEntry) -> Result<(ModelSession, ProviderReport)> {
         let model = Manifest::onnx_path(self.dir, entry);
         let model_plan = self.plan.and_then(|p| p.models.get(&model));
         let settings = model_plan.map_or_else(unplanned_settings, |m| m.providers.clone());
@@ -215,11 +219,53 @@ impl SessionSource<'_> {
             Some(p) if self.providers.contains(&Provider::TensorRt) => Some(p.building.lock().map_err(|_| EngineError::Internal("session build lock poisoned".into()))?),
             _ => None,
         };
+        let warmed = match (self.plan, model_plan) {
+            (Some(plan), Some(m)) if plan.fixed_shapes => Some((plan, m)),
+            _ => None,
+        };
+        let Some((plan, m)) = warmed else {
+            let (session, report) = self.build(entry, &model, &settings)?;
+            return Ok((ModelSession { sessions: vec![(None, session)] }, report));
+        };
+        let groups: Vec<Vec<Vec<i64>>> = if self.session_per_shape() { m.shapes.iter().map(|s| vec![s.clone()]).collect() } else { vec![m.shapes.clone()] };
+        let mut sessions = Vec::with_capacity(groups.len());
+        let mut report = None;
+        for shapes in groups {
+            let (mut session, r) = self.build(entry, &model, &settings)?;
+            let runs = warm_up(&mut session, &m.id, &shapes)?;
+            plan.warmups.lock().map_err(|_| EngineError::Internal("warm-up record poisoned".into()))?.extend(runs);
+            sessions.push(((shapes.len() == 1).then(|| shapes[0].clone()), session));
+            report.get_or_insert(r);
+        }
+        let report = report.unwrap_or(ProviderReport { active: vec!["cpu".into()], skipped: Vec::new() });
+        Ok((ModelSession { sessions }, report))
+    }
+
+    /// Whether a model with several fixed shapes gets a session per shape: under the CUDA
+    /// provider without TensorRT. ONNX Runtime's CUDA provider (1.20 on, with cuDNN 9) prepares
+    /// each convolution again whenever a session's input shape differs from its previous run's,
+    /// and YuNet's depthwise convolutions make that slow: on an H200 (ONNX Runtime 1.31.1,
+    /// cuDNN 9) one YuNet run took 1.43 s, every run, warm-up done, when a photo's two windows
+    /// alternated between two shapes. TensorRT runs the convolutions itself, over one profile
+    /// covering every shape.
+    fn session_per_shape(&self) -> bool {
+        self.providers.contains(&Provider::Cuda) && !self.providers.contains(&Provider::TensorRt)
+    }
+
+    /// One session of `entry` (its `.onnx` file at `model`) on the requested providers.
+    fn build(&self, entry: &ModelEntry, model: &Path, settings: &ProviderSettings) -> Result<(Session, ProviderReport)> {
         let mut builder = Session::builder(&self.rt.env)?
             .with_optimization_level(GraphOptimizationLevel::Level3)
             .map_err(ort::Error::from)?
             .with_intra_threads(self.intra.max(1))
             .map_err(ort::Error::from)?;
+        if let Some(dir) = self.plan.and_then(|p| p.profile_dir.as_ref()) {
+            // ONNX Runtime names the file from this prefix and the second it was opened, so
+            // the sequence number keeps the sessions of one model apart.
+            static PROFILES: AtomicUsize = AtomicUsize::new(0);
+            let prefix = dir.join(format!("{}-{}", entry.id, PROFILES.fetch_add(1, Ordering::Relaxed)));
+            builder = builder.with_profiling(prefix).map_err(ort::Error::from)?;
+        }
         let mut report = ProviderReport { active: Vec::new(), skipped: Vec::new() };
         for &p in self.providers {
             let registered = match p {
@@ -233,15 +279,7 @@ impl SessionSource<'_> {
             }
         }
         report.active.push("cpu".into());
-        let mut session = builder
-            .commit_from_file(&model)
-            .map_err(|e| EngineError::Model(format!("cannot load {}: {e}", model.display())))?;
-        if let (Some(plan), Some(m)) = (self.plan, model_plan) {
-            if plan.fixed_shapes {
-                let runs = warm_up(&mut session, m)?;
-                plan.warmups.lock().map_err(|_| EngineError::Internal("warm-up record poisoned".into()))?.extend(runs);
-            }
-        }
+        let session = builder.commit_from_file(model).map_err(|e| EngineError::Model(format!("cannot load {}: {e}", model.display())))?;
         Ok((session, report))
     }
 
@@ -257,19 +295,32 @@ impl SessionSource<'_> {
     }
 }
 
-/// Runs `session` once at each of the model's shapes on zeros, timing each run.
-fn warm_up(session: &mut Session, m: &ModelPlan) -> Result<Vec<Warmup>> {
-    let mut runs = Vec::with_capacity(m.shapes.len());
-    for shape in &m.shapes {
+/// Runs `session` (of model `id`) once at each of `shapes` on zeros, timing each run.
+fn warm_up(session: &mut Session, id: &str, shapes: &[Vec<i64>]) -> Result<Vec<Warmup>> {
+    let mut runs = Vec::with_capacity(shapes.len());
+    for shape in shapes {
         let values = shape.iter().product::<i64>().max(0) as usize;
         let tensor = Tensor::from_array((shape.clone(), vec![0f32; values]))?;
         let t = Instant::now();
-        session
-            .run(ort::inputs![tensor])
-            .map_err(|e| EngineError::Model(format!("model {} fails its warm-up at {}: {e}", m.id, providers::dims_text(shape))))?;
-        runs.push(Warmup { model: m.id.clone(), shape: shape.clone(), ms: t.elapsed().as_secs_f64() * 1e3 });
+        session.run(ort::inputs![tensor]).map_err(|e| EngineError::Model(format!("model {id} fails its warm-up at {}: {e}", providers::dims_text(shape))))?;
+        runs.push(Warmup { model: id.to_string(), shape: shape.clone(), ms: t.elapsed().as_secs_f64() * 1e3 });
     }
     Ok(runs)
+}
+
+/// A model's sessions on one worker: one for every input shape, or, under the CUDA provider
+/// with fixed shapes, one per shape (see [`SessionSource::session_per_shape`]). A run goes to
+/// the session of its shape, else to the first.
+pub struct ModelSession {
+    /// Each session with the one shape it runs at (None: any).
+    sessions: Vec<(Option<Vec<i64>>, Session)>,
+}
+
+impl ModelSession {
+    fn for_shape(&mut self, shape: &[i64]) -> &mut Session {
+        let k = self.sessions.iter().position(|(s, _)| s.as_deref() == Some(shape)).unwrap_or(0);
+        &mut self.sessions[k].1
+    }
 }
 
 fn register<E: ExecutionProvider>(ep: E, builder: &mut ort::session::builder::SessionBuilder) -> std::result::Result<(), String> {
@@ -360,7 +411,7 @@ pub struct Output {
 
 /// Runs `session` on a batch of crops (RGB8 at the model's input size), converted to the layout,
 /// colour order and value range `spec` gives.
-pub fn run_crops(session: &mut Session, spec: &InputSpec, crops: &[&[u8]]) -> Result<Vec<Output>> {
+pub fn run_crops(session: &mut ModelSession, spec: &InputSpec, crops: &[&[u8]]) -> Result<Vec<Output>> {
     let mut data = Vec::with_capacity(crops.len() * spec.values_per_image());
     for crop in crops {
         spec.push_image(crop, &mut data);
@@ -369,8 +420,9 @@ pub fn run_crops(session: &mut Session, spec: &InputSpec, crops: &[&[u8]]) -> Re
 }
 
 /// Runs `session` on one float image batch laid out as `spec` says and copies every output out.
-pub fn run_images(session: &mut Session, spec: &InputSpec, batch: usize, height: u32, width: u32, data: Vec<f32>) -> Result<Vec<Output>> {
+pub fn run_images(session: &mut ModelSession, spec: &InputSpec, batch: usize, height: u32, width: u32, data: Vec<f32>) -> Result<Vec<Output>> {
     let shape = spec.shape(batch, height, width);
+    let session = session.for_shape(&shape);
     let tensor = Tensor::from_array((shape, data))?;
     let outputs = session.run(ort::inputs![tensor])?;
     let mut out = Vec::with_capacity(outputs.len());

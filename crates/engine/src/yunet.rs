@@ -24,13 +24,12 @@
 use std::sync::Arc;
 
 use image::RgbImage;
-use ort::session::Session;
 
 use crate::align;
 use crate::detector::{Detection, Pass};
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, ModelEntry};
-use crate::runtime::{self, ProviderReport, SessionSource};
+use crate::runtime::{self, ModelSession, ProviderReport, SessionSource};
 
 /// Keypoints YuNet returns, in this order (the subject's right eye is the one on the left of
 /// an unmirrored photo).
@@ -351,7 +350,7 @@ pub fn decode(width: u32, heads: &[(&[f32], &[f32], &[f32], &[f32]); 3], thresho
 
 /// A YuNet session, owned by one worker thread.
 pub struct YunetModel {
-    session: Session,
+    session: ModelSession,
     pub input: InputSpec,
     pub id: String,
     /// ONNX output names per stride: cls, obj, bbox, kps.

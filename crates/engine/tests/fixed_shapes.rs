@@ -364,6 +364,43 @@ fn the_warm_up_runs_every_bucket_and_batch_size_of_every_model() {
     assert!(info.sessions.iter().any(|s| s.shapes.len() == 3), "the recognisers batch");
 }
 
+/// Under the CUDA provider without TensorRT each model gets a session per fixed shape, so no
+/// session ever sees its input shape change (ONNX Runtime's CUDA provider prepares each
+/// convolution again when it does). Checked on the CPU: this ONNX Runtime has no CUDA
+/// provider, so the engine asks for it, is told it is absent, and runs the same split sessions
+/// on the CPU. Each session writes its own profile when it closes, which counts them; every
+/// face and embedding equals the single-session engine's.
+#[test]
+fn under_cuda_alone_each_fixed_shape_gets_its_own_session() {
+    let Some((_, on)) = engines() else { return };
+    let dir = std::env::temp_dir().join(format!("face-split-sessions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let split = Engine::open(EngineOptions { providers: vec!["cuda".into(), "cpu".into()], inference_workers: 1, profile_dir: Some(dir.clone()), ..options("on") }).expect("engine opens");
+    let info = split.info();
+    assert_eq!(info.providers, ["cpu"], "no CUDA in onnxruntime-node's library");
+    let mut wrong = Vec::new();
+    let mut worst = Worst::default();
+    for n in 1..=3 {
+        let photo = demo(n);
+        wrong.extend(differences(&format!("sample{n}"), &on.analyze(&photo, &ALL).unwrap(), &split.analyze(&photo, &ALL).unwrap(), SAME, &mut worst));
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    drop(split);
+    // The files appear as the worker's sessions close, after the engine is dropped.
+    let count = |id: &str| std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{id}-"))).count();
+    let expected: usize = info.sessions.iter().map(|s| s.shapes.len()).sum();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while info.sessions.iter().map(|s| count(&s.model)).sum::<usize>() < expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for s in &info.sessions {
+        assert_eq!(count(&s.model), s.shapes.len(), "{}: a session for each of its shapes", s.model);
+    }
+    assert_eq!(count("yunet"), face_engine::yunet::BUCKETS.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The options a GPU host gets, read back without one: TensorRT's profile spans exactly the
 /// buckets (detector) and the batch sizes (face models), fp16 follows `trtFp16`, and CUDA
 /// searches convolution algorithms exhaustively, as the warm-up meets every shape.

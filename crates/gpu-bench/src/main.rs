@@ -11,11 +11,14 @@
 //!    identify path); with the recogniser's own time per face and the rows per model call.
 //! 3. Time to first answer of a fresh process: cold TensorRT cache, warm, fixed shapes off.
 //! 4. fp16 against fp32 per mode on the labelled dev set ([`precision`]).
+//!
+//! With `--probe`, the detector probe ([`probe`]) runs first: where one detection's time goes.
 
 mod first_answer;
 mod photos;
 mod plan;
 mod precision;
+mod probe;
 mod throughput;
 
 use std::path::{Path, PathBuf};
@@ -29,7 +32,7 @@ use plan::{Args, Plan};
 use throughput::{PhotoSet, Task};
 
 const USAGE: &str = "face-gpu-bench --plan FILE [--json FILE] [--providers cuda,cpu] [--ort-library FILE] [--modes a,b] \
-[--batches 1,4,16,64] [--sets demo,12mp] [--time MS] [--workers N] [--pipeline-threads N] [--no-start] [--no-precision]";
+[--batches 1,4,16,64] [--sets demo,12mp] [--time MS] [--workers N] [--pipeline-threads N] [--no-start] [--no-precision] [--probe]";
 
 fn main() -> ExitCode {
     match run() {
@@ -161,6 +164,7 @@ fn bench(plan: &Plan, plan_file: &Path, overrides: &[String], log: &mut dyn FnMu
     let mut rows = Vec::new();
     let mut precision_checks = Vec::new();
     let mut first_answers = Value::Null;
+    let mut probe = Value::Null;
     let dev = match &plan.dev_set {
         Some(dir) if plan.precision => photos::dev_set(dir)?,
         _ => None,
@@ -179,6 +183,10 @@ fn bench(plan: &Plan, plan_file: &Path, overrides: &[String], log: &mut dyn FnMu
                 described["openMs"] = json!(open_ms);
                 modes.push(described);
                 sets = photo_sets(plan, &engine, log)?;
+                if m == 0 && plan.probe {
+                    let set = sets.first().ok_or("the probe needs a photo set")?;
+                    probe = probe::detector(&options, set, &std::env::temp_dir(), log)?;
+                }
                 log(format!("throughput ({} ms per row, {workers} inference workers x {} threads):", plan.time_ms, plan.engine.intra_threads));
             }
             log(format!("  batch {batch}: engine opened in {:.2} s", open_ms / 1000.0));
@@ -203,7 +211,7 @@ fn bench(plan: &Plan, plan_file: &Path, overrides: &[String], log: &mut dyn FnMu
     log(format!("best faces/s with embedding: {best:.1} (goal on one H100-class GPU: {})", plan.goal_faces_per_second));
     Ok(json!({
         "machine": machine, "modes": modes, "throughput": rows, "bestFacesPerSecond": best,
-        "firstAnswer": first_answers, "precision": precision_checks,
+        "firstAnswer": first_answers, "precision": precision_checks, "probe": probe,
     }))
 }
 

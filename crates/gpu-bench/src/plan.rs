@@ -34,6 +34,9 @@ pub struct Plan {
     pub fp16_models: Option<PathBuf>,
     pub first_answer: bool,
     pub precision: bool,
+    /// Whether the detector probe ([`crate::probe`]) runs before the throughput rows.
+    #[serde(default)]
+    pub probe: bool,
     /// What one H100-class GPU should give, end to end (faces/s).
     pub goal_faces_per_second: f64,
 }
@@ -79,6 +82,9 @@ impl Plan {
         if args.no_precision {
             self.precision = false;
         }
+        if args.probe {
+            self.probe = true;
+        }
         if let Some(w) = args.workers {
             self.engine.inference_workers = w;
         }
@@ -108,6 +114,7 @@ pub struct Args {
     pub pipeline_threads: Option<usize>,
     pub no_start: bool,
     pub no_precision: bool,
+    pub probe: bool,
     /// Internal: run as the fresh process of the time-to-first-answer check.
     pub first_answer: Option<FirstAnswerArgs>,
 }
@@ -140,6 +147,7 @@ impl Args {
                 "--pipeline-threads" => a.pipeline_threads = Some(value()?.parse().map_err(|_| "--pipeline-threads takes a count")?),
                 "--no-start" => a.no_start = true,
                 "--no-precision" => a.no_precision = true,
+                "--probe" => a.probe = true,
                 "--first-answer" => {
                     first_answer = true;
                     first.mode = value()?;

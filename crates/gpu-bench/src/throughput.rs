@@ -157,7 +157,8 @@ fn recognizer_runs(engine: &Engine, slots: &HashSet<u16>) -> (f64, Option<f64>) 
     (seconds, (!mine.is_empty()).then(|| rows as f64 / mine.len() as f64))
 }
 
-const NONE: AnalyzeOptions = AnalyzeOptions { embed: false, age: false, gender: false, emotions: false, boxes: None, thumbnail: None };
+/// Detection only.
+pub const NONE: AnalyzeOptions = AnalyzeOptions { embed: false, age: false, gender: false, emotions: false, boxes: None, thumbnail: None };
 
 /// Every task on every set with one engine (opened at one batch size with `workers` inference
 /// workers), `time` each after a warm loop of a quarter of it (at most 1 s).

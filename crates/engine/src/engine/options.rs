@@ -65,6 +65,9 @@ pub struct EngineOptions {
     pub fixed_shapes: String,
     /// Whether TensorRT may use half-precision kernels.
     pub trt_fp16: bool,
+    /// Folder where every session writes ONNX Runtime's per-node profile when it closes (None:
+    /// no profile). For diagnosis only (the GPU bench's detector probe): it records every run.
+    pub profile_dir: Option<PathBuf>,
 }
 
 impl Default for EngineOptions {
@@ -93,6 +96,7 @@ impl Default for EngineOptions {
             tensorrt_cache: None,
             fixed_shapes: "auto".into(),
             trt_fp16: true,
+            profile_dir: None,
         }
     }
 }

@@ -35,7 +35,9 @@ pub(super) fn plan(opts: &EngineOptions, providers: &[Provider], models: &ModelC
         });
         plans.push((Manifest::onnx_path(&opts.model_dir, entry), m));
     }
-    Ok((SessionPlan::new(fixed, plans), described))
+    let mut plan = SessionPlan::new(fixed, plans);
+    plan.profile_dir = opts.profile_dir.clone();
+    Ok((plan, described))
 }
 
 /// The sessions an engine opened with `opts` would build, described without loading the
