@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
-import { findProjectRoot, type Config } from './config.js';
+import { findProjectRoot, type Config } from './config/index.js';
 import { databaseUnavailable, type Database } from './db/client.js';
 import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
@@ -137,6 +137,67 @@ function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier,
 
 const PARTITION_SWEEP_MS = 24 * 60 * 60_000;
 
+/** What the service keeps in PostgreSQL, opened: the stores, the search tier over them, the re-embedding migration and the read replica. */
+interface Stores {
+  search: OpenedSearch;
+  migration: EmbeddingMigration | undefined;
+  database: DatabaseRoutes;
+  replica: ReadReplica | undefined;
+}
+
+/**
+ * Opens the stores on `db` in the order serving needs them: the read replica, the search tier
+ * (its shards caught up with the change log), then the re-embedding decision, taken before any
+ * answer counts the shards as live. What was opened is closed again when a later step fails.
+ */
+async function openStores(config: Config, db: Database, engine: Engine, metrics: ServiceMetrics, indexWaitMs: number, log: Logger): Promise<Stores> {
+  const { recognizer, dim } = engine.info();
+  // Listings, history search and person views read from the replica while it is within the lag bound.
+  const replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
+  const reads = replica?.reads ?? db.stream;
+  if (replica) metrics.watchReplica(replica);
+  const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
+  const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads });
+  let search: OpenedSearch;
+  try {
+    search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, log);
+  } catch (err) {
+    await replica?.close();
+    throw err;
+  }
+  metrics.watchStore(search.search, db);
+  let migration: EmbeddingMigration | undefined;
+  try {
+    // Decided before serving, so no answer counts the shards as live while faces are pending.
+    migration = await EmbeddingMigration.prepare({
+      store: new ReembedStore(db.sql),
+      readPhoto: (hash) => photos.read(hash),
+      engine,
+      caughtUp: async (position) => !(await search.search.settle(position, false, undefined, INDEX_WAIT_MS)),
+      log,
+    });
+  } catch (err) {
+    await search.close();
+    await replica?.close();
+    throw err;
+  }
+  // Identify sees the shards through the migration (none live while faces are pending) ...
+  const view = migration ? duringMigration(search.search, migration) : search.search;
+  const held = search.held;
+  const database: DatabaseRoutes = {
+    store,
+    photos,
+    galleries: new GalleryStore(db.sql, photos),
+    history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads),
+    idempotency: new IdempotencyStore(db.sql, config.idempotencyTtlS),
+    index: view,
+    // ... writes see them as they are: a face stored during a migration is searchable at once.
+    writes: search.writes,
+    control: held ? new ShardControl(held.index, held.sync, view) : undefined,
+  };
+  return { search, migration, database, replica };
+}
+
 /**
  * Creates the sightings partitions of this month and the next three now and
  * then daily (and moves rows the default partition caught into their month);
@@ -169,58 +230,11 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     },
     (outcome) => metrics.photoFetched(outcome),
   );
-  const { recognizer, dim } = engine.info();
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
   // Operator tokens from the database stand beside FACE_TOKEN on the routes that change how the service runs.
   const dbOperatorTokens = db ? new DbTokenVerifier(db.sql, undefined, { log, scope: 'operator' }) : undefined;
-  let search: OpenedSearch | undefined;
-  let migration: EmbeddingMigration | undefined;
-  let database: DatabaseRoutes | undefined;
-  let replica: ReadReplica | undefined;
-  if (db) {
-    // Listings, history search and person views read from the replica while it is within the lag bound.
-    replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
-    const reads = replica?.reads ?? db.stream;
-    if (replica) metrics.watchReplica(replica);
-    const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
-    const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads });
-    try {
-      search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, log);
-    } catch (err) {
-      await replica?.close();
-      throw err;
-    }
-    const opened = search;
-    metrics.watchStore(opened.search, db);
-    try {
-      // Decided before serving, so no answer counts the shards as live while faces are pending.
-      migration = await EmbeddingMigration.prepare({
-        store: new ReembedStore(db.sql),
-        readPhoto: (hash) => photos.read(hash),
-        engine,
-        caughtUp: async (position) => !(await opened.search.settle(position, false, undefined, INDEX_WAIT_MS)),
-        log,
-      });
-    } catch (err) {
-      await opened.close();
-      await replica?.close();
-      throw err;
-    }
-    // Identify sees the shards through the migration (none live while faces are pending) ...
-    const view = migration ? duringMigration(opened.search, migration) : opened.search;
-    const held = opened.held;
-    database = {
-      store,
-      photos,
-      galleries: new GalleryStore(db.sql, photos),
-      history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads),
-      idempotency: new IdempotencyStore(db.sql, config.idempotencyTtlS),
-      index: view,
-      // ... writes see them as they are: a face stored during a migration is searchable at once.
-      writes: opened.writes,
-      control: held ? new ShardControl(held.index, held.sync, view) : undefined,
-    };
-  }
+  const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log) : undefined;
+  const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
   const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
   const partitions = db ? maintainSightingPartitions(db, log) : undefined;

@@ -10,7 +10,7 @@
  * rather than run on (with its embedded PostgreSQL) with nobody to stop it.
  */
 import { startServer, startShardServer, type RunningServer } from './app.js';
-import { loadConfig } from './config.js';
+import { loadConfig } from './config/index.js';
 import { readLayout } from './db/layout.js';
 import { openDatabase } from './db/open.js';
 import { TokenStore } from './db/tokens.js';

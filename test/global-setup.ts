@@ -2,7 +2,7 @@
  * One PostgreSQL server for the whole test run: the embedded one in a fresh
  * temporary directory, or the server behind DATABASE_URL when that is set.
  * Test files get it as `inject('databaseUrl')` and make a database of their
- * own on it (test/helpers/database.ts), so runs and files never see each
+ * own on it (test/harness/database.ts), so runs and files never see each
  * other's rows.
  */
 import { chmod, mkdtemp, rm } from 'node:fs/promises';

@@ -33,8 +33,8 @@ import { floatsToBytes } from '../../src/db/embedding.js';
 import { claimLayout, SHARD_RULE } from '../../src/db/layout.js';
 import { migrate } from '../../src/db/migrate.js';
 import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { Rng } from '../lib/reliability/outcome.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { Rng } from '../../test/harness/reliability/outcome.js';
 
 const USAGE = 'npm run bench:change-log -- [--faces 20000] [--writes 400] [--dims 128] [--json out.json]';
 const SHARDS = 4;

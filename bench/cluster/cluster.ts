@@ -56,19 +56,19 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { mergeMatches } from '../../src/search/cluster-index.js';
 import { ShardClient } from '../../src/search/shard-client.js';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { connect, type Database } from '../../src/db/client.js';
 import { claimLayout, SHARD_RULE } from '../../src/db/layout.js';
 import { migrate } from '../../src/db/migrate.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/open.js';
 import { openFaceIndex } from '../../src/native/face-index.js';
 import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
-import { Rng } from '../lib/reliability/outcome.js';
-import { Client, demoPhotos } from '../lib/http/client.js';
-import { generatorLine, runLoad, type GeneratorCpu, type LoadResult, type Sample } from '../lib/http/http-load.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { busiestThreadSeconds, cpuDelta, cpuSnapshot, threadCpuSeconds, type Groups } from '../lib/proc-cpu.js';
-import { freePort } from '../lib/service.js';
+import { Rng } from '../../test/harness/reliability/outcome.js';
+import { Client, demoPhotos } from '../../test/harness/http/client.js';
+import { generatorLine, runLoad, type GeneratorCpu, type LoadResult, type Sample } from '../../test/harness/http/http-load.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { busiestThreadSeconds, cpuDelta, cpuSnapshot, threadCpuSeconds, type Groups } from '../../test/harness/proc-cpu.js';
+import { freePort } from '../../test/harness/load-service.js';
 
 const USAGE =
   'npm run bench:cluster -- [--faces 200000] [--layouts 1,2,4] [--seconds 20] [--shard-seconds 20] [--concurrency 8] ' +

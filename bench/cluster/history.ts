@@ -28,7 +28,7 @@
  *   alternated over two rounds, and with detection and cam_id; then the
  *   sighting transaction alone (HistoryStore.record), for a known face and
  *   for a face that matches nothing.
- * The HTTP load is autocannon's (bench/lib/http/http-load.ts); latencies are
+ * The HTTP load is autocannon's (test/harness/http/http-load.ts); latencies are
  * client-side, over loopback. Mind the load column: numbers
  * taken while the machine is busy with something else are not capacity
  * figures.
@@ -37,14 +37,14 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import type { Sql } from '../../src/db/client.js';
 import { HistoryStore, type HistoryFilter } from '../../src/db/history-store.js';
 import { numberArg, optionArg } from '../lib/args.js';
-import { multipart } from '../lib/http/raw-http.js';
-import { runLoad, type Answer, type HttpRequest, type LoadResult, type Sample } from '../lib/http/http-load.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { startBenchService } from '../lib/service.js';
+import { multipart } from '../../test/harness/http/raw-http.js';
+import { runLoad, type Answer, type HttpRequest, type LoadResult, type Sample } from '../../test/harness/http/http-load.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { startBenchService } from '../../test/harness/load-service.js';
 
 const TOKEN = 'bench-token';
 const AUTH = { Authorization: `Token ${TOKEN}` };

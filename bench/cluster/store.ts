@@ -8,16 +8,16 @@
  * - GET /v0/face/id/<id>/ requests/s;
  * - the server's resident memory while it streams GET /v0/faces/ over
  *   `--faces` rows seeded straight into PostgreSQL.
- * The load is autocannon's (bench/lib/http/http-load.ts); latencies are client-side,
+ * The load is autocannon's (test/harness/http/http-load.ts); latencies are client-side,
  * over loopback.
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
-import { multipart } from '../lib/http/raw-http.js';
-import { generatorLine, printLoadTable, runLoad, type HttpRequest, type LoadResult } from '../lib/http/http-load.js';
-import { startBenchService } from '../lib/service.js';
+import { findProjectRoot } from '../../src/config/index.js';
+import { multipart } from '../../test/harness/http/raw-http.js';
+import { generatorLine, printLoadTable, runLoad, type HttpRequest, type LoadResult } from '../../test/harness/http/http-load.js';
+import { startBenchService } from '../../test/harness/load-service.js';
 import { numberArg as arg } from '../lib/args.js';
 
 const TOKEN = 'bench-token';

@@ -50,7 +50,7 @@
  */
 import { readFileSync, existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine, type Engine } from '../../src/native/engine.js';
 import { upperTailZ } from '../../src/services/normal.js';
 import { CALIBRATIONS, DEFAULT_THRESHOLD, isVerified, thresholdPresets, toConfidence, type Calibration } from '../../src/services/calibration.js';

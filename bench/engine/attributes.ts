@@ -24,7 +24,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine, type AnalyzeOptions, type Engine } from '../../src/native/engine.js';
 import { numberArg, optionArg as arg } from '../lib/args.js';
 

@@ -25,7 +25,7 @@ import os from 'node:os';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Bench } from 'tinybench';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine, type EngineOptions } from '../../src/native/engine.js';
 import { numberArg, optionArg } from '../lib/args.js';
 

@@ -13,9 +13,9 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { pickEngineConfig } from '../../src/config/engine-options.js';
-import { buildGpuBench, GPU_BENCH_MODES, gpuPlan } from '../lib/gpu-plan.js';
+import { buildGpuBench, GPU_BENCH_MODES, gpuPlan } from '../../test/harness/gpu-plan.js';
 import { optionArg } from '../lib/args.js';
 
 const flag = (name: string) => process.argv.includes(`--${name}`);

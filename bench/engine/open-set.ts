@@ -40,7 +40,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { openFaceIndex } from '../../src/native/face-index.js';
 import {
@@ -57,12 +57,12 @@ import {
 import { upperTailZ } from '../../src/services/normal.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
 import { embedLabelled, lfwFolders, loadLabels } from '../lib/dev-set.js';
-import { inParallel } from '../lib/in-parallel.js';
+import { inParallel } from '../../test/harness/in-parallel.js';
 import { allPairs, atFar, embedPhotos, impostorsAbove, lfwMissing, loadLfw, modelHashes, type AllPairs, type Embedded, type LfwSet } from '../lib/lfw.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { Rng } from '../lib/reliability/outcome.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { Rng } from '../../test/harness/reliability/outcome.js';
 import { resolveRecognizerMode, specFileName } from '../lib/recognizer-modes.js';
-import { startBenchService } from '../lib/service.js';
+import { startBenchService } from '../../test/harness/load-service.js';
 
 const pct = (x: number, digits = 2) => `${(x * 100).toFixed(digits)}%`;
 const round4 = (x: number) => Math.round(x * 1e4) / 1e4;

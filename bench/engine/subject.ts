@@ -5,7 +5,7 @@
  *   node dist/bench/engine/subject.js [--lfw DIR] [--margins 0,0.05,0.1,0.2,0.3] [--no-api] [--clients 4] [--json FILE]
  *
  * - Margin: every LFW photo detected through the addon, and for each area margin of
- *   subjectOf (src/services/faces.ts) the photos where the face it takes does not hold the
+ *   subjectOf (src/services/analysis.ts) the photos where the face it takes does not hold the
  *   centre while another face does (the subject missed).
  * - Subject: every LFW photo through POST /v0/identify/ at its defaults (mf_selector biggest)
  *   on an empty database: the answer's key is the box identify chose. Counted: photos where
@@ -19,14 +19,14 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine, type Analysis } from '../../src/native/engine.js';
-import { SUBJECT_AREA_MARGIN, subjectOf } from '../../src/services/faces.js';
+import { SUBJECT_AREA_MARGIN, subjectOf } from '../../src/services/analysis.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
-import { inParallel } from '../lib/in-parallel.js';
+import { inParallel } from '../../test/harness/in-parallel.js';
 import { lfwMissing, loadLfw, loadPairs, NO_FACE_SCORE, tenFold } from '../lib/lfw.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { startBenchService } from '../lib/service.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { startBenchService } from '../../test/harness/load-service.js';
 
 type Box = [number, number, number, number];
 

@@ -22,11 +22,11 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { pickEngineConfig } from '../../src/config/engine-options.js';
 import { defaultModelIds, readManifest, resolveRecognizerSpec } from '../../models/prepare.js';
 import { optionArg } from '../lib/args.js';
-import { buildGpuBench, GPU_BENCH_MODES, gpuPlan } from '../lib/gpu-plan.js';
+import { buildGpuBench, GPU_BENCH_MODES, gpuPlan } from '../../test/harness/gpu-plan.js';
 
 const PACK = 'face-gpu-pack';
 /** Cores of the GPU host the plan's settings are computed for. */

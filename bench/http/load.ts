@@ -11,7 +11,7 @@
  * demo photos), mixed (60% GET /v0/face/id/<id>/, 20% add, 20% identify, or
  * detect where the service has no identify).
  *
- * The load is autocannon's (bench/lib/http/http-load.ts). Without --url the service
+ * The load is autocannon's (test/harness/http/http-load.ts). Without --url the service
  * is started here (embedded PostgreSQL in a temporary directory, `node
  * dist/src/main.js` as a child) and stopped after, so a run never touches
  * ./data. --concurrency runs a closed loop (default 32 connections for read,
@@ -29,12 +29,12 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseOptions } from '../lib/args.js';
-import { Client, demoPhotos, readPaths } from '../lib/http/client.js';
-import { byKind, generatorLine, printReport, progressBar, runLoad, type HttpRequest } from '../lib/http/http-load.js';
-import { haveWrk, runWrk, type WrkResult } from '../lib/http/wrk.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { cpuDelta, cpuSnapshot, type Groups } from '../lib/proc-cpu.js';
-import { cpuProfArgs, startBenchService, type BenchService } from '../lib/service.js';
+import { Client, demoPhotos, readPaths } from '../../test/harness/http/client.js';
+import { byKind, generatorLine, printReport, progressBar, runLoad, type HttpRequest } from '../../test/harness/http/http-load.js';
+import { haveWrk, runWrk, type WrkResult } from '../../test/harness/http/wrk.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { cpuDelta, cpuSnapshot, type Groups } from '../../test/harness/proc-cpu.js';
+import { cpuProfArgs, startBenchService, type BenchService } from '../../test/harness/load-service.js';
 import { latencySvg } from '../lib/svg.js';
 
 const SCENARIOS = ['read', 'detect', 'verify', 'add', 'identify', 'mixed'] as const;

@@ -3,7 +3,7 @@
  * the run (errors in red) above a latency histogram. Hand-written so that the
  * file opens in any browser and the benchmark pulls in nothing to draw it.
  */
-import type { LoadResult } from './http/http-load.js';
+import type { LoadResult } from '../../test/harness/http/http-load.js';
 
 const W = 900;
 const PANEL_H = 260;

@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { isTfjsModel, readManifest, sourceDir, verifySources } from '../../models/prepare.js';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 
 const root = findProjectRoot();

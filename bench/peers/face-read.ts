@@ -5,7 +5,7 @@
  * HTTP layer.
  */
 import { StaticTokenVerifier, tokenFromHeader } from '../../src/auth.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { connect } from '../../src/db/client.js';
 import { FaceStore } from '../../src/db/faces.js';
 import { PhotoBlobs, PhotoStore } from '../../src/db/photos.js';

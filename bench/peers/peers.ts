@@ -20,17 +20,17 @@
  *   bench/peers/search.py (numpy, FAISS, hnswlib) on the same vectors, at the
  *   recall@10 ours reached, in one table with each row's latency as a ratio to
  *   ours (f32). --ef sweeps our candidate list up to --target-recall (0.95).
- *   Needs bench/.venv (see bench/RESULTS.md).
+ *   Needs bench/.venv (see bench/README.md).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
-import { Client, demoPhotos, readPaths } from '../lib/http/client.js';
-import { generatorLine, printReport, progressBar, runLoad, type LoadResult } from '../lib/http/http-load.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { cpuDelta, cpuSnapshot, type Groups } from '../lib/proc-cpu.js';
-import { cpuProfArgs, freePort, startBenchService, waitForHealth } from '../lib/service.js';
+import { findProjectRoot } from '../../src/config/index.js';
+import { Client, demoPhotos, readPaths } from '../../test/harness/http/client.js';
+import { generatorLine, printReport, progressBar, runLoad, type LoadResult } from '../../test/harness/http/http-load.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { cpuDelta, cpuSnapshot, type Groups } from '../../test/harness/proc-cpu.js';
+import { cpuProfArgs, freePort, startBenchService, waitForHealth } from '../../test/harness/load-service.js';
 
 const root = findProjectRoot();
 const argv = process.argv.slice(2);

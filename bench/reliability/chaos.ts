@@ -1,14 +1,14 @@
 /**
  * `npm run chaos`: SIGKILL the service (and its PostgreSQL) under concurrent writes, then check
  * every acknowledged write and every shard; a table per cycle, exit 1 on any loss or other
- * unexpected outcome. The run itself is `runChaos` (bench/lib/reliability/chaos.ts); this file
+ * unexpected outcome. The run itself is `runChaos` (test/harness/reliability/chaos.ts); this file
  * reads the options and prints the report.
  *
  *   npm run chaos -- [--cycles N] [--concurrency C] [--seed S] [--kill-after MIN-MAX]
  *                    [--kill-postgres never|alternate|always] [--data-dir DIR] [--keep] [--json out.json]
  */
 import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
-import { printChaosReport, runChaos, type ChaosOptions } from '../lib/reliability/chaos.js';
+import { printChaosReport, runChaos, type ChaosOptions } from '../../test/harness/reliability/chaos.js';
 
 const USAGE =
   'usage: npm run chaos -- [--cycles N] [--concurrency C] [--seed S] [--kill-after MIN-MAX] ' +

@@ -1,6 +1,6 @@
 /**
  * `npm run bench:failover`: the database leader killed again and again under traffic, on the
- * loopback deployment of the failover test (test/helpers/failover.ts: etcd, three PostgreSQL
+ * loopback deployment of the failover test (test/harness/failover.ts: etcd, three PostgreSQL
  * members under Patroni, HAProxy, two API nodes and a shard server). Each round kills the leader
  * with SIGKILL (Patroni and postmaster), measures it, brings the killed member back as a replica
  * and waits for the cluster to be whole again. Prints one line per round and a summary.
@@ -13,11 +13,11 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
-import { failoverRound, startFailoverDeployment, type FailoverRound } from '../../test/helpers/failover.js';
-import { missingForPatroni } from '../../test/helpers/patroni.js';
+import { findProjectRoot } from '../../src/config/index.js';
+import { failoverRound, startFailoverDeployment, type FailoverRound } from '../../test/harness/failover.js';
+import { missingForPatroni } from '../../test/harness/patroni.js';
 import { numberArg, optionArg, saveJson } from '../lib/args.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
 
 async function main(): Promise<void> {
   if (missingForPatroni.length) throw new Error(`bench:failover needs ${missingForPatroni.join(', ')}`);

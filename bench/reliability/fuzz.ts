@@ -1,14 +1,14 @@
 /**
  * `npm run fuzz`: every OpenAPI route with hostile input, a table by category, exit 1 on an
  * unexpected outcome. The run itself, and what counts as unexpected, is `runFuzz`
- * (bench/lib/reliability/fuzz.ts); this file reads the options and prints the report.
+ * (test/harness/reliability/fuzz.ts); this file reads the options and prints the report.
  *
  *   npm run fuzz -- [--requests N] [--seconds S] [--concurrency C] [--seed S]
  *                   [--categories a,b] [--heavy-cap N] [--heavy-budget N] [--json out.json]
  *                   [--url http://host:port --token T [--pid P]]
  */
 import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
-import { printFuzzReport, runFuzz, type FuzzOptions } from '../lib/reliability/fuzz.js';
+import { printFuzzReport, runFuzz, type FuzzOptions } from '../../test/harness/reliability/fuzz.js';
 
 const USAGE =
   'usage: npm run fuzz -- [--requests N] [--seconds S] [--concurrency C] [--seed S] [--categories a,b] [--heavy-cap N] [--heavy-budget N] ' +

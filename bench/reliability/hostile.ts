@@ -19,11 +19,11 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { numberArg } from '../lib/args.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { cropJpeg, jpegAnnouncing, uniformPng } from '../lib/reliability/images.js';
-import { startBenchService } from '../lib/service.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { cropJpeg, jpegAnnouncing, uniformPng } from '../../test/harness/reliability/images.js';
+import { startBenchService } from '../../test/harness/load-service.js';
 
 const TOKEN = 'bench-hostile-token';
 

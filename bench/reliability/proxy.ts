@@ -5,9 +5,9 @@
  *                          [--writers W] [--after-kill-s S] [--json out.json]
  *
  * One PostgreSQL (embedded, in a temporary directory), one shard server and two API nodes, with
- * Debian's haproxy ($HAPROXY or /usr/sbin/haproxy) in front (bench/lib/reliability/proxy-cluster.ts). Three runs:
+ * Debian's haproxy ($HAPROXY or /usr/sbin/haproxy) in front (test/harness/reliability/proxy-cluster.ts). Three runs:
  *
- * - headers: the fuzz's header category (bench/lib/reliability/fuzz/cases.ts: framing tricks over raw sockets,
+ * - headers: the fuzz's header category (test/harness/reliability/fuzz/cases.ts: framing tricks over raw sockets,
  *   HTTP/1.0, split request lines, malformed and oversized header blocks), every case --rounds
  *   times in a seeded order, against API node 1 directly and through the proxy. Each exchange is
  *   counted by who answered and how: JSON or a 2xx (the service's own answer, or the proxy's JSON
@@ -31,12 +31,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { startEmbedded } from '../../src/db/embedded.js';
-import { readOperations } from '../lib/reliability/fuzz/api.js';
-import { buildCases, type Case, type FuzzContext, type Sent } from '../lib/reliability/fuzz/cases.js';
-import { uniformPng } from '../lib/reliability/images.js';
-import { Rng } from '../lib/reliability/outcome.js';
-import { buildRequest, rawExchange } from '../lib/http/raw-http.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
+import { readOperations } from '../../test/harness/reliability/fuzz/api.js';
+import { buildCases, type Case, type FuzzContext, type Sent } from '../../test/harness/reliability/fuzz/cases.js';
+import { uniformPng } from '../../test/harness/reliability/images.js';
+import { Rng } from '../../test/harness/reliability/outcome.js';
+import { buildRequest, rawExchange } from '../../test/harness/http/raw-http.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import {
   demoPhoto,
   findHaproxy,
@@ -47,7 +47,7 @@ import {
   summariseFailover,
   type FailoverSummary,
   type ProxyServerState,
-} from '../lib/reliability/proxy-cluster.js';
+} from '../../test/harness/reliability/proxy-cluster.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
 
 export interface ProxyBenchOptions {

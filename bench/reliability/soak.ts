@@ -1,7 +1,7 @@
 /**
  * `npm run soak`: a long mixed load at a fixed rate (or 80% of measured capacity), with the
  * service's RSS and p50/p99 per interval; exit 1 on an unexpected outcome. The run itself is
- * `runSoak` (bench/lib/reliability/soak.ts); this file reads the options, prints the report and
+ * `runSoak` (test/harness/reliability/soak.ts); this file reads the options, prints the report and
  * writes the JSON and the two SVG charts (to .bench-out/ unless named).
  *
  *   npm run soak -- [--minutes N | --seconds S] [--rate R | --rate auto] [--interval S]
@@ -10,10 +10,10 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { intervalSvg, printSoakReport, runSoak, type SoakOptions } from '../lib/reliability/soak.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { intervalSvg, printSoakReport, runSoak, type SoakOptions } from '../../test/harness/reliability/soak.js';
 import { latencySvg } from '../lib/svg.js';
 
 const USAGE =

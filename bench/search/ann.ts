@@ -48,9 +48,9 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
-import { describeMachine, machineLine, type Machine } from '../lib/machine.js';
+import { describeMachine, machineLine, type Machine } from '../../test/harness/machine.js';
 
 const USAGE = `npm run bench:ann -- [--data random|sface] [--n 100000] [--dim 128] [--queries N] [--kinds scan,f32,f16,i8] [--rerank 40,64,...]
     [--ef 16,32,64,128,256,512,1024,2048,4096,8192] [--target-recall1 0.99] [--batch 64] [--shards N] [--threads N]
@@ -612,6 +612,8 @@ async function main(o: AnnOptions): Promise<number> {
   const root = findProjectRoot();
   const py = path.join(root, 'bench/.venv/bin/python');
   if (!existsSync(py)) throw new Error('bench/.venv is missing: sh bench/search/ann-setup.sh');
+  const real = path.join(root, 'bench/data/sface-real.json');
+  if (o.data === 'sface' && o.ours && !existsSync(real)) throw new Error(`${path.relative(root, real)} is missing: node dist/bench/search/face-vectors.js makes it (needs LFW)`);
   mkdirSync(path.dirname(o.out), { recursive: true });
   mkdirSync(o.dump, { recursive: true });
   const start = describeMachine();

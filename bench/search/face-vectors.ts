@@ -28,14 +28,17 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
 import { embedPhotos, lfwMissing, loadLfw, modelHashes, type EmbedOptions, type Embedded } from '../lib/lfw.js';
+import { resolveRecognizerMode } from '../lib/recognizer-modes.js';
 
-const USAGE = `node dist/bench/search/face-vectors.js [--lfw DIR] [--faces DIR] [--out FILE_STEM] [--inflight 8] [--workers 2] [--intra 1] [--recompute]`;
+const USAGE = `node dist/bench/search/face-vectors.js [--recognizer sface] [--lfw DIR] [--faces DIR] [--out FILE_STEM] [--inflight 8] [--workers 2] [--intra 1] [--recompute]`;
 
 interface Options {
+  /** The recogniser mode to embed with (a spec or a manifest name). */
+  recognizer: string;
   lfw: string;
   faces: string;
   out?: string;
@@ -58,13 +61,15 @@ const SAME_PERSON: Record<string, string> = { joe_biden: 'Joseph_Biden' };
 
 function parseCli(argv: string[]): Options {
   const root = findProjectRoot();
-  const o = parseOptions(argv, ['lfw', 'faces', 'out', 'inflight', 'workers', 'intra'], USAGE, ['recompute']);
+  const o = parseOptions(argv, ['recognizer', 'lfw', 'faces', 'out', 'inflight', 'workers', 'intra'], USAGE, ['recompute']);
   const int = (name: string, fallback: number) => {
     const v = o[name] === undefined ? fallback : Number(o[name]);
     if (!Number.isInteger(v) || v < 1) throw new Error(`--${name} must be a positive integer\n${USAGE}`);
     return v;
   };
   return {
+    // The index benches read `bench/data/sface-real` (`--data sface`), whatever the service's recogniser is.
+    recognizer: o.recognizer ?? 'sface',
     lfw: o.lfw ?? path.resolve(root, '../shared/testdata/lfw'),
     faces: o.faces ?? path.resolve(root, '../shared/testdata/faces'),
     out: o.out,
@@ -87,13 +92,15 @@ async function main(opts: Options): Promise<number> {
   const labels: Label[] = existsSync(labelsFile) ? JSON.parse(readFileSync(labelsFile, 'utf8')) : [];
   if (!labels.length) console.log(`no labelled photos at ${opts.faces}: LFW only`);
 
-  const manifest = JSON.parse(readFileSync(path.join(config.modelDir, 'manifest.json'), 'utf8')) as { defaults: { detector: string; recognizer: string } };
+  const manifest = JSON.parse(readFileSync(path.join(config.modelDir, 'manifest.json'), 'utf8')) as { defaults: { detector: string } };
   const detector = config.detector ?? manifest.defaults.detector;
-  const recognizer = config.recognizer ?? manifest.defaults.recognizer;
+  const mode = resolveRecognizerMode(config.modelDir, opts.recognizer);
+  if (mode.unavailable) throw new Error(`recogniser ${opts.recognizer}: ${mode.unavailable}`);
+  const recognizer = opts.recognizer;
   const stem = path.resolve(opts.out ?? path.join(root, 'bench', 'data', `${recognizer}-real`));
   const shape = { inferenceWorkers: opts.workers, intraThreads: opts.intra };
   const engine = await openEngine(engineOptionsFrom(config, { ...shape, detector, recognizer }));
-  const models = modelHashes(config.modelDir, [detector, recognizer]);
+  const models = modelHashes(config.modelDir, [detector, ...mode.models]);
   const common: Omit<EmbedOptions, 'cache'> = {
     detector,
     recognizer,

@@ -20,7 +20,7 @@ import path from 'node:path';
 import { Bench } from 'tinybench';
 import { openFaceIndex, type FaceIndex, type IndexChange, type IndexScalar } from '../../src/native/face-index.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
 
 const USAGE = `npm run bench:index -- --dump DIR [--batch 8] [--concurrency 8] [--scalar f16] [--shards 0] [--threads 0] [--seconds 5]`;
 

@@ -4,7 +4,7 @@
  * own database.
  */
 import path from 'node:path';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../config/index.js';
 import type { Database } from '../db/client.js';
 import { hasEmbeddedDatabase } from '../db/embedded.js';
 import { openDatabase } from '../db/open.js';

@@ -9,7 +9,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findProjectRoot, loadConfig } from '../config.js';
+import { findProjectRoot, loadConfig } from './index.js';
 import { engineOptionsFrom } from '../native/engine.js';
 import { NAPI_ONLY_FIELDS, engineOptionEntries, type EngineOption } from './engine-options.js';
 

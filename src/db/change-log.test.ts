@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { changesAfter, CHANGE_LOG_CHUNK, lastPosition, logChanges, scanFaces, type FacePage } from './change-log.js';
 import { transaction } from './client.js';
 import { floatsToBytes } from './embedding.js';

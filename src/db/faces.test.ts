@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile, mkdir, utimes } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { DomainError } from '../errors.js';
 import { bytesToFloats } from './embedding.js';
 import { FaceStore, type AddFacesInput, type FaceUpdate, type Listing, type NewFace } from './faces.js';

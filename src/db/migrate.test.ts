@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { listMigrations, migrate } from './migrate.js';
 
 let tdb: TestDatabase;

@@ -10,7 +10,7 @@
  */
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../config.js';
+import { findProjectRoot } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Sql } from './client.js';
 

@@ -3,7 +3,7 @@
  * DATABASE_URL when set, else the embedded server in `<dataDir>/pg`.
  */
 import path from 'node:path';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import { connect, type Database } from './client.js';
 import { startEmbedded, type EmbeddedServer } from './embedded.js';

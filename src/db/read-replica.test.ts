@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { connect, type Database, type Sql } from './client.js';
 import { startEmbedded, type EmbeddedServer } from './embedded.js';
 import { FaceStore } from './faces.js';

@@ -3,7 +3,7 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { bytesToFloats } from './embedding.js';
 import { FaceStore } from './faces.js';
 import { PhotoBlobs, PhotoStore } from './photos.js';

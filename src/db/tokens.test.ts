@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { DbTokenVerifier, TokenStore, tokenHash } from './tokens.js';
 
 let tdb: TestDatabase;

@@ -1,10 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../config/index.js';
 import { DomainError } from '../errors.js';
 import { ERROR_STATUS } from '../http/errors.js';
-import { until } from '../../test/helpers/until.js';
+import { until } from '../../test/harness/until.js';
 import { abortError, engineOptionsFrom, mapEngineError, openEngine } from './engine.js';
 
 const nativeError = (code: string, message = 'detail') => Object.assign(new Error(message), { code });

@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type * as Addon from '../../build/addon/index.cjs';
 import { pickEngineConfig, type EngineConfig, type NapiOnlyField } from '../config/engine-options.js';
-import { findProjectRoot, type Config } from '../config.js';
+import { findProjectRoot, type Config } from '../config/index.js';
 import { DomainError, unavailable, type ErrorCode } from '../errors.js';
 
 export type { Analysis, EngineInfo, EngineOptions, EngineStats, FaceResult } from '../../build/addon/index.cjs';

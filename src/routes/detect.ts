@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { RouteDef, RouteRegistry } from '../http/registry.js';
 import { detect } from '../services/detect.js';
-import { boxOf, PHOTO_ERRORS, type FaceService } from '../services/faces.js';
+import { boxOf, PHOTO_ERRORS, type PhotoAnalysis } from '../services/analysis.js';
 import { flagParam, photoParam } from './schemas.js';
 
 export const detectRequest = z.object({
@@ -56,7 +56,7 @@ function landmarkPoints(flat: number[]): [number, number][] {
   return points;
 }
 
-export function registerDetect(registry: RouteRegistry, faces: FaceService): void {
+export function registerDetect(registry: RouteRegistry, faces: PhotoAnalysis): void {
   const route: RouteDef<typeof detectRequest, undefined, typeof detectResponse> = {
     method: 'POST',
     path: '/v1/detect/',

@@ -8,7 +8,7 @@ import { Reply, type RouteRegistry } from '../http/registry.js';
 import { enrol, type EnrolDeps } from '../services/enrol.js';
 import { deleteFace, deleteFacesByMeta, updateFace, type FaceChangeDeps, type GalleryChange } from '../services/face-changes.js';
 import { getFace } from '../services/face-reads.js';
-import { PHOTO_ERRORS } from '../services/faces.js';
+import { PHOTO_ERRORS } from '../services/analysis.js';
 import { baseUrl, indexLagHeaders, INDEX_LAG_NOTE, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
 import {

@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { DomainError, invalid } from '../errors.js';
 import { boolParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry } from '../http/registry.js';
-import { PHOTO_ERRORS } from '../services/faces.js';
+import { PHOTO_ERRORS } from '../services/analysis.js';
 import { identify, ShardsUnavailable, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
 import { baseUrl, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';

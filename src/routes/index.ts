@@ -8,7 +8,7 @@ import type { ShardControl } from '../search/shard-control.js';
 import type { EnrolDeps } from '../services/enrol.js';
 import type { FaceChangeDeps } from '../services/face-changes.js';
 import type { HealthDeps } from '../services/health.js';
-import { FaceService, type Engine } from '../services/faces.js';
+import { PhotoAnalysis, type Engine } from '../services/analysis.js';
 import type { PersonDeps } from '../services/persons.js';
 import type { PhotoDeps } from '../services/photos.js';
 import type { PhotoSource } from '../services/photo-source.js';
@@ -66,7 +66,7 @@ export interface RouteDeps {
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
   const registry = new RouteRegistry();
-  const faces = new FaceService(deps.engine, deps.photos);
+  const faces = new PhotoAnalysis(deps.engine, deps.photos);
   registerDetect(registry, faces);
   registerVerify(registry, faces);
   const db = deps.database;

@@ -7,10 +7,10 @@ import { z } from 'zod';
 import { invalid } from '../errors.js';
 import { jsonParam, numberParam, textToBoolean, textToJson } from '../http/params.js';
 import { CALIBRATIONS, DEFAULT_RECOGNIZER, DEFAULT_THRESHOLD, thresholdPresets } from '../services/calibration.js';
-import { SUBJECT_AREA_MARGIN } from '../services/faces.js';
+import { SUBJECT_AREA_MARGIN } from '../services/analysis.js';
 
 const presets = thresholdPresets(CALIBRATIONS[DEFAULT_RECOGNIZER]);
-import type { Box } from '../services/faces.js';
+import type { Box } from '../services/analysis.js';
 import type { PhotoInput } from '../services/photo-source.js';
 
 /** An uploaded file (multipart) or an http(s) URL (any encoding). */

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import type { RouteRegistry } from '../http/registry.js';
-import { PHOTO_ERRORS, type FaceService } from '../services/faces.js';
+import { PHOTO_ERRORS, type PhotoAnalysis } from '../services/analysis.js';
 import { verify } from '../services/verify.js';
 import { boxesParam, boxOutput, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
 
@@ -36,7 +36,7 @@ export const verifyResponse = z.object({
     .meta({ description: 'Every face on photo1 has a verified match on photo2; absent when threshold is none.' }),
 });
 
-export function registerVerify(registry: RouteRegistry, faces: FaceService): void {
+export function registerVerify(registry: RouteRegistry, faces: PhotoAnalysis): void {
   registry.define({
     method: 'POST',
     path: '/v0/verify/',

@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../../test/helpers/database.js';
+import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { logChanges } from '../db/change-log.js';
 import { transaction } from '../db/client.js';
 import { FaceStore } from '../db/faces.js';

@@ -12,7 +12,7 @@
  */
 import os from 'node:os';
 import path from 'node:path';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import type { Database } from '../db/client.js';
 import { claimLayout, readLayout, SHARD_RULE, type SearchLayout } from '../db/layout.js';
 import type { Logger } from '../log.js';

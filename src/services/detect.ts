@@ -5,7 +5,7 @@
  * load the photo → analyse it (no embeddings) → every face, biggest first.
  */
 import type { FaceResult } from '../native/engine.js';
-import type { FaceService } from './faces.js';
+import type { PhotoAnalysis } from './analysis.js';
 import type { PhotoInput } from './photo-source.js';
 
 export interface DetectRequest {
@@ -15,7 +15,7 @@ export interface DetectRequest {
   emotions: boolean;
 }
 
-export async function detect(faces: FaceService, req: DetectRequest, signal?: AbortSignal): Promise<FaceResult[]> {
+export async function detect(faces: PhotoAnalysis, req: DetectRequest, signal?: AbortSignal): Promise<FaceResult[]> {
   const analysis = await faces.analyze(
     { photo: req.photo, param: 'photo' },
     { embed: false, age: req.age, gender: req.gender, emotions: req.emotions },

@@ -19,12 +19,12 @@ import { keyReused, KeyTaken, type IdempotencyKey, type IdempotencyStore } from 
 import type { IndexLag, IndexWrites } from '../search/index-writes.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { ThresholdPreset } from './calibration.js';
-import { boxOf, pickRows, requireQuality, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
+import { boxOf, pickRows, requireQuality, selectFaces, type Box, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
 import { bestMatches, embedOptions, sightingOf } from './sightings.js';
 
 export interface EnrolDeps {
-  faces: FaceService;
+  faces: PhotoAnalysis;
   store: FaceStore;
   galleries: GalleryStore;
   /** The shards as identify searches them (sighting matches). */

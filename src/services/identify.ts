@@ -21,12 +21,12 @@ import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
 import type { SearchShards, ServerCount } from '../search/search-shards.js';
 import { identifyConfidence, isVerified, resolveIdentifyThreshold, resolveThreshold, type ThresholdPreset } from './calibration.js';
-import { pickRows, selectFaces, type Box, type FaceService, type MultiFaceSelector } from './faces.js';
+import { pickRows, selectFaces, type Box, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import type { PhotoInput } from './photo-source.js';
 import { embedOptions, sightingOf } from './sightings.js';
 
 export interface IdentifyDeps {
-  faces: FaceService;
+  faces: PhotoAnalysis;
   store: FaceStore;
   galleries: GalleryStore;
   index: SearchShards;

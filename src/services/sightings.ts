@@ -7,7 +7,7 @@ import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
 import { identifyConfidence, isVerified, resolveIdentifyThreshold, type ThresholdPreset } from './calibration.js';
-import { boxOf } from './faces.js';
+import { boxOf } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
 
 /**

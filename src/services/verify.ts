@@ -7,7 +7,7 @@
  * confidences, and with a threshold the verdicts.
  */
 import { isVerified, resolveThreshold, toConfidence, type ThresholdPreset } from './calibration.js';
-import { boxOf, pickRows, selectFaces, type Box, type BoxObject, type FaceService, type MultiFaceSelector } from './faces.js';
+import { boxOf, pickRows, selectFaces, type Box, type BoxObject, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import type { PhotoInput } from './photo-source.js';
 
 export interface VerifyRequest {
@@ -36,7 +36,7 @@ export interface Verification {
 
 const EMBED_ONLY = { embed: true, age: false, gender: false, emotions: false };
 
-export async function verify(faces: FaceService, req: VerifyRequest, signal?: AbortSignal): Promise<Verification> {
+export async function verify(faces: PhotoAnalysis, req: VerifyRequest, signal?: AbortSignal): Promise<Verification> {
   const threshold = resolveThreshold(req.threshold);
   const [a, b] = await Promise.all([
     faces.analyze({ photo: req.photo1, param: 'photo1', boxes: req.bbox1, boxesParam: 'bbox1' }, EMBED_ONLY, signal),

@@ -9,7 +9,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 
 const root = findProjectRoot();
 const src = path.join(root, 'src');
@@ -222,5 +222,32 @@ describe('errors below the HTTP layer', () => {
       }
     }
     expect(offenders).toEqual([]);
+  });
+});
+
+describe('tests and benchmarks', () => {
+  /** Every file of the tests: test/ (harness included) and the unit tests beside src/; not this one, whose check plants such an import in a string. */
+  const testFiles = () => [...sourceFiles(path.join(root, 'test')), ...sourceFiles(src).filter((f) => f.endsWith('.test.ts'))].filter((f) => !f.endsWith(path.join('architecture', 'imports.test.ts')));
+  const bench = path.join(root, 'bench');
+  /** The paths under bench/ that `file` imports, relative to the project root. */
+  const benchImports = (file: string) =>
+    importsOf(readFileSync(file, 'utf8'))
+      .map((spec) => path.resolve(path.dirname(file), spec))
+      .filter((target) => target.startsWith(bench + path.sep))
+      .map((target) => path.relative(root, target));
+
+  it('the checker sees an import of bench/', () => {
+    const file = path.join(root, 'test/integration/planted.test.ts');
+    const planted = (text: string) =>
+      importsOf(text)
+        .map((spec) => path.relative(root, path.resolve(path.dirname(file), spec)))
+        .filter((p) => p.startsWith('bench/'));
+    expect(planted("import { x } from '../../bench/http/load.js';\nimport { y } from '../harness/service.js';")).toEqual(['bench/http/load.js']);
+  });
+
+  it('import nothing from bench/: the harness they share lives in test/harness/, and benchmark commands import it', () => {
+    const files = testFiles();
+    expect(files.some((f) => f.includes(`${path.sep}harness${path.sep}`))).toBe(true);
+    expect(files.flatMap((f) => benchImports(f).map((p) => `${path.relative(root, f)} → ${p}`))).toEqual([]);
   });
 });

@@ -17,9 +17,9 @@ import { startEmbedded, type EmbeddedServer } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, request, testConfig } from '../helpers/service.js';
-import { until } from '../helpers/until.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, request, testConfig } from '../harness/service.js';
+import { until } from '../harness/until.js';
 
 let dir: string;
 let pg: EmbeddedServer;

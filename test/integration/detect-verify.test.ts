@@ -4,8 +4,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../helpers/images.js';
-import { AUTH, request, startTestService, type TestService } from '../helpers/service.js';
+import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../harness/images.js';
+import { AUTH, request, startTestService, type TestService } from '../harness/service.js';
 
 let svc: TestService;
 let photoServer: http.Server;

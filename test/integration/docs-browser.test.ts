@@ -12,7 +12,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { chromium, type Browser } from 'playwright-core';
-import { startDatabaseService, TOKEN, type DatabaseTestService } from '../helpers/service.js';
+import { startDatabaseService, TOKEN, type DatabaseTestService } from '../harness/service.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);

@@ -7,7 +7,7 @@
  */
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AUTH, startTestService, type TestService } from '../helpers/service.js';
+import { AUTH, startTestService, type TestService } from '../harness/service.js';
 
 let svc: TestService;
 

@@ -13,10 +13,10 @@ import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promi
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findProjectRoot } from '../../src/config.js';
-import { blankPng, sample, SAMPLE_FACES } from '../helpers/images.js';
-import { buildDist } from '../helpers/process.js';
-import { AUTH, request, startDatabaseService, TOKEN, type DatabaseTestService } from '../helpers/service.js';
+import { findProjectRoot } from '../../src/config/index.js';
+import { blankPng, sample, SAMPLE_FACES } from '../harness/images.js';
+import { buildDist } from '../harness/process.js';
+import { AUTH, request, startDatabaseService, TOKEN, type DatabaseTestService } from '../harness/service.js';
 
 const root = findProjectRoot();
 const CLI = path.join(root, 'dist/src/cli/enrol.js');

@@ -1,6 +1,6 @@
 /**
  * Short runs of the three robustness tools (`npm run fuzz`, `chaos` and `soak`,
- * whose runs are in bench/lib/reliability/), each against a service process of
+ * whose runs are in test/harness/reliability/), each against a service process of
  * its own started from dist/ (rebuilt first), each asserting that nothing
  * unexpected happened:
  *
@@ -13,11 +13,11 @@
  * The failure message lists the unexpected outcomes, one line per group.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runChaos } from '../../bench/lib/reliability/chaos.js';
-import { runFuzz } from '../../bench/lib/reliability/fuzz.js';
-import { isUnexpected } from '../../bench/lib/reliability/outcome.js';
-import { runSoak } from '../../bench/lib/reliability/soak.js';
-import { buildDist } from '../helpers/process.js';
+import { runChaos } from '../harness/reliability/chaos.js';
+import { runFuzz } from '../harness/reliability/fuzz.js';
+import { isUnexpected } from '../harness/reliability/outcome.js';
+import { runSoak } from '../harness/reliability/soak.js';
+import { buildDist } from '../harness/process.js';
 
 beforeAll(async () => {
   await buildDist();

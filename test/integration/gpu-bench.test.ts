@@ -16,10 +16,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildGpuBench, gpuPlan } from '../../bench/lib/gpu-plan.js';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { buildGpuBench, gpuPlan } from '../harness/gpu-plan.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { pickEngineConfig } from '../../src/config/engine-options.js';
-import { haveSharedFaces as haveDevSet, sharedFacesDir as devDir } from '../helpers/images.js';
+import { haveSharedFaces as haveDevSet, sharedFacesDir as devDir } from '../harness/images.js';
 
 interface Row {
   mode: string;
@@ -65,7 +65,7 @@ let report: Report;
 let output: string;
 
 beforeAll(async () => {
-  // helpers/images.ts fails the run in CI, which always has the dev set, when it is missing.
+  // harness/images.ts fails the run in CI, which always has the dev set, when it is missing.
   if (!haveDevSet) console.warn(`no labelled dev set at ${devDir}: the fp16 check is skipped`);
   const binary = buildGpuBench(root);
   const plan = gpuPlan(

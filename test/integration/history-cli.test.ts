@@ -7,11 +7,11 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { ensureSightingPartitions } from '../../src/db/history-partitions.js';
 import { HistoryStore } from '../../src/db/history-store.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { buildDist } from '../helpers/process.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { buildDist } from '../harness/process.js';
 
 const root = findProjectRoot();
 let tdb: TestDatabase;

@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HistoryStore } from '../../src/db/history-store.js';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
 
 const CAMERA = '6F9619FF-8B86-D011-B42D-00C04FC964FF';
 const CAMERA_ID = '6f9619ff8b86d011b42d00c04fc964ff';

@@ -5,9 +5,9 @@
  * the process memory stays bounded and a small photo keeps being served.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cropJpeg, jpegAnnouncing, uniformPng } from '../../bench/lib/reliability/images.js';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, startTestService, type TestService } from '../helpers/service.js';
+import { cropJpeg, jpegAnnouncing, uniformPng } from '../harness/reliability/images.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, startTestService, type TestService } from '../harness/service.js';
 
 let svc: TestService;
 

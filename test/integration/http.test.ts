@@ -3,8 +3,8 @@
  * content types, malformed bodies, routing, docs and health.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, startTestService, type TestService } from '../helpers/service.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, startTestService, type TestService } from '../harness/service.js';
 
 let svc: TestService;
 

@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotencyStore } from '../../src/db/idempotency.js';
 import { TokenStore } from '../../src/db/tokens.js';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
 
 let svc: DatabaseTestService;
 let other: typeof AUTH;

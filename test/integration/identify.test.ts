@@ -8,13 +8,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config/index.js';
 import { TokenStore } from '../../src/db/tokens.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { form, haveSharedFaces, sample, sharedFace } from '../helpers/images.js';
-import { request, TEST_RECOGNIZER } from '../helpers/service.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { form, haveSharedFaces, sample, sharedFace } from '../harness/images.js';
+import { request, TEST_RECOGNIZER } from '../harness/service.js';
 
 const SHARDS = 4;
 const KEY = /^\[-?\d+, -?\d+, -?\d+, -?\d+\]$/;

@@ -9,8 +9,8 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
 
 const POOL = 2;
 /** What /proc shows for threads the ONNX Runtime starts (15 characters of the engine's opening thread's name). */

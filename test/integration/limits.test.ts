@@ -13,12 +13,12 @@ import { startServer, type RunningServer } from '../../src/app.js';
 import { lastPosition } from '../../src/db/change-log.js';
 import { STREAM_POOL } from '../../src/db/client.js';
 import { floatsToBytes } from '../../src/db/embedding.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine, type Engine } from '../../src/native/engine.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { form, sample } from '../helpers/images.js';
-import { request, TEST_RECOGNIZER } from '../helpers/service.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { form, sample } from '../harness/images.js';
+import { request, TEST_RECOGNIZER } from '../harness/service.js';
 
 const SHARDS = 4;
 const TOKEN = 'limits-operator';

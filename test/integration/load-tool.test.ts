@@ -1,5 +1,5 @@
 /**
- * The load tool (bench/lib/http/http-load.ts, autocannon underneath) against a small
+ * The load tool (test/harness/http/http-load.ts, autocannon underneath) against a small
  * node:http server in this process that answers by path, so every count the
  * tool reports can be checked against what the server saw: answers, status
  * breakdown, kinds, `check` overrides, the open loop's rate, connection
@@ -8,9 +8,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { byKind, runLoad } from '../../bench/lib/http/http-load.js';
-import { freePort } from '../../bench/lib/service.js';
-import { parseWrk } from '../../bench/lib/http/wrk.js';
+import { byKind, runLoad } from '../harness/http/http-load.js';
+import { freePort } from '../harness/load-service.js';
+import { parseWrk } from '../harness/http/wrk.js';
 
 let server: http.Server;
 let base: string;

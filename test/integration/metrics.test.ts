@@ -8,10 +8,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { TokenStore } from '../../src/db/tokens.js';
-import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
-import { request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
+import { form, sample, SAMPLE_FACES } from '../harness/images.js';
+import { request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
 
 const OPERATOR = 'metrics-operator';
 const SHARDS = 2;

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shapeOf } from '../../src/http/params.js';
 import { addFaceRequest } from '../../src/routes/face.js';
 import { verifyRequest } from '../../src/routes/verify.js';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
 
 let svc: DatabaseTestService;
 let photoServer: http.Server;

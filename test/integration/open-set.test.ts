@@ -8,13 +8,13 @@ import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine, type Engine } from '../../src/native/engine.js';
 import { openFaceIndex, type FaceIndex } from '../../src/native/face-index.js';
 import { DEFAULT_THRESHOLD, identifyConfidence, toConfidence } from '../../src/services/calibration.js';
-import { inParallel } from '../../bench/lib/in-parallel.js';
-import { haveLfw, lfwDir } from '../helpers/images.js';
-import { TEST_RECOGNIZER } from '../helpers/service.js';
+import { inParallel } from '../harness/in-parallel.js';
+import { haveLfw, lfwDir } from '../harness/images.js';
+import { TEST_RECOGNIZER } from '../harness/service.js';
 
 const GALLERY = 1500;
 const PROBES = 60;

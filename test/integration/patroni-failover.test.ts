@@ -1,8 +1,8 @@
 /**
  * Losing the database primary loses nothing: the service on a Patroni cluster (etcd, three
  * PostgreSQL members with synchronous replication, HAProxy by Patroni's checks:
- * test/helpers/patroni.ts), two API nodes and a shard server, every part a real process on
- * loopback. Under writes and identifies (test/helpers/failover.ts), the leader's Patroni and
+ * test/harness/patroni.ts), two API nodes and a shard server, every part a real process on
+ * loopback. Under writes and identifies (test/harness/failover.ts), the leader's Patroni and
  * postmaster are killed with SIGKILL; then the old leader comes back as a replica and the new
  * leader is killed the same way.
  *
@@ -21,12 +21,12 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenStore } from '../../src/db/tokens.js';
-import { failoverRound, startFailoverDeployment, type FailoverDeployment, type FailoverRound } from '../helpers/failover.js';
-import { form, sample } from '../helpers/images.js';
-import { canCut, missingForCuts, missingForPatroni } from '../helpers/patroni.js';
-import { buildDist } from '../helpers/process.js';
-import { request } from '../helpers/service.js';
-import { until } from '../helpers/until.js';
+import { failoverRound, startFailoverDeployment, type FailoverDeployment, type FailoverRound } from '../harness/failover.js';
+import { form, sample } from '../harness/images.js';
+import { canCut, missingForCuts, missingForPatroni } from '../harness/patroni.js';
+import { buildDist } from '../harness/process.js';
+import { request } from '../harness/service.js';
+import { until } from '../harness/until.js';
 
 /** Writes must succeed again within this long of the leader's death. */
 const RECOVERY_GOAL_S = 30;

@@ -16,7 +16,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildRequest, multipart, rawExchange } from '../../bench/lib/http/raw-http.js';
+import { buildRequest, multipart, rawExchange } from '../harness/http/raw-http.js';
 import {
   findHaproxy,
   listFaces,
@@ -26,9 +26,9 @@ import {
   summariseFailover,
   type ApiCluster,
   type Haproxy,
-} from '../../bench/lib/reliability/proxy-cluster.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { buildDist } from '../helpers/process.js';
+} from '../harness/reliability/proxy-cluster.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { buildDist } from '../harness/process.js';
 
 const TOKEN = 'proxy-test-operator-token';
 const AUTH = { Authorization: `Token ${TOKEN}` };

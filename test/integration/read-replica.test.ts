@@ -13,9 +13,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/app.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { form, sample } from '../helpers/images.js';
-import { AUTH, request, testConfig } from '../helpers/service.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { form, sample } from '../harness/images.js';
+import { AUTH, request, testConfig } from '../harness/service.js';
 
 let tdb: TestDatabase;
 let empty: TestDatabase;

@@ -10,8 +10,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { buildDist, startProcess, type ServiceProcess } from '../harness/process.js';
 
 const TOKEN = 'recognizer-default-token';
 /** The processor's own word, read apart from the engine. */

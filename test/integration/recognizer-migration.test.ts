@@ -17,16 +17,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/app.js';
-import { findProjectRoot, loadConfig } from '../../src/config.js';
+import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import type { Sql } from '../../src/db/client.js';
 import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { PhotoBlobs } from '../../src/db/photos.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { form, sample } from '../helpers/images.js';
-import { buildDist, startProcess, type ServiceProcess } from '../helpers/process.js';
-import { request, TOKEN } from '../helpers/service.js';
-import { until } from '../helpers/until.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { form, sample } from '../harness/images.js';
+import { buildDist, startProcess, type ServiceProcess } from '../harness/process.js';
+import { request, TOKEN } from '../harness/service.js';
+import { until } from '../harness/until.js';
 
 const SHARDS = 4;
 /** The recogniser a fresh install runs: the manifest's default. The faces are enrolled with faceres. */

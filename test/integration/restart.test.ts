@@ -15,10 +15,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { PhotoBlobs } from '../../src/db/photos.js';
-import { form, sample } from '../helpers/images.js';
-import { buildDist, childPids, isRunning, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { form, sample } from '../harness/images.js';
+import { buildDist, childPids, isRunning, startProcess, type ServiceProcess } from '../harness/process.js';
 
 const run = promisify(execFile);
 const root = findProjectRoot();

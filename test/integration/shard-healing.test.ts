@@ -13,9 +13,9 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/app.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
-import { form, sample, SAMPLE_FACES } from '../helpers/images.js';
-import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../helpers/service.js';
-import { until } from '../helpers/until.js';
+import { form, sample, SAMPLE_FACES } from '../harness/images.js';
+import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
+import { until } from '../harness/until.js';
 
 const lines: { msg: string; shard?: number; shards?: number[]; source?: string; cause?: string }[] = [];
 const log = pino(

@@ -10,14 +10,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/index.js';
 import { TokenStore } from '../../src/db/tokens.js';
 import { createLogger } from '../../src/log.js';
 import { openEngine } from '../../src/native/engine.js';
 import { PhotoBlobs } from '../../src/db/photos.js';
-import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../helpers/images.js';
-import { request, TEST_RECOGNIZER } from '../helpers/service.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../harness/images.js';
+import { request, TEST_RECOGNIZER } from '../harness/service.js';
 
 let tdb: TestDatabase;
 let dir: string;

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 
 export interface Machine {
   date: string;

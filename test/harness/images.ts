@@ -5,8 +5,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { uniformPng } from '../../bench/lib/reliability/images.js';
-import { findProjectRoot } from '../../src/config.js';
+import { uniformPng } from './reliability/images.js';
+import { findProjectRoot } from '../../src/config/index.js';
 
 const root = findProjectRoot();
 

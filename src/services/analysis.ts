@@ -56,7 +56,7 @@ export interface PhotoRequest {
   boxesParam?: string;
 }
 
-export class FaceService {
+export class PhotoAnalysis {
   constructor(
     private readonly engine: Engine,
     private readonly photos: PhotoSource,

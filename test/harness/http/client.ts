@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../../src/config.js';
+import { findProjectRoot } from '../../../src/config/index.js';
 import type { HttpRequest } from './http-load.js';
 import { multipart } from './raw-http.js';
 

@@ -9,7 +9,7 @@
  */
 import path from 'node:path';
 import postgres from 'postgres';
-import { freePort } from '../../bench/lib/service.js';
+import { freePort } from './load-service.js';
 import { startPatroniCluster, type Member, type PatroniCluster } from './patroni.js';
 import { startProcess, type ServiceProcess } from './process.js';
 import { until } from './until.js';

@@ -26,8 +26,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import { findProjectRoot } from '../../../src/config.js';
-import { startBenchService, type BenchService } from '../service.js';
+import { findProjectRoot } from '../../../src/config/index.js';
+import { startBenchService, type BenchService } from '../load-service.js';
 import { readOperations } from './fuzz/api.js';
 import { buildCases, CATEGORY_WEIGHTS, type Case, type FuzzContext } from './fuzz/cases.js';
 import { uniformPng } from './images.js';

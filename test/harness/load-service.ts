@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { findProjectRoot } from '../../src/config.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import type { Database } from '../../src/db/client.js';
 import { openDatabase } from '../../src/db/open.js';
 

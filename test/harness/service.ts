@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startServer, type RunningServer, type StartOptions } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { freshDatabase, type TestDatabase } from './database.js';

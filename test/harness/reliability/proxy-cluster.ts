@@ -9,8 +9,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { findProjectRoot } from '../../../src/config.js';
-import { freePort, waitForHealth } from '../service.js';
+import { findProjectRoot } from '../../../src/config/index.js';
+import { freePort, waitForHealth } from '../load-service.js';
 
 const root = findProjectRoot();
 

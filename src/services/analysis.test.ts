@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
-import { requireQuality, selectFaces, subjectOf, SUBJECT_AREA_MARGIN } from './faces.js';
+import { requireQuality, selectFaces, subjectOf, SUBJECT_AREA_MARGIN } from './analysis.js';
 
 const face = (x1: number, quality: number): FaceResult => ({ x1, y1: 0, x2: x1 + 80, y2: 80, score: 0.9, quality, landmarks: [] });
 

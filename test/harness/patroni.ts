@@ -13,8 +13,8 @@ import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { chown, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from '../../bench/lib/service.js';
-import { findProjectRoot } from '../../src/config.js';
+import { freePort } from './load-service.js';
+import { findProjectRoot } from '../../src/config/index.js';
 import { until } from './until.js';
 
 const root = findProjectRoot();

@@ -29,9 +29,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findProjectRoot } from '../../../src/config.js';
+import { findProjectRoot } from '../../../src/config/index.js';
 import { shardOfFace } from '../../../src/db/layout.js';
-import { freePort, waitForHealth } from '../service.js';
+import { freePort, waitForHealth } from '../load-service.js';
 import { answerProblems, Rng, type Problem } from './outcome.js';
 
 export interface ChaosOptions {

@@ -6,7 +6,7 @@
  *
  * The mix (by request number modulo 20): 3 detect, 3 add, 4 identify, 5 get a
  * face, 3 list faces (limit 50), 2 delete a face added during the soak. It is
- * an open loop (autocannon's, bench/lib/http/http-load.ts): each second's requests
+ * an open loop (autocannon's, test/harness/http/http-load.ts): each second's requests
  * start whatever the answers do, at the start of the second. `--rate auto`
  * first runs the same mix in a closed loop for --probe-seconds (default 15)
  * and soaks at 80% of the throughput measured (whole requests per second). Every --interval seconds (default 10) the service's RSS
@@ -20,7 +20,7 @@
  */
 import { Client, demoPhotos } from '../http/client.js';
 import { byKind, runLoad, type Answer, type HttpRequest, type LoadResult } from '../http/http-load.js';
-import { startBenchService, type BenchService } from '../service.js';
+import { startBenchService, type BenchService } from '../load-service.js';
 import { answerProblems, mib, rssKiB, type Problem } from './outcome.js';
 
 export interface SoakOptions {

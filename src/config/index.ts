@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { engineConfigFrom, engineEnvSchema, type EngineConfig } from './config/engine-options.js';
+import { engineConfigFrom, engineEnvSchema, type EngineConfig } from './engine-options.js';
 
 /** Walks up from this module until a folder holding package.json: the project root in both src/ and dist/src/. */
 export function findProjectRoot(start: string = path.dirname(fileURLToPath(import.meta.url))): string {
