@@ -222,41 +222,35 @@ function summaryTable(s: Summary): string {
   return lines.join('\n');
 }
 
-async function run(o: Options): Promise<number> {
-  const t0 = performance.now();
-  const out = process.stdout;
-  const { source, kind } = await openSource(o);
-  const client = new EnrolClient({ url: o.url, token: o.token, retryForMs: 5 * 60_000, attemptTimeoutMs: 120_000 });
-  const dryRun = o['dry-run'] === 'true';
-  const galleries = o.galleries;
-
+/** Before any photo is read: the service answers, the token holds, every gallery exists; then the photos are counted. */
+async function preflight(client: EnrolClient, source: PhotoSource, galleries: string[]): Promise<number> {
   await client.health();
   // Also proves the token before any photo is read.
   const existing = new Set(await client.galleries());
   const missing = galleries.filter((g) => !existing.has(g));
   if (missing.length > 0) throw new FatalError(`no gallery ${missing.join(', ')} on the service (create it with POST /v0/galleries/<name>/)`);
-
-  let total: number;
   try {
-    total = await countPhotos(source);
+    return await countPhotos(source);
   } catch (err) {
     if (err instanceof CsvHeaderError) throw new UsageError(err.message);
     throw err;
   }
-  out.write(`enrol: ${total} photo${total === 1 ? '' : 's'} in ${kind === 'folder' ? 'folder' : 'CSV file'} ${o.source} → ${o.url}${dryRun ? ' (dry run)' : ''}\n`);
+}
 
-  // What is stored already, as fingerprints: a few dozen bytes per face, one page of answers in memory.
+/** What is stored already (in `gallery`, or everywhere), as fingerprints: a few dozen bytes per face, one page of answers in memory. */
+async function readStored(client: EnrolClient, gallery: string | undefined, pageSize: number): Promise<{ known: FingerprintSet; faces: number; seconds: number }> {
   const known = new FingerprintSet();
-  const tListStart = performance.now();
-  let storedFacesRead = 0;
-  for await (const page of client.storedFaces(galleries[0], o['page-size'])) {
+  const started = performance.now();
+  let faces = 0;
+  for await (const page of client.storedFaces(gallery, pageSize)) {
     for (const f of page) known.add(fingerprint(f.meta, f.photo_hash));
-    storedFacesRead += page.length;
+    faces += page.length;
   }
-  const tList = performance.now();
-  out.write(`enrol: ${storedFacesRead} faces stored${galleries[0] ? ` in gallery ${galleries[0]}` : ''} (read in ${formatDuration((tList - tListStart) / 1000)})\n`);
+  return { known, faces, seconds: (performance.now() - started) / 1000 };
+}
 
-  const s: Summary = {
+function emptySummary(o: Options, dryRun: boolean, total: number, stored: { faces: number; seconds: number }): Summary {
+  return {
     source: o.source,
     url: o.url,
     dryRun,
@@ -270,8 +264,8 @@ async function run(o: Options): Promise<number> {
     errors: [],
     errorCount: 0,
     notProcessed: 0,
-    storedFacesRead,
-    listingSeconds: (tList - tListStart) / 1000,
+    storedFacesRead: stored.faces,
+    listingSeconds: stored.seconds,
     processingSeconds: 0,
     elapsedSeconds: 0,
     photosPerSecond: 0,
@@ -280,6 +274,36 @@ async function run(o: Options): Promise<number> {
     indexLagAnswers: 0,
     toolCpuSeconds: 0,
   };
+}
+
+/** The run's totals, rates and error groups (most frequent first), once the last photo is done. */
+function completeSummary(s: Summary, run: { groups: Map<string, ErrorGroup>; sent: number; started: number; processingStarted: number; retries: Map<string, number> }): void {
+  const end = performance.now();
+  s.errors = [...run.groups.values()].sort((a, b) => b.count - a.count || a.code.localeCompare(b.code));
+  s.notProcessed = Math.max(0, s.total - s.processed);
+  s.processingSeconds = (end - run.processingStarted) / 1000;
+  s.elapsedSeconds = (end - run.started) / 1000;
+  s.photosPerSecond = s.processingSeconds > 0 ? s.processed / s.processingSeconds : 0;
+  s.sentPerSecond = s.processingSeconds > 0 ? run.sent / s.processingSeconds : 0;
+  s.retries = Object.fromEntries(run.retries);
+  const cpu = process.cpuUsage();
+  s.toolCpuSeconds = (cpu.user + cpu.system) / 1e6;
+}
+
+async function run(o: Options): Promise<number> {
+  const t0 = performance.now();
+  const out = process.stdout;
+  const { source, kind } = await openSource(o);
+  const client = new EnrolClient({ url: o.url, token: o.token, retryForMs: 5 * 60_000, attemptTimeoutMs: 120_000 });
+  const dryRun = o['dry-run'] === 'true';
+  const galleries = o.galleries;
+
+  const total = await preflight(client, source, galleries);
+  out.write(`enrol: ${total} photo${total === 1 ? '' : 's'} in ${kind === 'folder' ? 'folder' : 'CSV file'} ${o.source} → ${o.url}${dryRun ? ' (dry run)' : ''}\n`);
+  const stored = await readStored(client, galleries[0], o['page-size']);
+  const known = stored.known;
+  out.write(`enrol: ${stored.faces} faces stored${galleries[0] ? ` in gallery ${galleries[0]}` : ''} (read in ${formatDuration(stored.seconds)})\n`);
+  const s = emptySummary(o, dryRun, total, stored);
   const groups = new Map<string, ErrorGroup>();
   const fail = (code: string, status: number | undefined, reason: string, shown: string) => {
     let g = groups.get(code);
@@ -387,16 +411,7 @@ async function run(o: Options): Promise<number> {
     await photos.return?.(undefined);
   }
 
-  const tEnd = performance.now();
-  s.errors = [...groups.values()].sort((a, b) => b.count - a.count || a.code.localeCompare(b.code));
-  s.notProcessed = Math.max(0, total - s.processed);
-  s.processingSeconds = (tEnd - tStart) / 1000;
-  s.elapsedSeconds = (tEnd - t0) / 1000;
-  s.photosPerSecond = s.processingSeconds > 0 ? s.processed / s.processingSeconds : 0;
-  s.sentPerSecond = s.processingSeconds > 0 ? sent / s.processingSeconds : 0;
-  s.retries = Object.fromEntries(client.retries);
-  const cpu = process.cpuUsage();
-  s.toolCpuSeconds = (cpu.user + cpu.system) / 1e6;
+  completeSummary(s, { groups, sent, started: t0, processingStarted: tStart, retries: client.retries });
   out.write(`\n${summaryTable(s)}\n`);
   if (o.json) await writeFile(o.json, `${JSON.stringify(s, null, 2)}\n`);
   if (s.stopped === 'interrupted') return 130;
