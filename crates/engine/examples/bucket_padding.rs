@@ -15,7 +15,7 @@
 
 use std::path::PathBuf;
 
-use face_engine::detector::Detection;
+use face_engine::detection::Detection;
 use face_engine::testing::{cpu_yunet, project_root as root};
 use face_engine::yunet::{self, YunetInput};
 

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use face_engine::align;
-use face_engine::detector::Detection;
+use face_engine::detection::{self, Detection, NmsOptions};
 use face_engine::testing::{cpu_yunet, project_root as root};
 use face_engine::yunet::{YunetInput, YunetModel};
 use image::RgbImage;
@@ -180,7 +180,7 @@ fn run(model: &mut YunetModel, img: &RgbImage, left: u32, top: u32) -> Vec<Detec
     let mut data = Vec::with_capacity((cw * ch * 3) as usize);
     model.input.push_image(canvas.as_raw(), &mut data);
     let mut out = model.run(vec![YunetInput { data, width: cw, height: ch }]).expect("detector runs");
-    face_engine::detector::nms(out.remove(0), face_engine::detector::NmsOptions { iou: 0.3, containment: 0.65, weighted: false })
+    detection::nms(out.remove(0), NmsOptions { iou: 0.3, containment: 0.65, weighted: false })
 }
 
 #[derive(Default)]

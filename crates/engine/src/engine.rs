@@ -16,11 +16,12 @@
 //! - `sessions` — the session plan: providers' options, fixed shapes, warm-up; [`describe_sessions`]
 //! - `open` — [`Engine::open`]: pick the models, start the worker stages and the pipeline threads
 //! - `models` — which manifest models the options pick, and where age and gender come from
+//! - `stage` — what every model stage's workers start from: runtime, providers, session plan, batching
 //! - `detector_stage` — the detector workers and each detector family's passes
 //! - `face_stage` — the face workers: recogniser, age/gender and emotion models
 //! - `estimate` — a request's cost from its header: its lane and decode scale
 //! - `pipeline` — one analysis: decode → detect → crops → face workers → faces
-//! - `crop` — keypoints, templates and the photo → crop transforms
+//! - `crop` — the candidate faces crops are cut around, keypoints, templates and the photo → crop transforms
 //! - `quality` — [`quality`](fn@quality), how usable a face is for recognition
 
 mod crop;
@@ -34,6 +35,7 @@ mod pipeline;
 mod quality;
 mod results;
 mod sessions;
+mod stage;
 
 use std::sync::Arc;
 

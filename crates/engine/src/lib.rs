@@ -5,10 +5,11 @@
 //! Where things are:
 //! - [`image_io`] — bytes → upright RGB (format sniffing, pixel limit, EXIF orientation)
 //! - [`manifest`] — `models/manifest.json`, what each model expects
-//! - [`runtime`] — ONNX Runtime loading, execution providers, sessions, an engine's session plan
-//! - [`providers`] — the TensorRT and CUDA providers' options, and their description
+//! - [`runtime`] — ONNX Runtime loading, sessions on the requested providers, an engine's session plan
+//! - [`providers`] — the execution providers the engine knows, the TensorRT and CUDA providers' options and their description
 //! - [`shapes`] — fixed input shapes for GPU providers: batch sizes, `fixedShapes`
-//! - [`detector`] — multi-pass BlazeFace detection and NMS
+//! - [`detection`] — what every detector decodes into: detections, passes, NMS over them
+//! - [`blazeface`] — multi-pass BlazeFace detection: plan, rendering, decoding, its model
 //! - [`yunet`] — single-pass YuNet detection at a working resolution
 //! - [`align`] — similarity transform to the canonical face and crop warping
 //! - [`recognizer`] — embeddings (and age/gender heads), and recogniser specs combining models
@@ -24,8 +25,9 @@
 pub mod align;
 pub mod attributes;
 pub mod batcher;
+pub mod blazeface;
 pub mod cancel;
-pub mod detector;
+pub mod detection;
 pub mod engine;
 pub mod error;
 pub mod image_io;

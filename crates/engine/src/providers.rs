@@ -1,8 +1,9 @@
-//! The GPU execution providers' options, in one place: a plain description of what TensorRT
-//! and CUDA are given for one model ([`ProviderSettings`]), the `ort` providers built from it,
-//! and the same options as ONNX Runtime's own key/value pairs ([`ProviderSettings::options`]),
-//! which the engine reports (`EngineInfo::sessions`) so that what a GPU host will be given can
-//! be read back on a machine without one.
+//! The execution providers the engine knows ([`Provider`]) and the GPU providers' options, in
+//! one place: a plain description of what TensorRT and CUDA are given for one model
+//! ([`ProviderSettings`]), the `ort` providers built from it, and the same options as ONNX
+//! Runtime's own key/value pairs ([`ProviderSettings::options`]), which the engine reports
+//! (`EngineInfo::sessions`) so that what a GPU host will be given can be read back on a machine
+//! without one.
 //!
 //! Why each option is set is documented on its field. The pairs and the providers are made by
 //! two functions side by side; `tests::built_providers_carry_exactly_the_described_options`
@@ -12,7 +13,36 @@ use std::path::PathBuf;
 
 use ort::ep::{ArenaExtendStrategy, CUDA, TensorRT};
 
-use crate::runtime::Provider;
+use crate::error::{EngineError, Result};
+
+/// Execution providers the engine knows how to request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    TensorRt,
+    Cuda,
+    Cpu,
+}
+
+impl Provider {
+    /// `tensorrt` (or `trt`), `cuda` or `cpu`, in any case.
+    pub fn parse(name: &str) -> Result<Provider> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "tensorrt" | "trt" => Ok(Provider::TensorRt),
+            "cuda" => Ok(Provider::Cuda),
+            "cpu" => Ok(Provider::Cpu),
+            other => Err(EngineError::BadParam(format!("unknown execution provider {other:?} (expected tensorrt, cuda or cpu)"))),
+        }
+    }
+
+    /// The provider's name as [`Provider::parse`] reads it and the engine reports it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::TensorRt => "tensorrt",
+            Provider::Cuda => "cuda",
+            Provider::Cpu => "cpu",
+        }
+    }
+}
 
 /// A TensorRT optimisation profile for the model's one input: every shape the model will be
 /// run at lies between `min` and `max`, dimension by dimension, and kernels are tuned for `opt`.
@@ -193,6 +223,14 @@ mod tests {
 
     fn profile() -> Profile {
         Profile { input: "input".into(), min: vec![1, 3, 320, 320], opt: vec![1, 3, 1280, 1280], max: vec![1, 3, 1280, 1280] }
+    }
+
+    #[test]
+    fn provider_names() {
+        assert_eq!(Provider::parse("TensorRT").unwrap(), Provider::TensorRt);
+        assert_eq!(Provider::parse("cuda").unwrap(), Provider::Cuda);
+        assert_eq!(Provider::parse(" cpu ").unwrap(), Provider::Cpu);
+        assert_eq!(Provider::parse("rocm").unwrap_err().code(), "BAD_PARAM");
     }
 
     #[test]

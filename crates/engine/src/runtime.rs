@@ -27,35 +27,8 @@ use serde_json::json;
 
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, Manifest, ModelEntry};
-use crate::providers::{self, ProviderSettings};
+use crate::providers::{self, Provider, ProviderSettings};
 use crate::shapes;
-
-/// Execution providers the engine knows how to request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    TensorRt,
-    Cuda,
-    Cpu,
-}
-
-impl Provider {
-    pub fn parse(name: &str) -> Result<Provider> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "tensorrt" | "trt" => Ok(Provider::TensorRt),
-            "cuda" => Ok(Provider::Cuda),
-            "cpu" => Ok(Provider::Cpu),
-            other => Err(EngineError::BadParam(format!("unknown execution provider {other:?} (expected tensorrt, cuda or cpu)"))),
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Provider::TensorRt => "tensorrt",
-            Provider::Cuda => "cuda",
-            Provider::Cpu => "cpu",
-        }
-    }
-}
 
 /// The loaded runtime. One per process: ONNX Runtime's library and environment are global.
 pub struct Runtime {
@@ -436,14 +409,6 @@ pub fn run_images(session: &mut ModelSession, spec: &InputSpec, batch: usize, he
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn provider_names() {
-        assert_eq!(Provider::parse("TensorRT").unwrap(), Provider::TensorRt);
-        assert_eq!(Provider::parse("cuda").unwrap(), Provider::Cuda);
-        assert_eq!(Provider::parse(" cpu ").unwrap(), Provider::Cpu);
-        assert_eq!(Provider::parse("rocm").unwrap_err().code(), "BAD_PARAM");
-    }
 
     #[test]
     fn log_times_are_iso_utc() {

@@ -10,7 +10,7 @@
 //! costs time, so by default shapes are fixed exactly when a GPU provider is asked for.
 
 use crate::error::{EngineError, Result};
-use crate::runtime::Provider;
+use crate::providers::Provider;
 
 /// Batch sizes before the cap: each four times the one before, so a padded batch runs at most
 /// four times the rows it holds, and a model has at most five sizes to prepare.

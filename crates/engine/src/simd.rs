@@ -68,8 +68,10 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 pub fn dot_with(level: Level, a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "dot of vectors with different lengths");
     match level {
+        // SAFETY: the guard found AVX-512F on this CPU; the lengths are equal (asserted above).
         #[cfg(target_arch = "x86_64")]
         Level::Avx512 if Level::Avx512.supported() => unsafe { x86::dot_avx512(a, b) },
+        // SAFETY: the guard found AVX2 and FMA on this CPU; the lengths are equal (asserted above).
         #[cfg(target_arch = "x86_64")]
         Level::Avx2 if Level::Avx2.supported() => unsafe { x86::dot_avx2(a, b) },
         _ => dot_scalar(a, b),

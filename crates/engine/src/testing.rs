@@ -27,7 +27,7 @@ pub fn cpu_yunet(plan: Option<&crate::runtime::SessionPlan>, threshold: f32) -> 
     let manifest = crate::manifest::Manifest::load(&dir).expect("manifest");
     let entry = manifest.models.iter().find(|m| m.decoder == crate::manifest::Decoder::Yunet).expect("a YuNet model in the manifest");
     let rt = crate::runtime::init(&ort_library()).expect("onnxruntime");
-    let src = crate::runtime::SessionSource { rt, dir: &dir, providers: &[crate::runtime::Provider::Cpu], intra: 1, max_batch: 1, plan };
+    let src = crate::runtime::SessionSource { rt, dir: &dir, providers: &[crate::providers::Provider::Cpu], intra: 1, max_batch: 1, plan };
     crate::yunet::YunetModel::load(&src, entry, threshold).expect("YuNet loads").0
 }
 
@@ -117,7 +117,7 @@ pub mod phone {
 
     use super::Rng;
     use crate::align;
-    use crate::detector::Detection;
+    use crate::detection::Detection;
 
     /// A face box `[x1, y1, x2, y2]` in pixels.
     pub type FaceBox = [f32; 4];

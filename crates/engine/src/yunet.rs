@@ -26,7 +26,7 @@ use std::sync::Arc;
 use image::RgbImage;
 
 use crate::align;
-use crate::detector::{Detection, Pass};
+use crate::detection::{Detection, Pass};
 use crate::error::{EngineError, Result};
 use crate::manifest::{InputSpec, ModelEntry};
 use crate::runtime::{self, ModelSession, ProviderReport, SessionSource};

@@ -447,8 +447,8 @@ fn block_dots(qs: &[f32], d: usize, row: &[f32], out: &mut [f32]) {
         && std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("fma")
     {
-        // SAFETY: the CPU has the features; every load stays inside `qs` and `row`, whose
-        // lengths are checked here.
+        // SAFETY: the CPU has AVX2 and FMA and `d` is a multiple of 8 (checked above); every
+        // load stays inside `qs` and `row`, whose lengths are asserted here.
         assert!(qs.len() >= out.len() * d && row.len() == d);
         unsafe { block_dots_avx2(qs, d, row, out) };
         return;
@@ -458,6 +458,11 @@ fn block_dots(qs: &[f32], d: usize, row: &[f32], out: &mut [f32]) {
     }
 }
 
+/// [`block_dots`] with AVX2 and FMA.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `d` must be a multiple of 8, `qs` hold at least
+/// `out.len() * d` values and `row` exactly `d`: loads are unchecked.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn block_dots_avx2(qs: &[f32], d: usize, row: &[f32], out: &mut [f32]) {
@@ -474,6 +479,10 @@ unsafe fn block_dots_avx2(qs: &[f32], d: usize, row: &[f32], out: &mut [f32]) {
 }
 
 /// `N` queries (rows of `d` from `qs`) against one row: one accumulator per query.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; `d` must be a multiple of 8, `qs` point to `N * d`
+/// readable values and `row` to `d`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn group_avx2<const N: usize>(qs: *const f32, d: usize, row: *const f32, out: &mut [f32]) {

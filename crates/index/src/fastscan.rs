@@ -227,7 +227,8 @@ pub fn block_sums<const Q: usize>(luts: [&[u8]; Q], block: &[u8], cuts: [u16; Q]
     #[cfg(target_arch = "x86_64")]
     {
         if avx2() {
-            // SAFETY: the CPU supports AVX2 (checked above); lengths are asserted inside.
+            // SAFETY: `avx2()` just found AVX2 on this CPU, the one requirement left to the
+            // caller; `block_sums_avx2` asserts the tables' lengths itself.
             return unsafe { block_sums_avx2(luts, block, cuts, out) };
         }
     }
@@ -271,7 +272,8 @@ pub fn dot_f16(q: &[f32], v: &[half::f16]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
         if f16c_fma() {
-            // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
+            // SAFETY: `f16c_fma()` just found AVX2, FMA and F16C on this CPU, the one
+            // requirement left to the caller; `dot_f16_avx2` reads only the shorter slice's length.
             return unsafe { dot_f16_avx2(q, v) };
         }
     }
@@ -294,6 +296,11 @@ fn f16c_fma() -> bool {
     })
 }
 
+/// [`dot_f16`] with AVX2, FMA and F16C, over the first `min(q.len(), v.len())` values.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C (as [`f16c_fma`] checks). Any lengths are sound:
+/// every load, vector or scalar, stays below the shorter slice's length.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_f16_avx2(q: &[f32], v: &[half::f16]) -> f32 {
@@ -349,6 +356,12 @@ fn avx2() -> bool {
 /// entries of faces `2i` (low byte) and `2i + 1` (high byte) together; a second
 /// accumulator sums the high bytes alone, so the even faces' sums are recovered by
 /// subtraction. Neither overflows: a face's sum is at most `m * 255` < 65536.
+///
+/// # Safety
+/// The CPU must support AVX2 (as [`avx2`] checks). Lengths are checked here, not assumed:
+/// every table must hold `2 * K` entries per whole [`BLOCK`]-byte pair of `block` (asserted,
+/// panicking otherwise), a trailing partial pair of `block` is not read, and `out`'s rows are
+/// [`BLOCK`] sums by their type.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn block_sums_avx2<const Q: usize>(luts: [&[u8]; Q], block: &[u8], cuts: [u16; Q], out: &mut [[u16; BLOCK]; Q]) -> [u32; Q] {

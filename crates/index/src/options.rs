@@ -142,7 +142,7 @@ pub struct ShardSetOptions {
     pub scalar: Scalar,
     /// HNSW edges per node; 0 lets usearch choose (16). Default 32: on face embeddings at
     /// 1M faces it reaches a given recall at half the search time of 16 (recall@1 0.95 at
-    /// 1.7 ms instead of 3.7 ms; bench/RESULTS.md, "Search at scale"), for about 130 bytes
+    /// 1.7 ms instead of 3.7 ms; bench/results-archive/2026-11-24.md, "Search at scale on face embeddings"), for about 130 bytes
     /// more per face and a slower build.
     pub connectivity: usize,
     /// Candidate list size while inserting; 0 lets usearch choose (128).
@@ -151,11 +151,11 @@ pub struct ShardSetOptions {
     /// requested candidate count automatically. The main recall/latency knob. Face
     /// embeddings are hard for a graph (their nearest neighbours are far apart in 128
     /// dimensions): with connectivity 32, 512 finds the exact top face 98.7% of the time at
-    /// 1M faces and 256 only 95%, at half the time (bench/RESULTS.md, "Search at scale").
+    /// 1M faces and 256 only 95%, at half the time (bench/results-archive/2026-11-24.md, "Search at scale on face embeddings").
     pub expansion_search: usize,
     /// Keep an f32 copy of every vector so f16/i8 candidates are re-scored exactly.
     /// `None` chooses per scalar kind, by the recall the copy buys on face embeddings
-    /// (bench/RESULTS.md, "Search at scale"): f16 alone keeps recall@1 at the f32 graph's, so
+    /// (bench/results-archive/2026-11-24.md, "Search at scale on face embeddings"): f16 alone keeps recall@1 at the f32 graph's, so
     /// it keeps no copy; i8 reorders near ties, so it keeps one. A copy costs `dims * 4`
     /// bytes per face (512 B at 128 dims) on top of the graph and is written into snapshots.
     /// Ignored for F32, whose graph already holds exact vectors.

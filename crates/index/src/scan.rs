@@ -329,7 +329,7 @@ impl ScanStore {
         for id in &self.ids {
             w.write_all(&id.to_le_bytes())?;
         }
-        w.write_all(bytes_of(&self.vectors))?;
+        w.write_all(bytemuck::cast_slice(self.vectors.reinterpret_cast()))?;
         match &self.codes {
             None => w.write_all(&[0])?,
             Some(c) => {
@@ -370,9 +370,9 @@ impl ScanStore {
             return Err("implausible face count".into());
         }
         let mut ids = vec![0u64; len];
-        r.read_exact(bytes_of_mut(&mut ids)).map_err(io)?;
+        r.read_exact(bytemuck::cast_slice_mut(&mut ids)).map_err(io)?;
         let mut vectors = vec![f16::ZERO; len * dims];
-        r.read_exact(bytes_of_mut(&mut vectors)).map_err(io)?;
+        r.read_exact(bytemuck::cast_slice_mut(vectors.reinterpret_cast_mut())).map_err(io)?;
         let mut slot_of = IdMap::default();
         slot_of.reserve(len);
         for (s, &id) in ids.iter().enumerate() {
@@ -395,7 +395,7 @@ impl ScanStore {
                 r.read_exact(&mut u64b).map_err(io)?;
                 let trained_on = u64::from_le_bytes(u64b) as usize;
                 let mut centroids = vec![0f32; m * 16 * sub];
-                r.read_exact(bytes_of_mut(&mut centroids)).map_err(io)?;
+                r.read_exact(bytemuck::cast_slice_mut(&mut centroids)).map_err(io)?;
                 let book = Codebook { dims, sub, m, centroids };
                 let mut blocks = vec![0u8; len.div_ceil(BLOCK) * book.block_bytes()];
                 r.read_exact(&mut blocks).map_err(io)?;
@@ -407,20 +407,12 @@ impl ScanStore {
     }
 }
 
-// The snapshot stores arrays as their in-memory bytes, which are little-endian only there.
+// The snapshot stores arrays as their in-memory bytes (`bytemuck`'s casts, which accept only
+// types without padding whose every bit pattern is valid), little-endian only here. f16 goes
+// through its bits as u16: half implements bytemuck's traits only behind a feature that
+// would build bytemuck's derive macros.
 #[cfg(not(target_endian = "little"))]
 compile_error!("scan snapshots assume a little-endian machine");
-
-/// Plain numeric arrays as bytes (u64, f16, f32: no padding, every bit pattern valid).
-fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: T is one of the plain numeric types above; the length is in bytes of v.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-}
-
-fn bytes_of_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
-    // SAFETY: as `bytes_of`; any bytes written are a valid value of these types.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
-}
 
 /// A query's best candidates so far, at least `cap` of them once that many were offered.
 ///

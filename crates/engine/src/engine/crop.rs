@@ -1,15 +1,15 @@
-//! Face crops for the recogniser-type models: where a detection's eyes, nose and mouth are,
-//! the templates they are fitted to, and the photo → crop transform of each model's input.
+//! Face crops for the recogniser-type models: the candidate faces they are cut around, where a
+//! detection's eyes, nose and mouth are, the templates they are fitted to, and the photo → crop
+//! transform of each model's input.
 
 use image::RgbImage;
 
 use crate::align::{self, Affine};
 use crate::attributes;
-use crate::detector::{self, kp, Detection};
+use crate::blazeface::{self, kp};
+use crate::detection::Detection;
 use crate::manifest::{Alignment, Decoder, InputSpec, ModelEntry};
 use crate::yunet;
-
-use super::pipeline::Candidate;
 
 /// Canonical keypoint positions (right eye, left eye, nose, mouth) as fractions of a square of
 /// the detector box's size centred on the box: the median detector keypoints over 138 faces of
@@ -41,6 +41,15 @@ const DLIB_CHIP_CROP: f32 = 1.0;
 /// (150 px chip, padding 0.25), against 12.2 for the two eye centres alone.
 const DLIB_CHIP_YUNET_TEMPLATE: [(f32, f32); 5] =
     [(0.223_084, 0.203_03), (0.790_41, 0.204_265), (0.503_149, 0.525_01), (0.263_403, 0.777_688), (0.749_046, 0.785_468)];
+
+/// A face on its way through the pipeline, in decoded-image coordinates: what a crop is cut
+/// around. Kept beside the crops rather than with the pipeline or the detector stage, which
+/// both make candidates, so that the crops depend on neither.
+pub(super) struct Candidate {
+    pub(super) det: Detection,
+    /// Whether `det`'s keypoints were found (a caller's box without them is cropped upright).
+    pub(super) has_keypoints: bool,
+}
 
 /// A recogniser-type stage's input and where the face sits in it.
 #[derive(Clone)]
@@ -99,7 +108,7 @@ impl FacePoints {
     pub(super) fn of(det: &Detection, decoder: Decoder) -> Option<FacePoints> {
         let p = &det.keypoints;
         match decoder {
-            Decoder::Blazeface if p.len() == detector::KEYPOINTS => Some(FacePoints {
+            Decoder::Blazeface if p.len() == blazeface::KEYPOINTS => Some(FacePoints {
                 right_eye: p[kp::RIGHT_EYE],
                 left_eye: p[kp::LEFT_EYE],
                 nose: p[kp::NOSE],

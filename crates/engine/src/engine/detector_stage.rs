@@ -9,15 +9,16 @@ use image::RgbImage;
 
 use crate::align;
 use crate::batcher::{Batcher, BatcherConfig};
+use crate::blazeface::{self, BlazefaceModel, PlanOptions};
 use crate::cancel::CancelToken;
-use crate::detector::{self, Detection, DetectorModel, NmsOptions, PlanOptions};
+use crate::detection::{self, Detection, NmsOptions, Pass};
 use crate::error::{EngineError, Result};
 use crate::manifest::{Decoder, InputSpec, ModelEntry};
 use crate::yunet::{self, WindowJob, YunetModel};
 
+use super::crop::Candidate;
 use super::models::TELEMETRY_DETECTOR;
-use super::open::StageSettings;
-use super::pipeline::Candidate;
+use super::stage::StageSettings;
 use super::EngineOptions;
 
 /// Detector score threshold when neither the caller nor the manifest sets one. Chosen on the
@@ -75,7 +76,7 @@ impl DetectorStage {
             Decoder::Blazeface => {
                 let batcher = Batcher::start(stage.batcher_config("detector"), move |n| {
                     let floor = (threshold - WHOLE_PHOTO_MARGIN).max(0.0);
-                    let (mut model, report) = DetectorModel::load(&s.source(), &model_entry, floor)?;
+                    let (mut model, report) = BlazefaceModel::load(&s.source(), &model_entry, floor)?;
                     s.log_providers(n, &model_entry.id, &report);
                     let telemetry = Arc::clone(&s.telemetry);
                     Ok(move |inputs: Vec<Vec<f32>>| telemetry.timed(TELEMETRY_DETECTOR, inputs.len(), || model.run(inputs)))
@@ -128,7 +129,7 @@ impl DetectorStage {
                         let results = batcher.run_behind(WindowJob::each(img, round))?;
                         all.extend(kept_in_photo(img, round, results));
                     }
-                    detector::nms(all, YUNET_NMS)
+                    detection::nms(all, YUNET_NMS)
                 } else {
                     yunet_passes(batcher, img, &windows)?
                 }
@@ -164,11 +165,11 @@ impl DetectorStage {
         // Each box is its own pass at its own scale: a square twice the box's side around it.
         let pass_for = |b: &[f32; 4], input: f32| {
             let side = (b[2] - b[0]).max(b[3] - b[1]) * 2.0;
-            detector::Pass { origin_x: (b[0] + b[2]) / 2.0 - side / 2.0, origin_y: (b[1] + b[3]) / 2.0 - side / 2.0, scale: side / input, level: 0, tiled: false }
+            Pass { origin_x: (b[0] + b[2]) / 2.0 - side / 2.0, origin_y: (b[1] + b[3]) / 2.0 - side / 2.0, scale: side / input, level: 0, tiled: false }
         };
         let (passes, results) = match self {
             DetectorStage::Blazeface { batcher, input, .. } => {
-                let passes: Vec<detector::Pass> = boxes.iter().map(|b| pass_for(b, input.width as f32)).collect();
+                let passes: Vec<Pass> = boxes.iter().map(|b| pass_for(b, input.width as f32)).collect();
                 let inputs = passes
                     .iter()
                     .map(|p| {
@@ -217,13 +218,13 @@ fn blazeface_passes(
     img: &RgbImage,
 ) -> Result<Vec<Detection>> {
     let (w, h) = img.dimensions();
-    let (passes, scales) = detector::plan(w, h, plan);
-    let levels = detector::pyramid(img, &scales);
+    let (passes, scales) = blazeface::plan(w, h, plan);
+    let levels = blazeface::pyramid(img, &scales);
     let inputs: Vec<Vec<f32>> = passes
         .iter()
         .map(|p| {
             let mut buf = vec![0f32; spec.values_per_image()];
-            detector::render_pass(&levels[p.level], w, h, p, spec, &mut buf);
+            blazeface::render_pass(&levels[p.level], w, h, p, spec, &mut buf);
             buf
         })
         .collect();
@@ -236,18 +237,18 @@ fn blazeface_passes(
             if d.score < needed {
                 continue;
             }
-            if detector::cut_by_tile_edge(pass, &d, spec.width, w, h) || detector::too_big_for_tile(pass, &d, spec.width) {
+            if blazeface::cut_by_tile_edge(pass, &d, spec.width, w, h) || blazeface::too_big_for_tile(pass, &d, spec.width) {
                 continue;
             }
             all.push(pass.to_photo(&d));
         }
     }
-    Ok(detector::nms(all, NmsOptions::default()))
+    Ok(detection::nms(all, NmsOptions::default()))
 }
 
 /// YuNet over the given windows of `img`, merged by NMS, in `img` pixels.
 fn yunet_passes(batcher: &Batcher<WindowJob, Vec<Detection>>, img: &Arc<RgbImage>, windows: &[yunet::Window]) -> Result<Vec<Detection>> {
-    Ok(detector::nms(yunet_detections(batcher, img, windows)?, YUNET_NMS))
+    Ok(detection::nms(yunet_detections(batcher, img, windows)?, YUNET_NMS))
 }
 
 /// YuNet over the given windows of `img`, unmerged, in `img` pixels.

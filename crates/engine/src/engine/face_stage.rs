@@ -10,7 +10,7 @@ use crate::recognizer::{FaceVector, RecognizerSet};
 use crate::telemetry::Telemetry;
 
 use super::models::{ModelChoice, TELEMETRY_RECOGNIZER};
-use super::open::StageSettings;
+use super::stage::StageSettings;
 
 /// One face's crops, one per model that should see it.
 pub(super) struct FaceJob {

@@ -5,7 +5,7 @@
 use crate::error::{EngineError, Result};
 use crate::manifest::{Manifest, ModelEntry, Role};
 use crate::recognizer::RecognizerSpec;
-use crate::runtime::Provider;
+use crate::providers::Provider;
 use crate::simd;
 
 use super::EngineOptions;

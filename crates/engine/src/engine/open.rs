@@ -1,16 +1,14 @@
 //! [`Engine::open`]: check the options, load the runtime, pick the models, start the detector
 //! and face workers, then the pipeline threads.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Once};
-use std::time::Duration;
 
-use crate::batcher::BatcherConfig;
 use crate::error::Result;
 use crate::image_io::DecodeLimits;
 use crate::manifest::Manifest;
 use crate::pool::{Pool, PoolConfig};
-use crate::runtime::{self, Provider, ProviderReport, Runtime, SessionPlan, SessionSource};
+use crate::providers::Provider;
+use crate::runtime::{self, Runtime};
 use crate::simd;
 use crate::telemetry::Telemetry;
 
@@ -19,6 +17,7 @@ use super::detector_stage::DetectorStage;
 use super::face_stage;
 use super::models::ModelChoice;
 use super::sessions;
+use super::stage::StageSettings;
 use super::{Engine, EngineInfo, EngineOptions, Inner};
 
 impl Engine {
@@ -69,73 +68,6 @@ impl Engine {
         };
         log_ready(rt, &models, dim);
         Ok(Engine { inner: Arc::new(inner), pool: Arc::new(pool) })
-    }
-}
-
-/// What every model stage's workers are started with. Each worker loads its own sessions from
-/// it on its own thread ([`StageSettings::source`]).
-#[derive(Clone)]
-pub(super) struct StageSettings {
-    rt: &'static Runtime,
-    dir: PathBuf,
-    providers: Vec<Provider>,
-    /// ONNX Runtime intra-op threads per session.
-    intra: usize,
-    max_batch: usize,
-    workers: usize,
-    max_wait: Duration,
-    /// Inputs that may wait for a worker.
-    capacity: usize,
-    pub(super) telemetry: Arc<Telemetry>,
-    /// What every session a worker builds follows.
-    sessions: Arc<SessionPlan>,
-}
-
-impl StageSettings {
-    fn new(rt: &'static Runtime, opts: &EngineOptions, providers: Vec<Provider>, telemetry: &Arc<Telemetry>, sessions: &Arc<SessionPlan>) -> StageSettings {
-        StageSettings {
-            sessions: Arc::clone(sessions),
-            rt,
-            dir: opts.model_dir.clone(),
-            providers,
-            intra: opts.intra_threads,
-            max_batch: opts.max_batch,
-            workers: opts.inference_workers,
-            max_wait: Duration::from_micros(opts.batch_wait_us),
-            capacity: opts.queue_capacity * 64,
-            telemetry: Arc::clone(telemetry),
-        }
-    }
-
-    /// The stage's batcher, named `name` in thread names and OVERLOADED messages.
-    pub(super) fn batcher_config(&self, name: &'static str) -> BatcherConfig {
-        BatcherConfig {
-            name,
-            workers: self.workers,
-            max_batch: self.max_batch,
-            max_wait: self.max_wait,
-            capacity: self.capacity,
-        }
-    }
-
-    /// What a worker loads its models from: the engine's runtime, models, providers and plan.
-    pub(super) fn source(&self) -> SessionSource<'_> {
-        SessionSource {
-            rt: self.rt,
-            dir: &self.dir,
-            providers: &self.providers,
-            intra: self.intra,
-            max_batch: self.max_batch,
-            plan: Some(&self.sessions),
-        }
-    }
-
-    /// Logs which providers a model runs on; only the first worker (`n` 0) of a stage does, as
-    /// the others load the same models on the same providers.
-    pub(super) fn log_providers(&self, n: usize, model_id: &str, report: &ProviderReport) {
-        if n == 0 {
-            runtime::log_providers(model_id, &self.providers, report);
-        }
     }
 }
 

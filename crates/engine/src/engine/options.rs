@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
-use crate::runtime::Provider;
+use crate::providers::Provider;
 use crate::shapes::FixedShapes;
 
 /// Engine configuration (mirrors the JavaScript `EngineOptions`, whose JSON it reads with the

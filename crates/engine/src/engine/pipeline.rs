@@ -7,21 +7,16 @@ use image::RgbImage;
 
 use crate::attributes::AgeGender;
 use crate::cancel::CancelToken;
-use crate::detector::Detection;
+use crate::detection::Detection;
 use crate::error::{EngineError, Result};
 use crate::image_io;
 use crate::thumbnail;
 
+use super::crop::Candidate;
 use super::estimate::Estimate;
 use super::face_stage::{FaceJob, FaceOut};
 use super::models::AttributeSource;
 use super::{quality, Analysis, AnalyzeOptions, Face, Inner};
-
-/// A face on its way through the pipeline, in decoded-image coordinates.
-pub(super) struct Candidate {
-    pub(super) det: Detection,
-    pub(super) has_keypoints: bool,
-}
 
 impl Inner {
     /// Analyses one image whose header `estimate` has read; stops before the next stage once

@@ -1,6 +1,6 @@
 //! The quality score of a detected face: how usable it is for recognition.
 
-use crate::detector::Detection;
+use crate::detection::Detection;
 use crate::manifest::Decoder;
 
 use super::crop::FacePoints;

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use crate::error::Result;
 use crate::manifest::{Manifest, ModelEntry};
-use crate::providers::{Profile, ProviderSettings};
-use crate::runtime::{self, ModelPlan, Provider, SessionPlan, Warmup};
+use crate::providers::{Profile, Provider, ProviderSettings};
+use crate::runtime::{self, ModelPlan, SessionPlan, Warmup};
 use crate::shapes;
 use crate::yunet;
 
