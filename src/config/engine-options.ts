@@ -83,11 +83,13 @@ const choice = <V extends string>(...choices: [V, ...V[]]): Kind<V> => ({
   values: choices.map((c) => `\`${c}\``).join(', '),
 });
 
-/** On or off: true, false, 1, 0, yes or no. */
+/** On or off, as every yes/no variable is read: true, false, 1, 0, yes or no. */
+export const yesNo = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
+
 const flag = (): Kind<boolean> => ({
   type: 'flag',
   napi: 'boolean',
-  parse: z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes'),
+  parse: yesNo,
   values: 'true or false',
 });
 

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { engineConfigFrom, engineEnvSchema, type EngineConfig } from './engine-options.js';
+import { engineConfigFrom, engineEnvSchema, yesNo, type EngineConfig } from './engine-options.js';
 
 /** Walks up from this module until a folder holding package.json: the project root in both src/ and dist/src/. */
 export function findProjectRoot(start: string = path.dirname(fileURLToPath(import.meta.url))): string {
@@ -29,11 +29,7 @@ const MiB = 1024 * 1024;
 const intVar = (fallback: number, min = 0) =>
   z.coerce.number().int().min(min).default(fallback);
 
-const boolVar = (fallback: boolean) =>
-  z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'])
-    .default(fallback ? 'true' : 'false')
-    .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const boolVar = (fallback: boolean) => yesNo.default(fallback);
 
 /** Empty strings in the environment mean "not set", as shells make unsetting awkward. */
 function dropEmpty(env: NodeJS.ProcessEnv): Record<string, string> {
@@ -103,10 +99,7 @@ function envSchema(root: string, cores: number, totalMem: number) {
     // embeddings, keeps f32's recall@1 without exact copies (bench/RESULTS.md).
     FACE_INDEX_SCALAR: z.enum(['f32', 'f16', 'i8']).default('f16'),
     // Absent: per scalar kind (only i8 keeps exact f32 copies to re-rank with).
-    FACE_INDEX_EXACT_COPIES: z
-      .enum(['true', 'false', '1', '0', 'yes', 'no'])
-      .optional()
-      .transform((v) => (v === undefined ? undefined : v === 'true' || v === '1' || v === 'yes')),
+    FACE_INDEX_EXACT_COPIES: yesNo.optional(),
     // 0: one per core. Every search, apply and snapshot runs on this pool.
     FACE_INDEX_THREADS: intVar(0, 0).pipe(z.number().max(1024)),
     FACE_INDEX_SNAPSHOT_SECONDS: intVar(60, 1),

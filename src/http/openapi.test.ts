@@ -78,7 +78,7 @@ describe('OpenAPI documents', () => {
   it('document for every route only codes that exist, each under its own status, none twice', () => {
     // Registration only keeps the stores and shards; documentation never calls them.
     const metrics = { contentType: 'text/plain' } as never;
-    const full = buildRegistry({ engine, photos, serviceVersion: '0.0.0', metrics, database: { control: {} } as never });
+    const full = buildRegistry({ engine, photos, serviceVersion: '0.0.0', metrics, database: { stores: { control: {} }, settings: { identify: { strict: false, maxN: 100 }, thumbnailSize: 160, minQuality: 0 } } as never });
     const shard = buildShardRegistry({ maxN: 10, metrics, serviceVersion: '0.0.0', control: {} } as never);
     expect(full.routes().length + shard.routes().length).toBeGreaterThan(35);
     for (const r of [full, shard]) {

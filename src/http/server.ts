@@ -410,13 +410,59 @@ class Exchange {
   }
 }
 
+/** What every request's handling shares: the options, the admission limits and the server's state. */
+interface Gates {
+  opts: HttpServerOptions;
+  limiter: ConcurrencyLimiter;
+  engineLimiter: ConcurrencyLimiter;
+  budget: MemoryBudget;
+  requestTimeoutMs: number;
+  activity: ActivityTracker;
+  state: ServerState;
+  /** Paths some route serves without a token: only there may a 404 or 405 be told to anyone. */
+  publicPaths: Router<true>;
+}
+
+/** What one request holds while it runs, released when it finishes. */
+interface Held {
+  slot?: ConcurrencyLimiter;
+  reservedBytes: number;
+}
+
 export function listen(opts: HttpServerOptions): Promise<HttpServer> {
-  const { registry, verifier, operatorVerifier, log } = opts;
+  const gates = openGates(opts);
+  const app = uWS.App();
+  app.any('/*', (res, req) => handle(gates, res, req));
+  return new Promise<HttpServer>((resolve, reject) => {
+    app.listen(opts.host, opts.port, (socket) => {
+      if (!socket) {
+        reject(new Error(`cannot listen on ${opts.host}:${opts.port}`));
+        return;
+      }
+      const port = uWS.us_socket_local_port(socket as unknown as uWS.us_socket);
+      let closing: Promise<void> | undefined;
+      resolve({
+        port,
+        state: gates.state,
+        close() {
+          closing ??= (async () => {
+            gates.state.draining = true;
+            uWS.us_listen_socket_close(socket);
+            const drained = await gates.activity.idle(opts.shutdownTimeoutMs);
+            if (!drained) opts.log.warn({ inflight: gates.activity.count }, 'shutdown timeout: dropping requests in progress');
+            app.close();
+          })();
+          return closing;
+        },
+      });
+    });
+  });
+}
+
+function openGates(opts: HttpServerOptions): Gates {
   const limiter = new ConcurrencyLimiter(opts.limits.maxInflight);
   const engineLimiter = new ConcurrencyLimiter(opts.limits.maxEngineInflight ?? opts.limits.maxInflight);
   const budget = new MemoryBudget(opts.limits.maxBodyMemory ?? DEFAULT_BODY_MEMORY);
-  const requestTimeoutMs = opts.limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-  const activity = new ActivityTracker();
   const state: ServerState = {
     get inflight() {
       return limiter.inflight;
@@ -432,221 +478,218 @@ export function listen(opts: HttpServerOptions): Promise<HttpServer> {
     maxBodyBytes: budget.max,
     draining: false,
   };
-  // Paths some route serves without a token: only there may a 404 or 405 be told to anyone.
   const publicPaths = new Router<true>();
-  for (const r of registry.routes()) if (!r.auth) publicPaths.add(r.method, r.path, true);
-  const app = uWS.App();
+  for (const r of opts.registry.routes()) if (!r.auth) publicPaths.add(r.method, r.path, true);
+  const requestTimeoutMs = opts.limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  return { opts, limiter, engineLimiter, budget, requestTimeoutMs, activity: new ActivityTracker(), state, publicPaths };
+}
 
-  app.any('/*', (res, req) => {
-    const started = performance.now();
-    const method = req.getMethod().toUpperCase();
-    const url = req.getUrl();
-    const query = req.getQuery() ?? '';
-    // The first of a repeated header wins, as in uWS's own getHeader (which frames the body).
-    const headers: Record<string, string> = {};
-    const all: Array<[string, string]> = [];
-    req.forEach((k, v) => {
-      all.push([k, v]);
-      if (!Object.hasOwn(headers, k)) headers[k] = v;
-    });
-    const requestId = /^[\w.:-]{1,64}$/.test(headers['x-request-id'] ?? '') ? headers['x-request-id'] : randomUUID();
-    const ex = new Exchange(res, requestId, LINGER_BYTES_PER_BODY_LIMIT * opts.limits.maxBodyBytes);
-    ex.startDeadline(requestTimeoutMs);
-    activity.enter();
+/** One request, from uWS's handler: copied, admitted (or refused) before anything awaits, then run. */
+function handle(g: Gates, res: uWS.HttpResponse, req: uWS.HttpRequest): void {
+  const { opts } = g;
+  const started = performance.now();
+  const method = req.getMethod().toUpperCase();
+  const url = req.getUrl();
+  const query = req.getQuery() ?? '';
+  // The first of a repeated header wins, as in uWS's own getHeader (which frames the body).
+  const headers: Record<string, string> = {};
+  const all: Array<[string, string]> = [];
+  req.forEach((k, v) => {
+    all.push([k, v]);
+    if (!Object.hasOwn(headers, k)) headers[k] = v;
+  });
+  const requestId = /^[\w.:-]{1,64}$/.test(headers['x-request-id'] ?? '') ? headers['x-request-id'] : randomUUID();
+  const ex = new Exchange(res, requestId, LINGER_BYTES_PER_BODY_LIMIT * opts.limits.maxBodyBytes);
+  ex.startDeadline(g.requestTimeoutMs);
+  g.activity.enter();
 
-    const match = registry.router.match(method, url);
-    let route: AnyRoute | undefined;
-    let slot: ConcurrencyLimiter | undefined;
-    let reserved = 0;
-    let bodyPromise: Promise<RawParams> = Promise.resolve({});
-    const withBody = BODY_METHODS.has(method) && hasBody(headers);
-    if (withBody) ex.watchBody(headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined);
-    const finish = (pattern: string) => {
-      ex.clearDeadline();
-      slot?.release();
-      budget.release(reserved);
-      reserved = 0;
-      activity.leave();
-      const elapsed = performance.now() - started;
-      const status = ex.aborted && !ex.truncated ? 499 : ex.status;
-      const line = {
-        reqId: requestId,
-        method,
-        route: pattern,
-        status,
-        ...(ex.errorId ? { error: ex.errorId } : {}),
-        ms: Math.round(elapsed * 10) / 10,
-        ...(ex.truncated ? { truncated: true } : {}),
-      };
-      // Refusals at info, so an operator sees why clients fail without turning on debug; the
-      // line holds the route pattern and error code only, never a body, a query or a header.
-      if (ex.status >= 500 || ex.truncated) log.warn(line, 'request failed');
-      else if (ex.status >= 400) log.info(line, 'request refused');
-      else log.debug(line, 'request');
-      opts.observer?.({ method, route: pattern, status, seconds: elapsed / 1000, code: ex.errorId });
-    };
-    // A child logger costs a few microseconds; most requests never log, so it is made on first use.
-    let child: Logger | undefined;
-    const ctxLog = () => (child ??= log.child({ reqId: requestId }));
-    const fail = (failure: unknown, pattern: string) => {
-      const translated = opts.translateError?.(failure);
-      if (translated) ctxLog().warn({ err: failure, route: pattern }, translated.message);
-      const err = translated ?? failure;
-      const { error, internal } = toHttpError(err);
-      if (internal && !ex.aborted) ctxLog().error({ err: error.cause ?? err, route: pattern }, INTERNAL_REASON);
-      ex.sendError(error);
-    };
+  const match = opts.registry.router.match(method, url);
+  const held: Held = { reservedBytes: 0 };
+  const withBody = BODY_METHODS.has(method) && hasBody(headers);
+  if (withBody) ex.watchBody(headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined);
+  const finish = (pattern: string) => {
+    ex.clearDeadline();
+    held.slot?.release();
+    g.budget.release(held.reservedBytes);
+    held.reservedBytes = 0;
+    g.activity.leave();
+    logFinished(opts, ex, { requestId, method, pattern, ms: performance.now() - started });
+  };
+  // A child logger costs a few microseconds; most requests never log, so it is made on first use.
+  let child: Logger | undefined;
+  const ctxLog = () => (child ??= opts.log.child({ reqId: requestId }));
+  const fail = (failure: unknown, pattern: string) => {
+    const translated = opts.translateError?.(failure);
+    if (translated) ctxLog().warn({ err: failure, route: pattern }, translated.message);
+    const err = translated ?? failure;
+    const { error, internal } = toHttpError(err);
+    if (internal && !ex.aborted) ctxLog().error({ err: error.cause ?? err, route: pattern }, INTERNAL_REASON);
+    ex.sendError(error);
+  };
 
-    try {
-      const framing = checkFraming(all);
-      // The body's extent is in doubt, so nothing after it on this connection can be trusted.
-      if (framing) {
-        ex.sendError(framing, true);
-        finish('-');
-        return;
-      }
-      if (match.kind !== 'found') {
-        const refusal =
-          match.kind === 'not-found'
-            ? new HttpError(404, 'NOT_FOUND', `No route for ${method} ${url}`)
-            : new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url}`, { headers: { Allow: match.allow.join(', ') } });
-        if (publicPaths.match(method, url).kind !== 'not-found') throw refusal;
-        // Elsewhere a client without a valid token learns nothing about which routes exist.
-        authenticate(headers.authorization, verifier)
-          .then(() => {
-            throw refusal;
-          })
-          .catch((err) => fail(err, '-'))
-          .finally(() => finish('-'));
-        return;
-      }
-      route = match.value;
-      ex.routeHeaders = route.headers;
-      // After the route is known, so a route's own headers (X-Live-Servers) ride on this 503 too.
-      if (state.draining) throw unavailable('Server is shutting down');
-      if (route.limited !== false) {
-        const pool = route.cost === 'engine' ? engineLimiter : limiter;
-        if (!pool.tryAcquire()) {
-          throw unavailable(`Too many ${route.cost === 'engine' ? 'photo ' : ''}requests in progress (limit ${pool.max})`, RETRY_AFTER_S);
-        }
-        slot = pool;
-      }
-      if (withBody) {
-        const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
-        if (declared !== undefined && declared > opts.limits.maxBodyBytes) {
-          throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${opts.limits.maxBodyBytes} bytes`);
-        }
-        const overBudget = () => unavailable('Too much request data in progress; retry shortly', RETRY_AFTER_S);
-        // A declared length is reserved whole at admission; a chunked body is counted as it arrives.
-        if (declared !== undefined) {
-          if (!budget.tryReserve(declared)) throw overBudget();
-          reserved = declared;
-        }
-        const admit = (bytes: number) => {
-          if (declared !== undefined) return;
-          if (!budget.tryReserve(bytes)) throw overBudget();
-          reserved += bytes;
-        };
-        bodyPromise = ex.readBody(createBodyParser(headers['content-type'], opts.limits, route.binaryBody), admit);
-        // Failures are answered where they happen; this keeps an early one from being "unhandled".
-        bodyPromise.catch(() => {});
-      }
-    } catch (err) {
-      // A body still arriving is drained before the answer goes out (Exchange.linger), so the
-      // client reads the refusal instead of a reset, and a client shed for load can honour
-      // Retry-After on the same connection.
-      ex.sendError(toHttpError(err).error);
-      finish(route?.path ?? '-');
+  let route: AnyRoute | undefined;
+  let bodyPromise: Promise<RawParams> = Promise.resolve({});
+  try {
+    const framing = checkFraming(all);
+    // The body's extent is in doubt, so nothing after it on this connection can be trusted.
+    if (framing) {
+      ex.sendError(framing, true);
+      finish('-');
       return;
     }
-
-    const chosen = route;
-    run(chosen, method, match.params, match.malformed, headers, query, bodyPromise, ex, ctxLog)
-      .catch((err) => fail(err, chosen.path))
-      .finally(() => finish(chosen.path));
-  });
-
-  async function run(
-    route: AnyRoute,
-    method: string,
-    rawParams: Record<string, string>,
-    malformed: string[],
-    headers: Record<string, string>,
-    query: string,
-    bodyPromise: Promise<RawParams>,
-    ex: Exchange,
-    ctxLog: () => Logger,
-  ): Promise<void> {
-    if (route.auth) await authenticate(headers.authorization, route.auth === 'operator' ? operatorVerifier : verifier);
-    if (malformed.length) throw new HttpError(400, 'BAD_PARAM', `${malformed[0]}: malformed percent-encoding`, { param: malformed[0] });
-    assertText(rawParams);
-    const params = route.params ? parseParams(route.params, rawParams) : rawParams;
-    const headerInput = route.requestHeaders ? parseParams(route.requestHeaders, declaredHeaders(route.requestHeaders, headers)) : {};
-    let input: unknown = {};
-    if (route.request) {
-      // Body parameters win over query parameters of the same name.
-      const raw = { ...queryToParams(query), ...(await bodyPromise) };
-      assertText(raw);
-      rejectUnknownFields(route.request, raw);
-      input = parseParams(route.request, foldBrackets(raw));
-      // Strict input (docs/api.md): a PUT that carries no parameter at all is refused on every route. What an
-      // update must change is the service's to say (services/face-changes.ts).
-      if (method === 'PUT' && Object.keys(raw).length === 0) {
-        throw new HttpError(400, 'BAD_PARAM', 'An update needs at least one field to change');
-      }
-    } else {
-      rejectUnknownFields(undefined, { ...queryToParams(query), ...(await bodyPromise) });
+    if (match.kind !== 'found') {
+      const refusal =
+        match.kind === 'not-found'
+          ? new HttpError(404, 'NOT_FOUND', `No route for ${method} ${url}`)
+          : new HttpError(405, 'METHOD_NOT_ALLOWED', `${method} is not allowed on ${url}`, { headers: { Allow: match.allow.join(', ') } });
+      if (g.publicPaths.match(method, url).kind !== 'not-found') throw refusal;
+      // Elsewhere a client without a valid token learns nothing about which routes exist.
+      authenticate(headers.authorization, opts.verifier)
+        .then(() => {
+          throw refusal;
+        })
+        .catch((err) => fail(err, '-'))
+        .finally(() => finish('-'));
+      return;
     }
-    if (!ex.open) return;
-    const result = await route.handler({
-      input,
-      params,
-      headers,
-      headerInput,
-      caller: route.auth ? callerOf(headers.authorization) : undefined,
-      get signal() {
-        return ex.signal;
-      },
-      get log() {
-        return ctxLog();
-      },
-      server: state,
-    });
-    if (result instanceof StreamReply) {
-      await ex.sendStream(result.status, result.contentType, result.headers, result.chunks, ctxLog());
-    } else if (result instanceof Reply) {
-      ex.send(result.status, result.body, result.contentType, result.headers);
-    } else if (route.response.status === 204 || result === undefined) {
-      ex.send(route.response.status, undefined, undefined, {});
-    } else {
-      ex.send(route.response.status, JSON.stringify(result), 'application/json', {});
-    }
+    route = match.value;
+    ex.routeHeaders = route.headers;
+    admit(g, route, held);
+    if (withBody) bodyPromise = readAdmittedBody(g, ex, route, headers, held);
+  } catch (err) {
+    // A body still arriving is drained before the answer goes out (Exchange.linger), so the
+    // client reads the refusal instead of a reset, and a client shed for load can honour
+    // Retry-After on the same connection.
+    ex.sendError(toHttpError(err).error);
+    finish(route?.path ?? '-');
+    return;
   }
 
-  return new Promise<HttpServer>((resolve, reject) => {
-    app.listen(opts.host, opts.port, (socket) => {
-      if (!socket) {
-        reject(new Error(`cannot listen on ${opts.host}:${opts.port}`));
-        return;
-      }
-      const port = uWS.us_socket_local_port(socket as unknown as uWS.us_socket);
-      let closing: Promise<void> | undefined;
-      resolve({
-        port,
-        state,
-        close() {
-          closing ??= (async () => {
-            state.draining = true;
-            uWS.us_listen_socket_close(socket);
-            const drained = await activity.idle(opts.shutdownTimeoutMs);
-            if (!drained) log.warn({ inflight: activity.count }, 'shutdown timeout: dropping requests in progress');
-            app.close();
-          })();
-          return closing;
-        },
-      });
-    });
+  const chosen = route;
+  run(g, { route: chosen, method, rawParams: match.params, malformed: match.malformed, headers, query, bodyPromise, ex, ctxLog })
+    .catch((err) => fail(err, chosen.path))
+    .finally(() => finish(chosen.path));
+}
+
+/** Admits a request to `route`, or throws the 503 that sheds it: draining, or its lane full. The slot taken goes to `held`. */
+function admit(g: Gates, route: AnyRoute, held: Held): void {
+  // After the route is known, so a route's own headers (X-Live-Servers) ride on this 503 too.
+  if (g.state.draining) throw unavailable('Server is shutting down');
+  if (route.limited === false) return;
+  const pool = route.cost === 'engine' ? g.engineLimiter : g.limiter;
+  if (!pool.tryAcquire()) {
+    throw unavailable(`Too many ${route.cost === 'engine' ? 'photo ' : ''}requests in progress (limit ${pool.max})`, RETRY_AFTER_S);
+  }
+  held.slot = pool;
+}
+
+/**
+ * Starts reading the body within the limits: a declared length over the cap is refused, and
+ * the bytes are reserved from the memory budget, a declared length whole at admission, a
+ * chunked body as it arrives (what was reserved goes to `held`).
+ */
+function readAdmittedBody(g: Gates, ex: Exchange, route: AnyRoute, headers: Record<string, string>, held: Held): Promise<RawParams> {
+  const { limits } = g.opts;
+  const declared = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
+  if (declared !== undefined && declared > limits.maxBodyBytes) {
+    throw new HttpError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${limits.maxBodyBytes} bytes`);
+  }
+  const overBudget = () => unavailable('Too much request data in progress; retry shortly', RETRY_AFTER_S);
+  if (declared !== undefined) {
+    if (!g.budget.tryReserve(declared)) throw overBudget();
+    held.reservedBytes = declared;
+  }
+  const admitBytes = (bytes: number) => {
+    if (declared !== undefined) return;
+    if (!g.budget.tryReserve(bytes)) throw overBudget();
+    held.reservedBytes += bytes;
+  };
+  const body = ex.readBody(createBodyParser(headers['content-type'], limits, route.binaryBody), admitBytes);
+  // Failures are answered where they happen; this keeps an early one from being "unhandled".
+  body.catch(() => {});
+  return body;
+}
+
+/** The request's log line and the observer's record. */
+function logFinished(opts: HttpServerOptions, ex: Exchange, r: { requestId: string; method: string; pattern: string; ms: number }): void {
+  const status = ex.aborted && !ex.truncated ? 499 : ex.status;
+  const line = {
+    reqId: r.requestId,
+    method: r.method,
+    route: r.pattern,
+    status,
+    ...(ex.errorId ? { error: ex.errorId } : {}),
+    ms: Math.round(r.ms * 10) / 10,
+    ...(ex.truncated ? { truncated: true } : {}),
+  };
+  // Refusals at info, so an operator sees why clients fail without turning on debug; the
+  // line holds the route pattern and error code only, never a body, a query or a header.
+  if (ex.status >= 500 || ex.truncated) opts.log.warn(line, 'request failed');
+  else if (ex.status >= 400) opts.log.info(line, 'request refused');
+  else opts.log.debug(line, 'request');
+  opts.observer?.({ method: r.method, route: r.pattern, status, seconds: r.ms / 1000, code: ex.errorId });
+}
+
+/** An admitted request as `run` takes it. */
+interface Admitted {
+  route: AnyRoute;
+  method: string;
+  rawParams: Record<string, string>;
+  malformed: string[];
+  headers: Record<string, string>;
+  query: string;
+  bodyPromise: Promise<RawParams>;
+  ex: Exchange;
+  ctxLog: () => Logger;
+}
+
+/** Authenticates, parses every input against the route's schemas, calls the handler and sends what it returns. */
+async function run(g: Gates, a: Admitted): Promise<void> {
+  const { route, headers, ex } = a;
+  if (route.auth) await authenticate(headers.authorization, route.auth === 'operator' ? g.opts.operatorVerifier : g.opts.verifier);
+  if (a.malformed.length) throw new HttpError(400, 'BAD_PARAM', `${a.malformed[0]}: malformed percent-encoding`, { param: a.malformed[0] });
+  assertText(a.rawParams);
+  const params = route.params ? parseParams(route.params, a.rawParams) : a.rawParams;
+  const headerInput = route.requestHeaders ? parseParams(route.requestHeaders, declaredHeaders(route.requestHeaders, headers)) : {};
+  let input: unknown = {};
+  if (route.request) {
+    // Body parameters win over query parameters of the same name.
+    const raw = { ...queryToParams(a.query), ...(await a.bodyPromise) };
+    assertText(raw);
+    rejectUnknownFields(route.request, raw);
+    input = parseParams(route.request, foldBrackets(raw));
+    // Strict input (docs/api.md): a PUT that carries no parameter at all is refused on every route. What an
+    // update must change is the service's to say (services/face-changes.ts).
+    if (a.method === 'PUT' && Object.keys(raw).length === 0) {
+      throw new HttpError(400, 'BAD_PARAM', 'An update needs at least one field to change');
+    }
+  } else {
+    rejectUnknownFields(undefined, { ...queryToParams(a.query), ...(await a.bodyPromise) });
+  }
+  if (!ex.open) return;
+  const result = await route.handler({
+    input,
+    params,
+    headers,
+    headerInput,
+    caller: route.auth ? callerOf(headers.authorization) : undefined,
+    get signal() {
+      return ex.signal;
+    },
+    get log() {
+      return a.ctxLog();
+    },
+    server: g.state,
   });
+  if (result instanceof StreamReply) {
+    await ex.sendStream(result.status, result.contentType, result.headers, result.chunks, a.ctxLog());
+  } else if (result instanceof Reply) {
+    ex.send(result.status, result.body, result.contentType, result.headers);
+  } else if (route.response.status === 204 || result === undefined) {
+    ex.send(route.response.status, undefined, undefined, {});
+  } else {
+    ex.send(route.response.status, JSON.stringify(result), 'application/json', {});
+  }
 }
 
 function hasBody(headers: Record<string, string>): boolean {

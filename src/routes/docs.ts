@@ -172,36 +172,62 @@ export function swaggerPage(title: string, versions: readonly string[], primary:
 `;
 }
 
-export function registerDocs(registry: RouteRegistry, info: OpenApiInfo): void {
-  const documents = new Map<string, string>();
-  const pages = new Map<string, string>();
-  const assets = new Map<string, Promise<Buffer>>();
-  let tag: string | undefined;
+/** The documentation's answers, each built on first use and kept: pages per version, OpenAPI documents, Swagger UI's files. */
+class DocsCache {
+  private readonly documents = new Map<string, string>();
+  private readonly pages = new Map<string, string>();
+  private readonly assets = new Map<string, Promise<Buffer>>();
+  private tag: string | undefined;
 
-  const page = (primary: string): Reply => {
-    let html = pages.get(primary);
+  constructor(
+    private readonly registry: RouteRegistry,
+    private readonly info: OpenApiInfo,
+  ) {}
+
+  /** Swagger UI opened on version `primary`. */
+  page(primary: string): Reply {
+    let html = this.pages.get(primary);
     if (html === undefined) {
-      tag ??= assetTag();
-      html = swaggerPage(info.title, apiVersions(registry), primary, tag);
-      pages.set(primary, html);
+      this.tag ??= assetTag();
+      html = swaggerPage(this.info.title, apiVersions(this.registry), primary, this.tag);
+      this.pages.set(primary, html);
     }
     return new Reply(200, html, 'text/html; charset=utf-8', { 'Content-Security-Policy': DOCS_CSP });
-  };
+  }
 
-  const asset = (file: string): Promise<Buffer> => {
-    let bytes = assets.get(file);
+  /** The OpenAPI document of `version`, as JSON text. */
+  document(version: string): string {
+    let json = this.documents.get(version);
+    if (json === undefined) {
+      json = JSON.stringify(buildOpenApi(this.registry, version, this.info, errorBody));
+      this.documents.set(version, json);
+    }
+    return json;
+  }
+
+  asset(file: string): Promise<Buffer> {
+    let bytes = this.assets.get(file);
     if (!bytes) {
       bytes = file === START_ASSET ? Promise.resolve(Buffer.from(START_SCRIPT)) : readFile(path.join(packageDir(), file));
-      assets.set(file, bytes);
+      this.assets.set(file, bytes);
       // A failed read is not kept: the next request tries again.
-      bytes.catch(() => assets.delete(file));
+      bytes.catch(() => this.assets.delete(file));
     }
     return bytes;
-  };
+  }
+}
 
-  // JSON and HTML answers differ by Accept alone, so caches must key on it.
-  const vary = () => ({ Vary: 'Accept' });
+// JSON and HTML answers differ by Accept alone, so caches must key on it.
+const vary = () => ({ Vary: 'Accept' });
 
+export function registerDocs(registry: RouteRegistry, info: OpenApiInfo): void {
+  const cache = new DocsCache(registry, info);
+  defineVersions(registry, cache);
+  defineDocument(registry, cache);
+  defineAssets(registry, cache);
+}
+
+function defineVersions(registry: RouteRegistry, cache: DocsCache): void {
   registry.define({
     method: 'GET',
     path: '/docs',
@@ -214,11 +240,13 @@ export function registerDocs(registry: RouteRegistry, info: OpenApiInfo): void {
     headers: vary,
     async handler({ headers }) {
       const versions = apiVersions(registry);
-      if (prefersHtml(headers.accept)) return page(versions[0]);
+      if (prefersHtml(headers.accept)) return cache.page(versions[0]);
       return { versions, documents: Object.fromEntries(versions.map((v) => [v, `/docs/${v}`])) };
     },
   });
+}
 
+function defineDocument(registry: RouteRegistry, cache: DocsCache): void {
   registry.define({
     method: 'GET',
     path: '/docs/:version',
@@ -239,16 +267,13 @@ export function registerDocs(registry: RouteRegistry, info: OpenApiInfo): void {
       if (!apiVersions(registry).includes(params.version)) {
         throw notFound(`No documentation for version ${params.version}`);
       }
-      if (prefersHtml(headers.accept)) return page(params.version);
-      let json = documents.get(params.version);
-      if (json === undefined) {
-        json = JSON.stringify(buildOpenApi(registry, params.version, info, errorBody));
-        documents.set(params.version, json);
-      }
-      return new Reply(200, json, 'application/json');
+      if (prefersHtml(headers.accept)) return cache.page(params.version);
+      return new Reply(200, cache.document(params.version), 'application/json');
     },
   });
+}
 
+function defineAssets(registry: RouteRegistry, cache: DocsCache): void {
   registry.define({
     method: 'GET',
     path: '/docs/assets/:file',
@@ -267,7 +292,7 @@ export function registerDocs(registry: RouteRegistry, info: OpenApiInfo): void {
     async handler({ params }) {
       const type = ASSET_TYPES.get(params.file);
       if (!type) throw notFound(`No documentation asset ${params.file}`);
-      return new Reply(200, await asset(params.file), type, ASSET_HEADERS);
+      return new Reply(200, await cache.asset(params.file), type, ASSET_HEADERS);
     },
   });
 }

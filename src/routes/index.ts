@@ -41,23 +41,27 @@ export interface DatabaseRoutes extends FaceChangeDeps, PersonDeps, PhotoDeps {
   idempotency: EnrolDeps['idempotency'];
 }
 
+/** What the database routes are configured with; the service's configuration declares each default. */
+export interface StoreRouteSettings {
+  identify: { strict: boolean; maxN: number };
+  /** Longer side of sighting thumbnails, in pixels. */
+  thumbnailSize: number;
+  /** Enrolment refuses detected faces below this quality (0: all accepted). */
+  minQuality: number;
+}
+
 export interface RouteDeps {
   engine: Engine;
   photos: PhotoSource;
   serviceVersion: string;
-  /** The face database; without it the database routes are not served (engine-only deployments, tests). */
-  database?: DatabaseRoutes;
+  /** The face database and its routes' settings; without it the database routes are not served (engine-only deployments, tests). */
+  database?: { stores: DatabaseRoutes; settings: StoreRouteSettings };
   /** Base of links to this service (photo URLs); the request's Host when absent. */
   publicUrl?: string;
   /** Re-embedding of faces stored by another recogniser, shown by /health. */
   migration?: EmbeddingMigration;
   /** Which database server this node writes to, shown by /health. */
   writer?: HealthDeps['writer'];
-  identify?: { strict: boolean; maxN: number };
-  /** Longer side of sighting thumbnails, in pixels. */
-  thumbnailSize?: number;
-  /** Enrolment refuses detected faces below this quality (0 or absent: all accepted). */
-  minQuality?: number;
   /** Served at /metrics when given. */
   metrics?: ServiceMetrics;
   /** FACE_ROLE, shown by /health. */
@@ -69,28 +73,28 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
   const faces = new PhotoAnalysis(deps.engine, deps.photos);
   registerDetect(registry, faces);
   registerVerify(registry, faces);
-  const db = deps.database;
-  if (db) {
+  if (deps.database) {
+    const db = deps.database.stores;
     const publicUrl = deps.publicUrl;
-    const thumbnailSize = deps.thumbnailSize ?? 160;
+    const { thumbnailSize, minQuality, identify } = deps.database.settings;
     registerListings(registry, { ...db, publicUrl });
     registerGalleries(registry, db);
     registerPhoto(registry, db);
-    registerFace(registry, { ...db, faces, thumbnailSize, minQuality: deps.minQuality ?? 0, publicUrl });
+    registerFace(registry, { ...db, faces, thumbnailSize, minQuality, publicUrl });
     registerIdentify(registry, {
       ...db,
       faces,
       thumbnailSize,
       publicUrl,
-      strict: deps.identify?.strict ?? false,
-      maxN: deps.identify?.maxN ?? 100,
+      strict: identify.strict,
+      maxN: identify.maxN,
     });
     registerHistory(registry, { ...db, publicUrl });
     registerPersons(registry, { ...db, publicUrl });
     registerShardsReport(registry, db.index);
     if (db.control) registerShardsControl(registry, db.control);
   }
-  registerHealth(registry, { role: deps.role ?? 'all', engine: deps.engine, index: db?.index, migration: deps.migration, writer: deps.writer });
+  registerHealth(registry, { role: deps.role ?? 'all', engine: deps.engine, index: deps.database?.stores.index, migration: deps.migration, writer: deps.writer });
   if (deps.metrics) registerMetrics(registry, deps.metrics);
   registerDocs(registry, {
     title: 'Face recognition service',

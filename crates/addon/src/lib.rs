@@ -376,7 +376,8 @@ impl FaceEngine {
 /// Field for field, no checks: the engine's `EngineOptions::validate` is the one place values
 /// are checked. Casts saturate: a NaN or negative number becomes 0 and is refused there, while
 /// +Infinity for maxPixels or maxDecodeBytes becomes u64::MAX, no limit. Fields left out take
-/// the engine's defaults.
+/// the engine's defaults. Every field of the engine's options is named here, so one added
+/// there does not compile until it is wired through (or stated to be the engine's alone).
 fn core_engine_options(o: EngineOptions) -> CoreEngineOptions {
     let defaults = CoreEngineOptions::default();
     CoreEngineOptions {
@@ -403,7 +404,8 @@ fn core_engine_options(o: EngineOptions) -> CoreEngineOptions {
         tensorrt_cache: o.tensorrt_cache.map(PathBuf::from),
         fixed_shapes: o.fixed_shapes.unwrap_or_else(|| defaults.fixed_shapes.clone()),
         trt_fp16: o.trt_fp16.unwrap_or(defaults.trt_fp16),
-        ..defaults
+        // Diagnosis only (the GPU bench's probe): not a setting of the service.
+        profile_dir: None,
     }
 }
 

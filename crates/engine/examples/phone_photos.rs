@@ -77,9 +77,7 @@ fn open_engine() -> Engine {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
     let mut opts = EngineOptions {
         model_dir: std::env::var("FACE_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|_| root().join("models")),
-        ort_library: std::env::var("FACE_ORT_LIBRARY")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root().join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1")),
+        ort_library: face_engine::testing::ort_library(),
         inference_workers: cores.min(8),
         max_pixels: 64_000_000,
         queue_capacity: 256,

@@ -7,11 +7,10 @@ pub fn project_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// onnxruntime-node's library (`FACE_ORT_LIBRARY` overrides it).
+/// onnxruntime-node's library, where the engine's default looks for it from the project root
+/// (`FACE_ORT_LIBRARY` overrides it).
 pub fn ort_library() -> std::path::PathBuf {
-    std::env::var_os("FACE_ORT_LIBRARY")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| project_root().join("node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1"))
+    std::env::var_os("FACE_ORT_LIBRARY").map(std::path::PathBuf::from).unwrap_or_else(|| project_root().join(crate::EngineOptions::default().ort_library))
 }
 
 /// The models folder: `FACE_MODEL_DIR`, else the project's `models`.
