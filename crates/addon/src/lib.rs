@@ -53,7 +53,7 @@ pub struct EngineOptions {
     pub age_model: Option<String>,
     /// Manifest id of the gender model (default: the manifest's gender, else ageGender, else the recogniser's own head).
     pub gender_model: Option<String>,
-    /// Detector score threshold 0..1 (default: the detector's own, 0.78 for YuNet).
+    /// Detector score threshold 0..1 (default: the detector's own, 0.8 for YuNet and 0.7 for BlazeFace).
     pub detect_threshold: Option<f64>,
     /// Smallest face side in pixels searched for in large photos (default 40); sets the
     /// detector's working resolution.
