@@ -200,7 +200,7 @@ impl SessionSource<'_> {
             let (session, report) = self.build(entry, &model, &settings)?;
             return Ok((ModelSession { sessions: vec![(None, session)] }, report));
         };
-        let groups: Vec<Vec<Vec<i64>>> = if self.session_per_shape() { m.shapes.iter().map(|s| vec![s.clone()]).collect() } else { vec![m.shapes.clone()] };
+        let groups: Vec<Vec<Vec<i64>>> = if self.session_per_shape() && m.shapes.len() > 1 { m.shapes.iter().map(|s| vec![s.clone()]).collect() } else { vec![m.shapes.clone()] };
         let mut sessions = Vec::with_capacity(groups.len());
         let mut report = None;
         for shapes in groups {
@@ -210,7 +210,7 @@ impl SessionSource<'_> {
             sessions.push(((shapes.len() == 1).then(|| shapes[0].clone()), session));
             report.get_or_insert(r);
         }
-        let report = report.unwrap_or(ProviderReport { active: vec!["cpu".into()], skipped: Vec::new() });
+        let report = report.ok_or_else(|| EngineError::Internal(format!("no session built for {}", m.id)))?;
         Ok((ModelSession { sessions }, report))
     }
 
