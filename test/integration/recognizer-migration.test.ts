@@ -260,11 +260,7 @@ describe('a migration killed half-way', () => {
 
     service = await startProcess(env(TARGET));
     await migrationDone(service.base);
-    const started = service
-      .output()
-      .split('\n')
-      .filter((l) => l.includes('embedding migration started'))
-      .map((l) => JSON.parse(l));
+    const started = service.logLines().filter((l) => String(l.msg).startsWith('embedding migration started'));
     expect(started).toHaveLength(1);
     expect(started[0]).toMatchObject({ from: ['faceres'], to: TARGET, done: 16, pending: 24, total: 40 });
     expect(service.output()).toContain('embedding migration finished');
