@@ -138,7 +138,10 @@ async function main() {
   const emotionLabelled = labels.filter((l) => l.attributes?.emotion !== undefined);
   const manifest = JSON.parse(readFileSync(path.join(config.modelDir, 'manifest.json'), 'utf8')) as { models: { id: string; onnx: string }[] };
   const converted = (id: string) => existsSync(path.join(config.modelDir, manifest.models.find((m) => m.id === id)?.onnx ?? '-'));
-  const fallback = ['faceres', 'cydral-age+cydral-gender', ...(converted('gear') ? ['gear'] : [])].join(',');
+  // faceres and gear are optional models (`npm run models -- --all`): compared when converted.
+  const optional = ['faceres', 'gear'].filter((id) => !converted(id));
+  if (optional.length && !arg('models')) console.log(`${optional.join(', ')}: left out, not converted (npm run models -- --all converts them)`);
+  const fallback = [...(converted('faceres') ? ['faceres'] : []), 'cydral-age+cydral-gender', ...(converted('gear') ? ['gear'] : [])].join(',');
   const chosen = candidates(arg('models') ?? fallback);
   const rounds = numberArg('rounds', 5);
   const verbose = process.argv.includes('--verbose');

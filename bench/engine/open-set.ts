@@ -5,6 +5,7 @@
  *
  *   node dist/bench/engine/open-set.js [--lfw DIR] [--testdata DIR] [--mode sface:mirror]
  *       [--strangers 1000] [--sizes 1000,2000,all] [--api] [--api-probes 300] [--json FILE]
+ *       [--lfw-limit N]  (the first N people only: a smoke test of the code path, not LFW's numbers)
  *
  * - Embeddings: every LFW photo, the face nearest the centre, through the engine with the
  *   mode's recogniser (cached under .bench-out/ with bench:accuracy's key).
@@ -41,7 +42,6 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { findProjectRoot, loadConfig } from '../../src/config/index.js';
-import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { openFaceIndex } from '../../src/native/face-index.js';
 import {
   CALIBRATIONS,
@@ -58,10 +58,10 @@ import { upperTailZ } from '../../src/services/normal.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
 import { embedLabelled, lfwFolders, loadLabels } from '../lib/dev-set.js';
 import { inParallel } from '../../test/harness/in-parallel.js';
-import { allPairs, atFar, embedPhotos, impostorsAbove, lfwMissing, loadLfw, modelHashes, type AllPairs, type Embedded, type LfwSet } from '../lib/lfw.js';
+import { allPairs, atFar, embedLfwSet, impostorsAbove, lfwMissing, limitPeople, loadLfw, type AllPairs, type Embedded, type LfwSet } from '../lib/lfw.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { Rng } from '../../test/harness/reliability/outcome.js';
-import { resolveRecognizerMode, specFileName } from '../lib/recognizer-modes.js';
+import { resolveRecognizerMode } from '../lib/recognizer-modes.js';
 import { startBenchService } from '../../test/harness/load-service.js';
 
 const pct = (x: number, digits = 2) => `${(x * 100).toFixed(digits)}%`;
@@ -413,24 +413,9 @@ async function main() {
   const report: Record<string, unknown> = { date: new Date().toISOString(), machine: machineLine(describeMachine()), mode: mode.spec };
   console.log(`open-set identification, ${mode.spec}; ${machineLine(describeMachine())}`);
 
-  const set = loadLfw(lfwDir);
-  const manifest = JSON.parse(readFileSync(path.join(config.modelDir, 'manifest.json'), 'utf8')) as { defaults: { detector: string } };
-  const detector = config.detector ?? manifest.defaults.detector;
-  const shape = { inferenceWorkers: 2, intraThreads: 1 };
-  const engine = await openEngine(engineOptionsFrom(config, { ...shape, detector, recognizer: mode.spec }));
+  const set = limitPeople(loadLfw(lfwDir), numberArg('lfw-limit', Infinity));
+  const { engine, emb } = await embedLfwSet(config, set, mode, root, set.limited ? `first${set.names.length}people` : 'all', (l) => console.log(l));
   const recognizer = engine.info().recognizer;
-  const emb = await embedPhotos(engine, path.join(lfwDir, 'images'), set.files, {
-    detector,
-    recognizer,
-    models: modelHashes(config.modelDir, [detector, ...mode.models]),
-    settings: { minFace: config.minFace, detectThreshold: config.detectThreshold ?? null },
-    inFlight: 8,
-    engine: shape,
-    force: false,
-    log: (l) => console.log(l),
-    mirror: false,
-    cache: path.join(root, '.bench-out', `lfw-${detector}+${specFileName(recognizer)}-all`),
-  });
   const dim = emb.dim;
   console.log(`  ${set.files.length} LFW photos embedded${emb.cached ? ' (cached)' : ''}, a face on ${[...emb.found].filter(Boolean).length}`);
 

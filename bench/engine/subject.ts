@@ -3,6 +3,9 @@
  * photo is of sits in the middle (other faces may show at the edges):
  *
  *   node dist/bench/engine/subject.js [--lfw DIR] [--margins 0,0.05,0.1,0.2,0.3] [--no-api] [--clients 4] [--json FILE]
+ *       [--lfw-limit N]
+ *
+ * `--lfw-limit N` keeps the first N people (a smoke test of the code path; its numbers are not LFW's).
  *
  * - Margin: every LFW photo detected through the addon, and for each area margin of
  *   subjectOf (src/services/analysis.ts) the photos where the face it takes does not hold the
@@ -24,7 +27,7 @@ import { engineOptionsFrom, openEngine, type Analysis } from '../../src/native/e
 import { SUBJECT_AREA_MARGIN, subjectOf } from '../../src/services/analysis.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
 import { inParallel } from '../../test/harness/in-parallel.js';
-import { lfwMissing, loadLfw, loadPairs, NO_FACE_SCORE, tenFold } from '../lib/lfw.js';
+import { lfwMissing, limitPeople, loadLfw, loadPairs, NO_FACE_SCORE, tenFold } from '../lib/lfw.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { startBenchService } from '../../test/harness/load-service.js';
 
@@ -48,7 +51,7 @@ async function main() {
   const missing = lfwMissing(lfwDir);
   if (missing.length) throw new Error(`LFW is not at ${lfwDir}: missing ${missing.join(', ')}`);
   const clients = numberArg('clients', 4);
-  const set = loadLfw(lfwDir);
+  const set = limitPeople(loadLfw(lfwDir), numberArg('lfw-limit', Infinity));
   const pairs = loadPairs(set);
   const machine = machineLine(describeMachine());
   console.log(`which face biggest takes, through the API; ${machine}`);

@@ -23,7 +23,9 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
-import type { Engine } from '../../src/native/engine.js';
+import type { Config } from '../../src/config/index.js';
+import { engineOptionsFrom, openEngine, type Engine } from '../../src/native/engine.js';
+import { specFileName, type RecognizerMode } from './recognizer-modes.js';
 
 export interface LfwSet {
   dir: string;
@@ -676,4 +678,31 @@ export function fitLogisticAllPairs(ap: AllPairs): { slope: number; center: numb
     w.push((0.5 * ap.histogram[b]) / ap.impostorCount);
   }
   return fitLogisticWeighted(x, y, w);
+}
+
+/**
+ * Every photo of `set` through the service's detector (its settings from `config`) and the
+ * recogniser `mode`, the centred face of each, on an engine of two single-threaded workers;
+ * cached under `<root>/.bench-out/lfw-<detector>+<recogniser>-<tag>`. The engine stays open
+ * for the caller.
+ */
+export async function embedLfwSet(config: Config, set: LfwSet, mode: RecognizerMode, root: string, tag: string, log: (line: string) => void): Promise<{ engine: Engine; emb: Embedded }> {
+  const manifest = JSON.parse(readFileSync(path.join(config.modelDir, 'manifest.json'), 'utf8')) as { defaults: { detector: string } };
+  const detector = config.detector ?? manifest.defaults.detector;
+  const shape = { inferenceWorkers: 2, intraThreads: 1 };
+  const engine = await openEngine(engineOptionsFrom(config, { ...shape, detector, recognizer: mode.spec }));
+  const recognizer = engine.info().recognizer;
+  const emb = await embedPhotos(engine, path.join(set.dir, 'images'), set.files, {
+    detector,
+    recognizer,
+    models: modelHashes(config.modelDir, [detector, ...mode.models]),
+    settings: { minFace: config.minFace, detectThreshold: config.detectThreshold ?? null },
+    inFlight: 8,
+    engine: shape,
+    force: false,
+    log,
+    mirror: false,
+    cache: path.join(root, '.bench-out', `lfw-${detector}+${specFileName(recognizer)}-${tag}`),
+  });
+  return { engine, emb };
 }

@@ -4,7 +4,7 @@
  * through the service's detector and recogniser, the largest face of each.
  *
  *   node dist/bench/search/face-vectors.js [--lfw DIR] [--faces DIR] [--out FILE_STEM]
- *       [--inflight 8] [--workers 2] [--intra 1] [--recompute]
+ *       [--inflight 8] [--workers 2] [--intra 1] [--recompute] [--lfw-limit N]
  *
  * Writes `<stem>.f32` and `<stem>.json`, by default bench/data/<recogniser>-real
  * (git-ignored: LFW is a research set and is not shipped):
@@ -31,10 +31,10 @@ import path from 'node:path';
 import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
-import { embedPhotos, lfwMissing, loadLfw, modelHashes, type EmbedOptions, type Embedded } from '../lib/lfw.js';
+import { embedPhotos, lfwMissing, limitPeople, loadLfw, modelHashes, type EmbedOptions, type Embedded } from '../lib/lfw.js';
 import { resolveRecognizerMode } from '../lib/recognizer-modes.js';
 
-const USAGE = `node dist/bench/search/face-vectors.js [--recognizer sface] [--lfw DIR] [--faces DIR] [--out FILE_STEM] [--inflight 8] [--workers 2] [--intra 1] [--recompute]`;
+const USAGE = `node dist/bench/search/face-vectors.js [--recognizer sface] [--lfw DIR] [--faces DIR] [--out FILE_STEM] [--inflight 8] [--workers 2] [--intra 1] [--recompute] [--lfw-limit N] (a smoke test: the first N people)`;
 
 interface Options {
   /** The recogniser mode to embed with (a spec or a manifest name). */
@@ -46,6 +46,8 @@ interface Options {
   workers: number;
   intra: number;
   recompute: boolean;
+  /** Only the first this many LFW people (Infinity: all). */
+  lfwLimit: number;
 }
 
 interface Label {
@@ -61,7 +63,7 @@ const SAME_PERSON: Record<string, string> = { joe_biden: 'Joseph_Biden' };
 
 function parseCli(argv: string[]): Options {
   const root = findProjectRoot();
-  const o = parseOptions(argv, ['recognizer', 'lfw', 'faces', 'out', 'inflight', 'workers', 'intra'], USAGE, ['recompute']);
+  const o = parseOptions(argv, ['recognizer', 'lfw', 'faces', 'out', 'inflight', 'workers', 'intra', 'lfw-limit'], USAGE, ['recompute']);
   const int = (name: string, fallback: number) => {
     const v = o[name] === undefined ? fallback : Number(o[name]);
     if (!Number.isInteger(v) || v < 1) throw new Error(`--${name} must be a positive integer\n${USAGE}`);
@@ -77,6 +79,7 @@ function parseCli(argv: string[]): Options {
     workers: int('workers', 2),
     intra: int('intra', 1),
     recompute: o.recompute === 'true',
+    lfwLimit: o['lfw-limit'] === undefined ? Infinity : int('lfw-limit', 1),
   };
 }
 
@@ -97,6 +100,8 @@ async function main(opts: Options): Promise<number> {
   const mode = resolveRecognizerMode(config.modelDir, opts.recognizer);
   if (mode.unavailable) throw new Error(`recogniser ${opts.recognizer}: ${mode.unavailable}`);
   const recognizer = opts.recognizer;
+  // A smoke test's subset never takes the place of the real set the index benches read.
+  if (opts.lfwLimit !== Infinity && !opts.out) throw new Error(`--lfw-limit needs --out: bench/data holds the whole set\n${USAGE}`);
   const stem = path.resolve(opts.out ?? path.join(root, 'bench', 'data', `${recognizer}-real`));
   const shape = { inferenceWorkers: opts.workers, intraThreads: opts.intra };
   const engine = await openEngine(engineOptionsFrom(config, { ...shape, detector, recognizer }));
@@ -116,7 +121,7 @@ async function main(opts: Options): Promise<number> {
   };
   const cache = (tag: string) => path.join(root, '.bench-out', `${tag}-${detector}+${recognizer}-largest`);
 
-  const lfw = loadLfw(opts.lfw);
+  const lfw = limitPeople(loadLfw(opts.lfw), opts.lfwLimit);
   console.log(
     `${detector} + ${recognizer}, largest face per photo: ${shape.inferenceWorkers} inference workers x ${shape.intraThreads} intra threads, ${opts.inFlight} in flight`,
   );

@@ -1,17 +1,21 @@
 /**
  * Ties each engine setting's declarations together: its entry in
  * engine-options.ts, the addon's `EngineOptions` field as built
- * (build/addon/index.d.cts, from crates/addon/src/lib.rs), what loadConfig and
+ * (build/addon/index.d.cts, from crates/addon/src/lib.rs), the engine's own
+ * default (the addon's `engineDefaults`), what loadConfig and
  * engineOptionsFrom make of its variable, and its row in the README's engine
  * table. The table is generated: run this file with FACE_UPDATE_README=1 to
  * rewrite it.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { expectReadmeTable, otherValue } from '../../test/harness/settings.js';
+import { settingsTable, type Kind } from './declare.js';
 import { findProjectRoot, loadConfig } from './index.js';
-import { engineOptionsFrom } from '../native/engine.js';
-import { NAPI_ONLY_FIELDS, engineOptionEntries, type EngineOption } from './engine-options.js';
+import { engineOptionsFrom, loadAddon } from '../native/engine.js';
+import { ENGINE_OPTIONS, NAPI_ONLY_FIELDS, engineOptionEntries } from './engine-options.js';
 
 const root = findProjectRoot();
 const at = { root: '/srv/face', cores: 2, totalMem: 8 * 1024 ** 3 };
@@ -27,32 +31,8 @@ export function napiFields(dts: string): Map<string, { type: string; optional: b
   return fields;
 }
 
-/** A valid value for the variable other than its default, as text. */
-function sample(o: EngineOption<unknown>): string {
-  switch (o.kind.type) {
-    case 'integer':
-      return String(Math.min(o.kind.min! + 3, o.kind.max ?? Infinity));
-    case 'number':
-      return String((o.kind.min! + o.kind.max!) / 2);
-    case 'text':
-      return '/elsewhere/x';
-    case 'list':
-      return 'cuda,cpu';
-    case 'choice':
-      return o.kind.choices!.find((c) => c !== o.default)!;
-    case 'flag':
-      return String(o.default !== true);
-  }
-}
-
-const BEGIN = '<!-- engine-options:begin';
-const END = '<!-- engine-options:end -->';
-
-/** The README's engine table, as the declarations make it. */
-export function engineTable(): string {
-  const rows = engineOptionEntries().map(([, o]) => `| \`${o.env}\` | ${o.shown} | ${o.kind.values} | ${o.doc} |`);
-  return ['| variable | default | values | meaning |', '|---|---|---|---|', ...rows].join('\n');
-}
+/** The addon field's type, as index.d.cts spells it, for each kind of setting. */
+const NAPI_TYPES: Record<Kind<unknown>['type'], string> = { integer: 'number', number: 'number', text: 'string', choice: 'string', flag: 'boolean', list: 'Array<string>' };
 
 describe('engine settings', () => {
   it('reads the addon fields out of index.d.cts', () => {
@@ -72,7 +52,7 @@ describe('engine settings', () => {
     for (const [key, o] of engineOptionEntries()) {
       const field = fields.get(key);
       if (!field) problems.push(`${key} (${o.env}): no such EngineOptions field in crates/addon/src/lib.rs`);
-      else if (field.type !== o.kind.napi) problems.push(`${key}: the addon takes ${field.type}, the declaration says ${o.kind.napi}`);
+      else if (field.type !== NAPI_TYPES[o.kind.type]) problems.push(`${key}: the addon takes ${field.type}, the declaration says ${NAPI_TYPES[o.kind.type]}`);
       else if (!field.optional && o.default === undefined) problems.push(`${key}: the addon requires it, so it needs a default`);
     }
     const declared = new Set<string>(engineOptionEntries().map(([key]) => key));
@@ -94,10 +74,9 @@ describe('engine settings', () => {
   it('travel from each variable to the addon field of the same name', () => {
     const unset = loadConfig({}, at);
     for (const [key, o] of engineOptionEntries()) {
-      const text = sample(o);
+      const text = otherValue(o, unset[key]);
       const config = loadConfig({ [o.env]: text }, at);
       const expected = o.kind.parse.parse(text);
-      expect(expected, `${o.env}=${text} should differ from the default`).not.toEqual(unset[key]);
       expect(config[key], o.env).toEqual(expected);
       expect(engineOptionsFrom(config)[key], o.env).toEqual(expected);
     }
@@ -120,19 +99,27 @@ describe('engine settings', () => {
     expect(Object.keys(opts)).not.toContain('port');
   });
 
+  it('have the engine\'s own defaults, so its examples and benches run what the service runs', () => {
+    const rust = JSON.parse(loadAddon<{ engineDefaultsJson(): string }>().engineDefaultsJson()) as Record<string, unknown>;
+    const here = loadConfig({}, { root: process.cwd(), cores: os.availableParallelism() }) as unknown as Record<string, unknown>;
+    // Paths: the engine's are relative to the working directory, the service's to the project root.
+    const relative = (v: unknown) => (typeof v === 'string' && path.isAbsolute(v) ? path.relative(process.cwd(), v) : v);
+    // The service keeps TensorRT's engines under its data folder; the engine alone keeps none.
+    const servicesOwn = new Set(['tensorrtCache']);
+    const differ = engineOptionEntries()
+      .filter(([key]) => !servicesOwn.has(key))
+      // Unset: null in the engine's JSON, absent from the service's config.
+      .filter(([key]) => JSON.stringify(relative(here[key])) !== JSON.stringify(rust[key] ?? undefined))
+      .map(([key, o]) => `${key} (${o.env}): service ${JSON.stringify(here[key])}, engine ${JSON.stringify(rust[key])}`);
+    expect(differ).toEqual([]);
+  });
+
   it('are the README engine table (FACE_UPDATE_README=1 rewrites it)', () => {
-    const file = path.join(root, 'README.md');
-    const readme = readFileSync(file, 'utf8');
-    const begin = readme.indexOf(BEGIN);
-    const end = readme.indexOf(END);
-    expect(begin >= 0 && end > begin, `README.md needs the ${BEGIN} ... ${END} markers`).toBe(true);
-    const start = readme.indexOf('\n', begin) + 1;
-    const table = `${engineTable()}\n`;
-    if (process.env.FACE_UPDATE_README === '1') writeFileSync(file, readme.slice(0, start) + table + readme.slice(end));
-    else expect(readme.slice(start, end), 'the README engine table is stale: run FACE_UPDATE_README=1 npx vitest run src/config/engine-options.test.ts').toBe(table);
-    // No second row for an engine variable elsewhere in the README's tables.
-    const outside = readme.slice(0, begin) + readme.slice(end);
-    const stale = engineOptionEntries().filter(([, o]) => outside.includes(`| \`${o.env}\``) || outside.includes(`, \`${o.env}\` |`));
-    expect(stale.map(([, o]) => o.env)).toEqual([]);
+    expectReadmeTable(
+      'engine-options',
+      settingsTable(ENGINE_OPTIONS),
+      engineOptionEntries().map(([, o]) => o.env),
+      'src/config/engine-options.test.ts',
+    );
   });
 });

@@ -3,12 +3,13 @@
  * (which is also the addon's `EngineOptions` field name), type and range,
  * default, and a one-line doc.
  *
- * config.ts reads them from the environment with this table, native/engine.ts
- * hands them to the addon under the same names, and the README's engine table
- * is generated from it. engine-options.test.ts fails when the addon's
- * `EngineOptions` (build/addon/index.d.cts) or the README disagree with it.
+ * config/index.ts reads them from the environment with this table,
+ * native/engine.ts hands them to the addon under the same names, and the
+ * README's engine table is generated from it. engine-options.test.ts fails
+ * when the addon's `EngineOptions` (build/addon/index.d.cts), the engine's own
+ * defaults (the addon's `engineDefaults`) or the README disagree with it.
  * Adding a setting: an entry here and a field of `EngineOptions` in
- * crates/addon/src/lib.rs (and crates/engine's options); then regenerate the
+ * crates/addon/src/lib.rs and crates/engine's options; then regenerate the
  * README table as the test says.
  *
  * The ranges are the service's, checked at start-up with the variable named.
@@ -16,130 +17,25 @@
  * addon passes values through unchecked.
  */
 import path from 'node:path';
-import { z } from 'zod';
+import { bytes, choice, flag, integer, names, number, set, settingEntries, text, unset, type Setting, type SettingValues } from './declare.js';
 
 const MiB = 1024 * 1024;
 
-/** What a default may depend on. */
-export interface DefaultContext {
-  /** The project root (holds package.json). */
-  root: string;
-  /** CPU cores available to the process. */
-  cores: number;
-  /** FACE_DATA_DIR as configured. */
-  dataDir: string;
-}
-
-/** A setting's type: how its variable is parsed, the values it accepts, and the addon field's type. */
-export interface Kind<T> {
-  type: 'integer' | 'number' | 'text' | 'list' | 'choice' | 'flag';
-  min?: number;
-  max?: number;
-  /** The words a `choice` accepts. */
-  choices?: readonly string[];
-  /** The `EngineOptions` field's type, as index.d.cts spells it. */
-  napi: 'number' | 'string' | 'boolean' | 'Array<string>';
-  /** Reads the variable's text, enforcing the range. */
-  parse: z.ZodType<T>;
-  /** The accepted values, for the README. */
-  values: string;
-}
-
-const integer = (min: number, max?: number): Kind<number> => {
-  const base = z.coerce.number().int().min(min);
-  return {
-    type: 'integer',
-    min,
-    max,
-    napi: 'number',
-    parse: max === undefined ? base : base.max(max),
-    values: max === undefined ? `integer ≥ ${min}` : `integer ${min} to ${max}`,
-  };
-};
-
-/** A byte count of at least `minMiB` MiB. */
-const bytes = (minMiB: number): Kind<number> => ({ ...integer(minMiB * MiB), values: `bytes, at least ${minMiB} MiB` });
-
-const number = (min: number, max: number): Kind<number> => ({
-  type: 'number',
-  min,
-  max,
-  napi: 'number',
-  parse: z.coerce.number().min(min).max(max),
-  values: `${min} to ${max}`,
-});
-
-const text = (values: string): Kind<string> => ({ type: 'text', napi: 'string', parse: z.string(), values });
-
-/** One of a few words, case-insensitive. */
-const choice = <V extends string>(...choices: [V, ...V[]]): Kind<V> => ({
-  type: 'choice',
-  choices,
-  napi: 'string',
-  parse: z
-    .string()
-    .transform((s) => s.trim().toLowerCase())
-    .pipe(z.enum(choices)),
-  values: choices.map((c) => `\`${c}\``).join(', '),
-});
-
-/** On or off, as every yes/no variable is read: true, false, 1, 0, yes or no. */
-export const yesNo = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
-
-const flag = (): Kind<boolean> => ({
-  type: 'flag',
-  napi: 'boolean',
-  parse: yesNo,
-  values: 'true or false',
-});
-
-/** Comma-separated names, trimmed and lower-cased, at least one. */
-const names = (): Kind<string[]> => ({
-  type: 'list',
-  napi: 'Array<string>',
-  parse: z
-    .string()
-    .transform((s) => s.split(',').map((p) => p.trim().toLowerCase()).filter(Boolean))
-    .pipe(z.array(z.string().regex(/^[a-z0-9_]+$/)).min(1)),
-  values: 'comma-separated names',
-});
-
-/** One setting. `default` undefined: unset leaves the engine its own default. */
-export interface EngineOption<T> {
-  env: string;
-  kind: Kind<T>;
-  default: T | ((ctx: DefaultContext) => T) | undefined;
-  /** The default as the README states it. */
-  shown: string;
-  doc: string;
-}
-
-/** A setting that always has a value; `shown` defaults to the value itself. */
-const set = <T>(o: Omit<EngineOption<T>, 'default' | 'shown'> & { default: T | ((ctx: DefaultContext) => T); shown?: string }) => {
-  if (o.shown === undefined && typeof o.default === 'function') throw new Error(`${o.env}: a computed default needs \`shown\``);
-  return { ...o, shown: o.shown ?? String(o.default) };
-};
-
-/** A setting that may be unset, leaving the engine (or the manifest) to choose. */
-const unset = <T>(o: Omit<EngineOption<T>, 'default'>) => ({ ...o, default: undefined });
-
-// Inference workers side by side, each with its own single-threaded sessions, beat one worker
-// whose session spreads over the cores: on 2 cores, 2 x 1 gave 1.2x the photos/s of 1 x 2 for
-// detect + embed (bench/RESULTS.md). Beyond 8 workers, the cores go to intra-op threads.
+// As the engine's own default (`default_inference_workers` in crates/engine, where the measurement is).
 const workersFor = (cores: number) => Math.max(1, Math.min(8, cores));
 
 /** Keyed by config key, which is also the addon's `EngineOptions` field name. In the README's order. */
 export const ENGINE_OPTIONS = {
   modelDir: set({
     env: 'FACE_MODEL_DIR',
-    kind: text('path'),
+    kind: text('path', '/elsewhere/x'),
     default: ({ root }) => path.join(root, 'models'),
     shown: '`./models`',
     doc: 'manifest and converted models',
   }),
   ortLibrary: set({
     env: 'ORT_LIBRARY',
-    kind: text('path'),
+    kind: text('path', '/elsewhere/x'),
     default: ({ root }) => path.join(root, 'node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1'),
     shown: "onnxruntime-node's `libonnxruntime.so.1`",
     doc: 'ONNX Runtime shared library (point it at a GPU build on GPU hosts)',
@@ -153,7 +49,7 @@ export const ENGINE_OPTIONS = {
   }),
   tensorrtCache: set({
     env: 'FACE_TRT_CACHE_DIR',
-    kind: text('path'),
+    kind: text('path', '/elsewhere/x'),
     default: ({ dataDir }) => path.join(dataDir, 'trt-cache'),
     shown: '`$FACE_DATA_DIR/trt-cache`',
     doc: 'where TensorRT keeps the engines (and timing data) it builds, so a restart loads them instead of rebuilding each model',
@@ -203,13 +99,13 @@ export const ENGINE_OPTIONS = {
   }),
   recognizer: unset({
     env: 'FACE_RECOGNIZER',
-    kind: text('recogniser spec'),
+    kind: text('recogniser spec', 'sface'),
     shown: 'the recorded one, else by provider and processor',
     doc: 'recogniser mode: `sface`, `sface:mirror` (the crop and its mirror image), `accurate` (`sface:mirror+dlib-resnet`, two models concatenated), or any `id[:mirror]` parts joined by `+`; a change re-embeds stored faces. Unset: the one the deployment recorded, else `accurate` with a GPU provider or an AVX-512 processor and `sface:mirror` without (logged at start as `recogniser chosen`)',
   }),
   detector: unset({
     env: 'FACE_DETECTOR',
-    kind: text('model id'),
+    kind: text('model id', 'blazeface-back'),
     shown: 'manifest default (`yunet`)',
     doc: 'detector model id (`blazeface-back` is the previous one)',
   }),
@@ -255,32 +151,13 @@ export const ENGINE_OPTIONS = {
 export const NAPI_ONLY_FIELDS = ['ageModel', 'genderModel'] as const;
 export type NapiOnlyField = (typeof NAPI_ONLY_FIELDS)[number];
 
-type Options = typeof ENGINE_OPTIONS;
-export type EngineOptionKey = keyof Options;
-type ValueOf<O> = O extends { kind: Kind<infer T> } ? T : never;
-type Values = { [K in EngineOptionKey]: ValueOf<Options[K]> };
-type UnsetKey = { [K in EngineOptionKey]: Options[K]['default'] extends undefined ? K : never }[EngineOptionKey];
+export type EngineOptionKey = keyof typeof ENGINE_OPTIONS;
 
 /** The engine's part of `Config`: a value for every setting but those left unset. */
-export type EngineConfig = Omit<Values, UnsetKey> & Partial<Pick<Values, UnsetKey>>;
+export type EngineConfig = SettingValues<typeof ENGINE_OPTIONS>;
 
 /** The settings as [config key, declaration] pairs, in declaration order. */
-export const engineOptionEntries = () => Object.entries(ENGINE_OPTIONS) as [EngineOptionKey, EngineOption<unknown>][];
-
-/** Parses the engine's variables out of the environment (empty strings already dropped); unset ones stay undefined. */
-export function engineEnvSchema() {
-  return z.object(Object.fromEntries(engineOptionEntries().map(([, o]) => [o.env, o.kind.parse.optional()])));
-}
-
-/** The settings from parsed variables, unset ones given their defaults. */
-export function engineConfigFrom(parsed: Record<string, unknown>, ctx: DefaultContext): EngineConfig {
-  const out: Record<string, unknown> = {};
-  for (const [key, o] of engineOptionEntries()) {
-    const value = parsed[o.env] ?? (typeof o.default === 'function' ? (o.default as (c: DefaultContext) => unknown)(ctx) : o.default);
-    if (value !== undefined) out[key] = value;
-  }
-  return out as EngineConfig;
-}
+export const engineOptionEntries = () => settingEntries(ENGINE_OPTIONS).map(([[key], s]) => [key, s]) as [EngineOptionKey, Setting<unknown>][];
 
 /** Only the engine's settings out of a whole config, unset ones left out. */
 export function pickEngineConfig(config: EngineConfig): EngineConfig {

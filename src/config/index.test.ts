@@ -7,7 +7,6 @@ describe('loadConfig', () => {
     expect(c).toMatchObject({
       port: 8080,
       host: '0.0.0.0',
-      token: undefined,
       dataDir: '/srv/face/data',
       modelDir: '/srv/face/models',
       ortLibrary: '/srv/face/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1',
@@ -16,6 +15,7 @@ describe('loadConfig', () => {
       maxUploadBytes: 32 * 1024 * 1024,
       fetch: { timeoutMs: 5000, maxRedirects: 3, allowPrivate: false },
     });
+    expect([c.token, c.databaseUrl, c.pgPort, c.publicUrl]).toEqual([undefined, undefined, undefined, undefined]);
     expect(c.inferenceWorkers * c.intraThreads).toBeLessThanOrEqual(8);
   });
 

@@ -53,6 +53,23 @@ pub struct IndexOptions {
     pub owned: Option<Vec<u32>>,
 }
 
+/// The index's own defaults for the options a service setting feeds. The service declares its
+/// defaults in src/config/service-settings.ts; its test compares them with these.
+#[napi(object)]
+pub struct IndexDefaults {
+    pub kind: String,
+    pub rerank: u32,
+    pub scalar: String,
+    /// 0: one per core.
+    pub threads: u32,
+}
+
+#[napi]
+pub fn index_defaults() -> IndexDefaults {
+    let d = ShardSetOptions::new(0);
+    IndexDefaults { kind: d.kind.as_str().into(), rerank: d.rerank as u32, scalar: d.scalar.as_str().into(), threads: d.threads as u32 }
+}
+
 /// The shard that owns face `id` among `shards` shards: the rule the index routes by, for
 /// callers that must know which server holds a face. Throws BAD_PARAM for an id that is not
 /// a whole number in 0..2^53 or for no shards.

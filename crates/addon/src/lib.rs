@@ -373,6 +373,15 @@ impl FaceEngine {
     }
 }
 
+/// The engine's own defaults as JSON, under the options object's field names (paths relative to
+/// the working directory, unset ones null). The service declares its defaults in
+/// src/config/engine-options.ts; its test compares them with these, so the engine opened by a
+/// Rust example or bench and the service's engine are the same.
+#[napi]
+pub fn engine_defaults_json() -> Result<String> {
+    serde_json::to_string(&CoreEngineOptions::default()).map_err(|e| Error::from_reason(e.to_string()))
+}
+
 /// Field for field, no checks: the engine's `EngineOptions::validate` is the one place values
 /// are checked. Casts saturate: a NaN or negative number becomes 0 and is refused there, while
 /// +Infinity for maxPixels or maxDecodeBytes becomes u64::MAX, no limit. Fields left out take

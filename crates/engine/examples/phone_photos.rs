@@ -74,13 +74,10 @@ fn main() {
 }
 
 fn open_engine() -> Engine {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+    // The service's settings otherwise: the engine's defaults are the service's.
     let mut opts = EngineOptions {
         model_dir: std::env::var("FACE_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|_| root().join("models")),
         ort_library: face_engine::testing::ort_library(),
-        inference_workers: cores.min(8),
-        max_pixels: 64_000_000,
-        queue_capacity: 256,
         ..EngineOptions::default()
     };
     opts.min_face = min_face();

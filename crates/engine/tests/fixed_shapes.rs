@@ -356,12 +356,14 @@ fn the_warm_up_runs_every_bucket_and_batch_size_of_every_model() {
     let detector = &info.sessions[0];
     let buckets: Vec<Vec<i64>> = face_engine::yunet::BUCKETS.iter().map(|&(w, h)| vec![1, 3, h as i64, w as i64]).collect();
     assert_eq!((detector.model.as_str(), &detector.shapes), ("yunet", &buckets));
-    // The face models: every batch size up to the cap (16 by default), for those that batch.
+    // The face models: every batch size up to the cap (32 by default), for those that batch.
+    let steps: Vec<i64> = face_engine::shapes::batch_sizes(EngineOptions::default().max_batch).into_iter().map(|b| b as i64).collect();
+    assert_eq!(steps, [1, 4, 16, 32]);
     for s in &info.sessions[1..] {
         let batches: Vec<i64> = s.shapes.iter().map(|shape| shape[0]).collect();
-        assert!(batches == [1, 4, 16] || batches == [1], "{}: {batches:?}", s.model);
+        assert!(batches == steps || batches == [1], "{}: {batches:?}", s.model);
     }
-    assert!(info.sessions.iter().any(|s| s.shapes.len() == 3), "the recognisers batch");
+    assert!(info.sessions.iter().any(|s| s.shapes.len() == steps.len()), "the recognisers batch");
 }
 
 /// Under the CUDA provider without TensorRT each model gets a session per fixed shape, so no
