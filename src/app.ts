@@ -35,8 +35,10 @@ import { INDEX_WAIT_MS } from './search/index-writes.js';
 import { openSearch, openShardServer, type OpenedSearch } from './search/open.js';
 import type { SearchShards } from './search/search-shards.js';
 import { ShardControl } from './search/shard-control.js';
+import { StrangerIndex } from './search/stranger-index.js';
 import { useCalibration } from './services/calibration.js';
 import { PhotoSource } from './services/photo-source.js';
+import { STRANGER_REPRESENTATIVES, type Grouping } from './services/sightings.js';
 import { duringMigration, EmbeddingMigration } from './services/reembed.js';
 
 export interface StartOptions {
@@ -86,10 +88,13 @@ function serviceVersion(): string {
 
 const HOURLY_SWEEP_MS = 60 * 60_000;
 
-/** Deletes expired sighting thumbnails now and then hourly; the timer does not keep the process alive. */
-function expireThumbnails(history: HistoryStore, days: number, log: Logger): NodeJS.Timeout {
+/**
+ * Deletes expired sighting thumbnails (and the embeddings kept with them, which leave the
+ * strangers' index too) now and then hourly; the timer does not keep the process alive.
+ */
+function expireThumbnails(history: HistoryStore, days: number, grouping: Grouping | undefined, log: Logger): NodeJS.Timeout {
   const sweep = () =>
-    history.expireThumbnails(days * 86_400).then(
+    history.expireThumbnails(days * 86_400, undefined, grouping && ((ids) => grouping.strangers.remove(ids))).then(
       (n) => n > 0 && log.info({ thumbnails: n, days }, 'expired sighting thumbnails'),
       (err) => log.warn({ err }, 'thumbnail expiry failed'),
     );
@@ -136,6 +141,27 @@ function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier,
 }
 
 const PARTITION_SWEEP_MS = 24 * 60 * 60_000;
+
+/**
+ * The strangers' index, filled from the history, and the rule that groups strangers into
+ * persons. One process (FACE_ROLE all) holds it: API nodes of a cluster do not yet share one,
+ * so there each stranger's sighting stays a person of its own.
+ */
+async function openGrouping(
+  config: Config,
+  history: HistoryStore,
+  layout: { recognizer: string; dims: number },
+  threshold: Grouping['threshold'],
+  log: Logger,
+): Promise<Grouping> {
+  const started = Date.now();
+  const strangers = await StrangerIndex.open(
+    { dir: path.join(config.dataDir, 'strangers'), dims: layout.dims, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
+    history.strangerRepresentatives(layout.recognizer, STRANGER_REPRESENTATIVES),
+  );
+  log.info({ persons: strangers.persons(), sightings: strangers.size(), ms: Date.now() - started }, 'strangers index filled');
+  return { strangers, model: layout.recognizer, threshold, windowS: config.persons.windowS };
+}
 
 /** What the service keeps in PostgreSQL, opened: the stores, the search tier over them, the re-embedding migration and the read replica. */
 interface Stores {
@@ -184,11 +210,22 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   // Identify sees the shards through the migration (none live while faces are pending) ...
   const view = migration ? duringMigration(search.search, migration) : search.search;
   const held = search.held;
+  const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads);
+  let grouping: Grouping | undefined;
+  try {
+    grouping = config.role === 'all' && config.persons.threshold !== 'off' ? await openGrouping(config, history, { recognizer, dims: dim }, config.persons.threshold, log) : undefined;
+  } catch (err) {
+    await migration?.stop();
+    await search.close();
+    await replica?.close();
+    throw err;
+  }
   const database: DatabaseRoutes = {
     store,
     photos,
     galleries: new GalleryStore(db.sql, photos),
-    history: new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads),
+    history,
+    grouping,
     idempotency: new IdempotencyStore(db.sql, config.idempotencyTtlS),
     index: view,
     // ... writes see them as they are: a face stored during a migration is searchable at once.
@@ -236,7 +273,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log) : undefined;
   const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
-  const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
+  const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, database.grouping, log) : undefined;
   const partitions = db ? maintainSightingPartitions(db, log) : undefined;
   const writer = db ? new WriterWatch(db.sql).start() : undefined;
   if (writer) metrics.watchWriter(writer);
@@ -278,6 +315,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
         await migration?.stop();
         // After the last request, so the snapshot covers every answered write.
         await search?.close();
+        database?.grouping?.strangers.close();
         metrics.close();
         engine.close();
         await dbTokens?.close();

@@ -97,7 +97,9 @@ describe('migrating a history that already holds sightings', () => {
     tdb = await freshDatabase({ migrate: false });
     dir = await mkdtemp(path.join(os.tmpdir(), 'history-partitions-'));
     // The schema as it was just before partitioning.
-    for (const m of listMigrations().filter((m) => m.version < PARTITIONED)) await copyFile(m.file, path.join(dir, path.basename(m.file)));
+    // And the persons' merges and sighting embeddings, which the store reads and which do not
+    // depend on partitioning: the history of before partitioning, as today's code sees it.
+    for (const m of listMigrations().filter((m) => m.version < PARTITIONED || m.name === 'persons-grouped')) await copyFile(m.file, path.join(dir, path.basename(m.file)));
     await migrate(tdb.db.sql, { dir });
   });
 
@@ -266,7 +268,8 @@ describe('monthly partitions', () => {
         for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
       };
       walk((plan['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0].Plan);
-      expect([...scanned].sort()).toEqual(['sightings_2025_01', 'sightings_2025_02', 'sightings_default']);
+      // Of the months (persons is read for each event's person).
+      expect([...scanned].filter((r) => r.startsWith('sightings')).sort()).toEqual(['sightings_2025_01', 'sightings_2025_02', 'sightings_default']);
     } finally {
       await spy.end({ timeout: 5 });
     }

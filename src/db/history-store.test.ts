@@ -163,6 +163,74 @@ describe('recording sightings', () => {
   });
 });
 
+describe('persons formed by strangers', () => {
+  const vector = Float32Array.of(0, 1, 0, 0);
+  const stranger = (f: Partial<SightingFace> = {}) => seen({ embedding: { vector, quality: 0.9 }, ...f });
+  const sight = async (minute: number, f: SightingFace) =>
+    (await history.record({ model: 'test', camId: 'gate', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [f] }))[0];
+
+  it('a face matching two persons joins the lower id; the other merges into it everywhere it is read', async () => {
+    const a = await sight(1, stranger());
+    const b = await sight(2, stranger());
+    expect(b.person_id).not.toBe(a.person_id);
+    const c = await sight(3, stranger({ strangerPersons: [b.person_id, a.person_id] }));
+    expect(c.person_id).toBe(a.person_id);
+    // b's event now reads under a; b's id answers with a, and its history holds all three.
+    const listed = await drain(await history.search({}));
+    expect(listed.map((e) => e.person_id)).toEqual([a.person_id, a.person_id, a.person_id]);
+    expect((await history.person(b.person_id))?.id).toBe(a.person_id);
+    expect((await drain(await history.search({ personId: b.person_id }))).map((e) => e.id)).toEqual([c.id, b.id, a.id]);
+    // Counted together: the third sighting of the merged person makes a friend.
+    expect(c.friend).toBe(true);
+  });
+
+  it('merges along: persons merged into a loser follow it to the survivor', async () => {
+    const [p1, p2, p3] = [await sight(1, stranger()), await sight(2, stranger()), await sight(3, stranger())].map((e) => e.person_id);
+    await sight(4, stranger({ strangerPersons: [p2, p3] }));
+    await sight(5, stranger({ strangerPersons: [p1, p2] }));
+    const rows = await tdb.db.sql`SELECT id, merged_into FROM persons ORDER BY id`;
+    expect(rows.map((r) => [Number(r.id), r.merged_into === null ? null : Number(r.merged_into)])).toEqual([
+      [p1, null],
+      [p2, p1],
+      [p3, p1],
+    ]);
+  });
+
+  it('keeps each stranger face\'s embedding with its thumbnail, and gives the best few per person back', async () => {
+    const a = await sight(1, stranger({ embedding: { vector, quality: 0.5 } }));
+    await sight(2, stranger({ strangerPersons: [a.person_id], embedding: { vector, quality: 0.7 } }));
+    await sight(3, stranger({ strangerPersons: [a.person_id], embedding: { vector, quality: 0.6 } }));
+    // A face of a stored person is not a stranger's: not given back.
+    await sight(4, stranger({ matchFaceId: await addFace('known') }));
+    const reps = [];
+    for await (const batch of history.strangerRepresentatives('test', 2)) reps.push(...batch);
+    expect(reps.map((r) => [r.person, r.quality.toFixed(1)])).toEqual([
+      [a.person_id, '0.7'],
+      [a.person_id, '0.6'],
+    ]);
+    expect([...reps[0].vector]).toEqual([...vector]);
+    // Another recogniser's embeddings are not comparable: none.
+    const other = [];
+    for await (const batch of history.strangerRepresentatives('other', 2)) other.push(...batch);
+    expect(other).toEqual([]);
+    // Expired with the thumbnails.
+    const expired: number[] = [];
+    await history.expireThumbnails(1, 100, async (ids) => void expired.push(...ids));
+    expect(expired).toHaveLength(4);
+    const left = [];
+    for await (const batch of history.strangerRepresentatives('test', 2)) left.push(...batch);
+    expect(left).toEqual([]);
+  });
+
+  it('a stored face found to be a stranger joins the survivor of their persons', async () => {
+    const [p1, p2] = [await sight(1, stranger()), await sight(2, stranger())].map((e) => e.person_id);
+    const face = await addFace('enrolled later');
+    const joined = await tdb.db.sql.begin((tx) => history.joinFaces(tx, [{ faceId: face, persons: [p2, p1] }]));
+    expect(joined).toEqual([p1]);
+    expect((await history.person(p2))?.face_ids).toEqual([face]);
+  });
+});
+
 describe('searching history', () => {
   /** 4 cameras × 10 minutes, one sighting each; persons alternate between two faces. */
   async function seed() {

@@ -16,12 +16,19 @@
  * id), then per-person advisory locks (ascending id). The person lock makes
  * "count this person's recent sightings, then add one" atomic, so two
  * concurrent sightings cannot both miss the friend threshold.
+ *
+ * Persons merge (011-persons-grouped.sql): a sighting that matches several
+ * persons (a stored face's and earlier strangers') joins the lowest id, and
+ * the others point at it. Events keep the person they were recorded with and
+ * are read under its survivor; a person's sightings, friend count and view
+ * cover every person merged into it.
  */
 import type { PendingQuery, Row } from 'postgres';
 import { invalid } from '../errors.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
 import { placementOf, type Placement } from './faces.js';
-import { newPerson } from './persons.js';
+import { bytesToFloats, floatsToBytes } from './embedding.js';
+import { mergePersons, newPerson, personMembers, survivorsOf, unknownPerson } from './persons.js';
 
 export { ensurePerson, unknownPerson } from './persons.js';
 
@@ -45,9 +52,15 @@ export interface SightingFace {
   matchFaceId?: number;
   /** A face stored for this sighting (POST /v0/face/); it joins the sighting's person. */
   addedFaceId?: number;
+  /** Persons of earlier strangers' sightings this face matches; it joins them, and they merge. */
+  strangerPersons?: number[];
+  /** The face's embedding, kept to match later sightings against, with the face's quality. */
+  embedding?: { vector: Float32Array; quality: number };
 }
 
 export interface Sighting {
+  /** The recogniser of the faces' embeddings. */
+  model?: string;
   /** Normalised camera id (see cameraId). */
   camId: string;
   /** ISO 8601 with a zone, as `isoTimestamp` produces it; absent means the transaction's time. */
@@ -68,6 +81,17 @@ export interface HistoryEvent extends Placement {
   cam_id: string;
   friend: boolean;
   photo_kept: boolean;
+}
+
+/** A stranger's sighting with its embedding, standing for its person (search/stranger-index.ts). */
+export interface Representative {
+  sightingId: number;
+  /** The survivor of the person it was recorded with. */
+  person: number;
+  quality: number;
+  /** When it was seen, ms since the epoch. */
+  seenAt: number;
+  vector: Float32Array;
 }
 
 export interface HistoryFilter {
@@ -109,8 +133,9 @@ export interface Person {
   recent: HistoryEvent[];
 }
 
+// person_id: the survivor of the person the event was recorded with.
 const EVENT_COLUMNS = (sql: Sql | TransactionSql) => sql`
-  s.id, s.person_id, s.face_id, s.cam_id, s.friend, s.meta, s.photo, s.photo_kept, s.photo_hash,
+  s.id, coalesce((SELECT m.merged_into FROM persons m WHERE m.id = s.person_id), s.person_id) AS person_id, s.face_id, s.cam_id, s.friend, s.meta, s.photo, s.photo_kept, s.photo_hash,
   s.x1, s.y1, s.x2, s.y2, s.seen_at,
   to_char(s.seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS timestamp`;
 
@@ -155,9 +180,10 @@ export class HistoryStore {
 
   /**
    * Records one event per face of `sighting` in the caller's transaction and
-   * returns them in face order. Each face joins the person of its match (a
-   * matched face without a person gets a new one, kept on the face), else a
-   * new person; an added face joins that person too.
+   * returns them in face order. Each face joins the survivor among the
+   * persons it matched (its stored face's, and earlier strangers'), the others
+   * merging into it; a face matching nobody gets a new person. A matched face
+   * without a person is given it; an added face joins it too.
    */
   async recordIn(tx: TransactionSql, sighting: Sighting): Promise<HistoryEvent[]> {
     const matchIds = [...new Set(sighting.faces.flatMap((f) => (f.matchFaceId !== undefined ? [f.matchFaceId] : [])))].sort((a, b) => a - b);
@@ -170,13 +196,19 @@ export class HistoryStore {
     const plans: { personId: number; faceId: number | null; meta: string }[] = [];
     for (const f of sighting.faces) {
       const m = f.matchFaceId !== undefined ? matched.get(f.matchFaceId) : undefined;
-      let personId = m?.personId ?? null;
-      if (m && personId === null) {
+      const candidates = await survivorsOf(tx, [...(m?.personId != null ? [m.personId] : []), ...(f.strangerPersons ?? [])]);
+      let personId: number;
+      if (candidates.length) {
+        personId = candidates[0];
+        const losers = candidates.slice(1);
+        if (losers.length) await mergePersons(tx, personId, losers);
+      } else {
         personId = await newPerson(tx);
+      }
+      if (m && m.personId !== personId) {
         m.personId = personId;
         await tx`UPDATE faces SET person_id = ${personId} WHERE id = ${f.matchFaceId as number}`;
       }
-      personId ??= await newPerson(tx);
       plans.push({ personId, faceId: m ? (f.matchFaceId as number) : null, meta: m?.meta ?? '' });
     }
     const added = sighting.faces.flatMap((f, i) => (f.addedFaceId !== undefined ? [{ id: f.addedFaceId, person: plans[i].personId }] : []));
@@ -208,7 +240,7 @@ export class HistoryStore {
       const [{ seen }] = await tx`
         SELECT count(*)::int AS seen FROM (
           SELECT 1 FROM sightings
-          WHERE person_id = ${plan.personId} AND seen_at <= ${at}::timestamptz
+          WHERE person_id = ANY(${personMembers(tx, plan.personId)}) AND seen_at <= ${at}::timestamptz
             AND seen_at > ${at}::timestamptz - make_interval(secs => ${this.rule.windowS})
           LIMIT ${this.rule.sightings}
         ) recent`;
@@ -219,7 +251,10 @@ export class HistoryStore {
                 ${sighting.photoUrl ?? null}, ${sighting.photoKept}, ${sighting.photoHash},
                 ${f.box.x1}, ${f.box.y1}, ${f.box.x2}, ${f.box.y2})
         RETURNING ${EVENT_COLUMNS(tx)}`;
-      await tx`INSERT INTO sighting_thumbnails (sighting_id, jpeg) VALUES (${row.id}, ${f.thumbnail})`;
+      const kept = f.embedding && sighting.model ? f.embedding : undefined;
+      await tx`
+        INSERT INTO sighting_thumbnails (sighting_id, jpeg, embedding, model, quality)
+        VALUES (${row.id}, ${f.thumbnail}, ${kept ? floatsToBytes(kept.vector) : null}, ${kept ? sighting.model! : null}, ${kept ? kept.quality : null})`;
       events.push(toEvent(row));
     }
     return events;
@@ -243,7 +278,7 @@ export class HistoryStore {
       after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId}) AND s.seen_at <= ${cursor.at}::timestamptz`;
     }
     const conditions = sql`
-      ${filter.personId !== undefined ? sql`s.person_id = ${filter.personId}` : sql`true`}
+      ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, filter.personId)})` : sql`true`}
       AND ${filter.start !== undefined ? sql`s.seen_at >= ${filter.start}::timestamptz` : sql`true`}
       AND ${filter.end !== undefined ? sql`s.seen_at < ${filter.end}::timestamptz` : sql`true`}
       AND ${filter.friend !== undefined ? sql`s.friend = ${filter.friend}` : sql`true`}
@@ -283,6 +318,57 @@ export class HistoryStore {
     return { batches, nextMaxId: () => (more ? last : undefined) };
   }
 
+  /**
+   * The best `perPerson` sightings (by quality) of every person formed by strangers, embedded
+   * by `model`: sightings that matched no stored face and still have their embedding.
+   */
+  async *strangerRepresentatives(model: string, perPerson: number, batchSize = 5000): AsyncIterable<Representative[]> {
+    const query = this.sql`
+      SELECT id, person, quality, seen, embedding FROM (
+        SELECT t.sighting_id AS id, coalesce(p.merged_into, p.id) AS person, t.quality, t.embedding,
+          (extract(epoch FROM s.seen_at) * 1000)::float8 AS seen,
+          row_number() OVER (PARTITION BY coalesce(p.merged_into, p.id) ORDER BY t.quality DESC, t.sighting_id) AS k
+        FROM sighting_thumbnails t
+        JOIN sightings s ON s.id = t.sighting_id
+        JOIN persons p ON p.id = s.person_id
+        WHERE t.model = ${model} AND t.embedding IS NOT NULL AND s.face_id IS NULL
+      ) r WHERE k <= ${perPerson}`;
+    for await (const rows of query.cursor(batchSize)) {
+      yield rows.map((r) => ({ sightingId: Number(r.id), person: Number(r.person), quality: Number(r.quality), seenAt: Number(r.seen), vector: bytesToFloats(r.embedding) }));
+    }
+  }
+
+  /**
+   * Stored faces found to be earlier strangers (an enrolment matched their sightings), in the
+   * caller's transaction: each face joins the survivor of its persons, which merge. Returns
+   * each face's person, in order.
+   */
+  async joinFaces(tx: TransactionSql, faces: { faceId: number; persons: number[] }[]): Promise<number[]> {
+    const joined: number[] = [];
+    for (const { faceId, persons } of faces) {
+      const [survivor, ...losers] = await survivorsOf(tx, persons);
+      if (losers.length) await mergePersons(tx, survivor, losers);
+      await tx`UPDATE faces SET person_id = ${survivor} WHERE id = ${faceId}`;
+      joined.push(survivor);
+    }
+    return joined;
+  }
+
+  /**
+   * Merges the persons `ids` (an operator's correction) into the lowest of their survivors;
+   * returns it and the survivors merged into it. An unknown id is NOT_FOUND, and nothing merges.
+   */
+  async mergePersons(ids: number[]): Promise<{ survivor: number; losers: number[] }> {
+    return transaction(this.sql, async (tx) => {
+      const found = new Set((await tx`SELECT id FROM persons WHERE id = ANY(${ids}::bigint[]) FOR UPDATE`).map((r) => Number(r.id)));
+      const missing = ids.find((id) => !found.has(id));
+      if (missing !== undefined) throw unknownPerson(missing);
+      const [survivor, ...losers] = await survivorsOf(tx, ids);
+      if (losers.length) await mergePersons(tx, survivor, losers);
+      return { survivor, losers };
+    });
+  }
+
   async personExists(id: number): Promise<boolean> {
     const [row] = await this.sql`SELECT 1 FROM persons WHERE id = ${id}`;
     return !!row;
@@ -291,18 +377,22 @@ export class HistoryStore {
   /** The person with counts, faces and newest sightings; undefined when unknown. */
   async person(id: number): Promise<Person | undefined> {
     const sql = this.views;
+    // A person merged into another is read as the survivor (011-persons-grouped.sql).
     const [p] = await sql`
-      SELECT id, to_char(created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,
-        (SELECT count(*)::bigint FROM sightings s WHERE s.person_id = p.id) AS sightings,
+      SELECT p.id, to_char(p.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,
+        (SELECT count(*)::bigint FROM sightings s WHERE s.person_id = ANY(m.ids)) AS sightings,
         (SELECT count(*)::int FROM (
           SELECT 1 FROM sightings s
-          WHERE s.person_id = p.id AND s.seen_at <= now() AND s.seen_at > now() - make_interval(secs => ${this.rule.windowS})
+          WHERE s.person_id = ANY(m.ids) AND s.seen_at <= now() AND s.seen_at > now() - make_interval(secs => ${this.rule.windowS})
           LIMIT ${this.rule.sightings}) w) AS recent,
-        ARRAY(SELECT f.id FROM faces f WHERE f.person_id = p.id ORDER BY f.id) AS face_ids
-      FROM persons p WHERE p.id = ${id}`;
+        ARRAY(SELECT f.id FROM faces f WHERE f.person_id = ANY(m.ids) ORDER BY f.id) AS face_ids
+      FROM persons asked
+      JOIN persons p ON p.id = coalesce(asked.merged_into, asked.id)
+      CROSS JOIN LATERAL (SELECT ARRAY(SELECT x.id FROM persons x WHERE x.id = p.id OR x.merged_into = p.id) AS ids) m
+      WHERE asked.id = ${id}`;
     if (!p) return undefined;
     const recent = (
-      await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.person_id = ${id} ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
+      await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.person_id = ANY(${personMembers(sql, Number(p.id))}) ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
     ).map(toEvent);
     return {
       id: Number(p.id),
@@ -328,9 +418,11 @@ export class HistoryStore {
    * ago; the events stay. Walks from the oldest thumbnail kept in batches of
    * recording order and stops at a batch with nothing to expire, so a sweep
    * costs what it removes, not the size of the history. A backfilled sighting
-   * recorded after younger ones waits until the sweep reaches it.
+   * recorded after younger ones waits until the sweep reaches it. The
+   * embeddings kept with the thumbnails go with them; `onExpired` hears of
+   * each batch.
    */
-  async expireThumbnails(retentionS: number, batch = 5000): Promise<number> {
+  async expireThumbnails(retentionS: number, batch = 5000, onExpired?: (sightingIds: number[]) => Promise<void>): Promise<number> {
     let removed = 0;
     for (;;) {
       const gone = await this.sql`
@@ -341,6 +433,7 @@ export class HistoryStore {
         RETURNING t.sighting_id`;
       removed += gone.length;
       if (gone.length === 0) return removed;
+      await onExpired?.(gone.map((r) => Number(r.sighting_id)));
     }
   }
 }

@@ -4,7 +4,7 @@
  * the other for it.
  */
 import { notFound } from '../errors.js';
-import type { TransactionSql } from './client.js';
+import type { Sql, TransactionSql } from './client.js';
 
 export const unknownPerson = (id: number) => notFound(`No person with id ${id}`);
 
@@ -23,3 +23,25 @@ export async function newPerson(tx: TransactionSql): Promise<number> {
 export async function ensurePerson(tx: TransactionSql, id: number): Promise<void> {
   await tx`INSERT INTO persons (id) VALUES (${id}) ON CONFLICT (id) DO NOTHING`;
 }
+
+/** The survivors of these persons (each itself, or the person it was merged into), distinct, lowest first. */
+export async function survivorsOf(tx: TransactionSql, ids: number[]): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await tx`SELECT DISTINCT coalesce(merged_into, id) AS id FROM persons WHERE id = ANY(${ids}::bigint[]) ORDER BY 1`;
+  return rows.map((r) => Number(r.id));
+}
+
+/**
+ * Merges `losers` (survivors themselves) into `survivor`, a lower id: they and every person
+ * merged into them point at it, and their faces join it. The caller holds the grouping lock
+ * (services/sightings.ts), so two merges of one person do not race.
+ */
+export async function mergePersons(tx: TransactionSql, survivor: number, losers: number[]): Promise<void> {
+  await tx`UPDATE persons SET merged_into = ${survivor} WHERE (id = ANY(${losers}::bigint[]) OR merged_into = ANY(${losers}::bigint[])) AND id <> ${survivor}`;
+  await tx`UPDATE faces SET person_id = ${survivor} WHERE person_id = ANY(${losers}::bigint[])`;
+}
+
+/** A query fragment: the ids of a person's survivor and of every person merged into it (the person itself among them), as a bigint array. */
+export const personMembers = (sql: Sql | TransactionSql, person: number) => sql`
+  ARRAY(SELECT x.id FROM persons x, (SELECT coalesce(merged_into, id) AS id FROM persons WHERE id = ${person}) survivor
+        WHERE x.id = survivor.id OR x.merged_into = survivor.id)`;

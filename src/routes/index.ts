@@ -39,6 +39,8 @@ export interface DatabaseRoutes extends FaceChangeDeps, PersonDeps, PhotoDeps {
   control?: ShardControl;
   /** Idempotency keys of face add. */
   idempotency: EnrolDeps['idempotency'];
+  /** Strangers grouped into persons (FACE_ROLE all). */
+  grouping?: EnrolDeps['grouping'];
 }
 
 /** What the database routes are configured with; the service's configuration declares each default. */

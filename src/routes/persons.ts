@@ -8,11 +8,13 @@
  * - The history route takes `cam_ids`, `start` and `end` from a JSON body
  *   (POST) or the query string (GET), and streams every match newest first.
  * - An unknown person is 404 on both.
+ * - A person merged into another answers as the survivor (its id in the
+ *   body), and its history is the survivor's; POST /person/merge merges.
  */
 import { z } from 'zod';
 import { idParam, numberParam } from '../http/params.js';
 import type { RouteRegistry } from '../http/registry.js';
-import { person as findPerson, personHistory, PERSON_RECENT_SIGHTINGS, type HistoryEvent, type PersonDeps } from '../services/persons.js';
+import { person as findPerson, mergePersons, personHistory, PERSON_RECENT_SIGHTINGS, type HistoryEvent, type PersonDeps } from '../services/persons.js';
 import { baseUrl, renderFace, renderPersonRecord, streamResults } from './face-view.js';
 import { filterOf } from './history.js';
 import { cameraList, faceOutput, isoTimestamp, personIdParam } from './schemas.js';
@@ -42,6 +44,22 @@ const personResponse = z.object({
     .meta({ description: `The newest sightings, newest first, at most ${PERSON_RECENT_SIGHTINGS}; POST /person/history/id/<id> lists all.` }),
 });
 
+const mergeRequest = z.object({
+  ids: z.array(z.number().int().positive()).min(2).max(100).meta({ description: 'The persons found to be one (2 to 100).' }),
+});
+
+function renderPerson({ person, faces }: Awaited<ReturnType<typeof findPerson>>, base: string) {
+  return {
+    id: person.id,
+    created: person.created,
+    friend: person.friend,
+    sightings_count: person.sightings,
+    last_seen: person.last_seen,
+    faces: faces.map((f) => renderFace(f, base)),
+    sightings: person.recent.map((e) => renderPersonRecord(e, base)),
+  };
+}
+
 const personHistoryRequest = z.object({
   cam_ids: cameraList.optional().meta({ description: 'Only these cameras.' }),
   start: isoTimestamp('Only sightings at or after this time.').optional(),
@@ -62,24 +80,32 @@ export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { pu
     path: '/person/id/:id',
     summary: 'A person: its faces and newest camera sightings',
     description:
-      'Persons come from camera sightings (identify or face add with cam_id) and from PUT person_id on a face. ' +
-      'Unknown id: 404.',
+      'Persons come from camera sightings (identify or face add with cam_id) and from PUT person_id on a face; ' +
+      "a stranger's sightings form one person. A person merged into another (one face matched both) answers " +
+      'as the survivor: the body\'s id is the survivor\'s. Unknown id: 404.',
     auth: true,
     params: personPath,
     response: { status: 200, description: 'The person.', schema: personResponse },
     errors: ['NOT_FOUND'],
     async handler({ params, headers }) {
-      const { person, faces } = await findPerson(deps, params.id);
-      const base = baseUrl(headers, publicUrl);
-      return {
-        id: person.id,
-        created: person.created,
-        friend: person.friend,
-        sightings_count: person.sightings,
-        last_seen: person.last_seen,
-        faces: faces.map((f) => renderFace(f, base)),
-        sightings: person.recent.map((e) => renderPersonRecord(e, base)),
-      };
+      return renderPerson(await findPerson(deps, params.id), baseUrl(headers, publicUrl));
+    },
+  });
+
+  registry.define({
+    method: 'POST',
+    path: '/person/merge',
+    summary: 'Merge persons found to be one',
+    description:
+      'The persons become the lowest id among them (of their survivors, for persons merged before): its faces, ' +
+      'sightings and friend count hold all of theirs, and each merged id answers as it from then on. Their sightings ' +
+      'keep the person they were recorded with and are listed under the survivor. An unknown id: 404, and nothing merges.',
+    auth: true,
+    request: mergeRequest,
+    response: { status: 200, description: 'The surviving person.', schema: personResponse },
+    errors: ['BAD_PARAM', 'NOT_FOUND'],
+    async handler({ input, headers }) {
+      return renderPerson(await mergePersons(deps, input.ids), baseUrl(headers, publicUrl));
     },
   });
 

@@ -14,6 +14,7 @@
 import { createHash } from 'node:crypto';
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { unknownGallery, type GalleryStore } from '../db/galleries.js';
+import type { TransactionSql } from '../db/client.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import { keyReused, KeyTaken, type IdempotencyKey, type IdempotencyStore } from '../db/idempotency.js';
 import type { IndexLag, IndexWrites } from '../search/index-writes.js';
@@ -21,7 +22,7 @@ import type { SearchShards } from '../search/search-shards.js';
 import type { ThresholdPreset } from './calibration.js';
 import { boxOf, pickRows, requireQuality, selectFaces, type Box, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
-import { bestMatches, embedOptions, sightingOf } from './sightings.js';
+import { bestMatches, embedOptions, recordGrouped, sightingOf, strangerPersons, type Grouping } from './sightings.js';
 
 export interface EnrolDeps {
   faces: PhotoAnalysis;
@@ -31,6 +32,8 @@ export interface EnrolDeps {
   index: SearchShards;
   writes: IndexWrites;
   history: HistoryStore;
+  /** Strangers grouped into persons: a face enrolled joins the earlier strangers it matches. */
+  grouping?: Grouping;
   idempotency: IdempotencyStore;
   /** Longer side of sighting thumbnails, in pixels. */
   thumbnailSize: number;
@@ -122,29 +125,51 @@ async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal
   const { dim, embeddings } = analysis;
 
   // Searched before the faces are stored, so a face cannot match itself.
-  const matches = camId !== undefined ? await bestMatches(deps.index, pickRows(analysis, chosen), req.threshold) : [];
+  const rows = pickRows(analysis, chosen);
+  const matches = camId !== undefined ? await bestMatches(deps.index, rows, req.threshold) : [];
+  const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * dim, (k + 1) * dim), quality: analysis.faces[i].quality }));
 
+  const store = (inTransaction: (tx: TransactionSql, added: { id: number }[]) => Promise<void>) =>
+    deps.store.addFaces(
+      {
+        photo: bytes,
+        photoUrl: photoUrlOf(req.photo),
+        faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
+        meta: req.meta,
+        galleries: req.galleries,
+        camId,
+      },
+      async (tx, added) => {
+        await inTransaction(tx, added);
+        if (k) await deps.idempotency.recordIn(tx, k, { faceIds: added.map((f) => f.id), ...(sightings ? { sightings } : {}) } satisfies EnrolRecord);
+      },
+    );
   let sightings: HistoryEvent[] | undefined;
-  const written = await deps.store.addFaces(
-    {
-      photo: bytes,
-      photoUrl: photoUrlOf(req.photo),
-      faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
-      meta: req.meta,
-      galleries: req.galleries,
-      camId,
-    },
-    async (tx, added) => {
-      if (camId !== undefined) {
-        const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, true, (i) => ({
-          matchFaceId: matches[i],
-          addedFaceId: added[i].id,
-        }));
-        sightings = await deps.history.recordIn(tx, sighting);
-      }
-      if (k) await deps.idempotency.recordIn(tx, k, { faceIds: added.map((f) => f.id), ...(sightings ? { sightings } : {}) } satisfies EnrolRecord);
-    },
-  );
+  let written: Awaited<ReturnType<typeof store>> | undefined;
+  if (camId !== undefined) {
+    // The faces are a sighting: they join their matches' persons and the earlier strangers'.
+    sightings = await recordGrouped(deps.grouping, seen, async (group) => {
+      let events: HistoryEvent[] = [];
+      written = await store(async (tx, added) => {
+        const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, true, (i) => ({ matchFaceId: matches[i], addedFaceId: added[i].id }));
+        events = await deps.history.recordIn(tx, group(sighting));
+        sightings = events;
+      });
+      return events;
+    });
+  } else {
+    // A stranger seen before and enrolled now: the face joins their person.
+    const grouping = deps.grouping;
+    const earlier = grouping && grouping.strangers.size() > 0 ? await strangerPersons(grouping, rows) : [];
+    const joins: { survivor: number; persons: number[] }[] = [];
+    written = await store(async (tx, added) => {
+      const faces = added.flatMap((f, i) => (earlier[i]?.length ? [{ faceId: f.id, persons: earlier[i] }] : []));
+      const persons = faces.length ? await deps.history.joinFaces(tx, faces) : [];
+      persons.forEach((survivor, j) => joins.push({ survivor, persons: faces[j].persons }));
+    });
+    for (const j of joins) await grouping?.strangers.merge(j.survivor, j.persons);
+  }
+  if (!written) throw new Error('enrolment wrote nothing');
 
   const indexLag = await deps.writes.settle(written.position, true, written.value.map((f) => f.id));
   return { faces: written.value, ...(sightings ? { sightings } : {}), ...(indexLag ? { indexLag } : {}) };

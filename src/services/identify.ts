@@ -23,7 +23,7 @@ import type { SearchShards, ServerCount } from '../search/search-shards.js';
 import { identifyConfidence, isVerified, resolveIdentifyThreshold, resolveThreshold, type ThresholdPreset } from './calibration.js';
 import { pickRows, selectFaces, type Box, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import type { PhotoInput } from './photo-source.js';
-import { embedOptions, sightingOf } from './sightings.js';
+import { embedOptions, recordGrouped, sightingOf, type Grouping } from './sightings.js';
 
 export interface IdentifyDeps {
   faces: PhotoAnalysis;
@@ -31,6 +31,8 @@ export interface IdentifyDeps {
   galleries: GalleryStore;
   index: SearchShards;
   history: HistoryStore;
+  /** Strangers grouped into persons; absent: each stranger's sighting is a new person. */
+  grouping?: Grouping;
   /** Longer side of sighting thumbnails, in pixels. */
   thumbnailSize: number;
   /** Default of `strict`. */
@@ -130,8 +132,10 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
   }));
   if (camId === undefined) return { results, live, total };
 
-  // Each face joins the person of the best match still stored: the one the answer shows first.
+  // Each face joins the person of the best match still stored (the one the answer shows
+  // first), and of the earlier strangers it matches.
   const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, false, (k) => ({ matchFaceId: results[k].matches[0]?.face.id }));
-  const sightings = await deps.history.record(sighting);
+  const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * analysis.dim, (k + 1) * analysis.dim), quality: analysis.faces[i].quality }));
+  const sightings = await recordGrouped(deps.grouping, seen, (group) => deps.history.record(group(sighting)));
   return { results, sightings, live, total };
 }

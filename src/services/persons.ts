@@ -1,12 +1,16 @@
 /**
  * Persons, GET /person/id/<id> and /person/history/id/<id>: who a person is
- * (faces and newest sightings) and every sighting of them.
+ * (faces and newest sightings) and every sighting of them; POST /person/merge:
+ * an operator's word that several persons are one.
  *
  * the person (404 when unknown) → their faces → the answer; or, for the
- * history: the person must exist → their sightings, streamed.
+ * history: the person must exist → their sightings, streamed; or, for a
+ * merge: under the strangers' lock, the persons merged in the database → the
+ * strangers' index told → the survivor's answer.
  */
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { unknownPerson, type HistoryFilter, type HistoryListing, type HistoryStore, type Person } from '../db/history-store.js';
+import type { Grouping } from './sightings.js';
 
 export { PERSON_RECENT_SIGHTINGS } from '../db/history-store.js';
 export type { HistoryEvent } from '../db/history-store.js';
@@ -14,6 +18,8 @@ export type { HistoryEvent } from '../db/history-store.js';
 export interface PersonDeps {
   store: FaceStore;
   history: HistoryStore;
+  /** Strangers grouped into persons: a merge reaches their index too. */
+  grouping?: Grouping;
 }
 
 export async function person(deps: PersonDeps, id: number): Promise<{ person: Person; faces: StoredFace[] }> {
@@ -26,4 +32,15 @@ export async function person(deps: PersonDeps, id: number): Promise<{ person: Pe
 export async function personHistory(deps: PersonDeps, id: number, filter: Omit<HistoryFilter, 'personId'>): Promise<HistoryListing> {
   if (!(await deps.history.personExists(id))) throw unknownPerson(id);
   return deps.history.search({ ...filter, personId: id });
+}
+
+/** Merges persons into the lowest of them (their survivors); answers as GET /person/id/<survivor>. */
+export async function mergePersons(deps: PersonDeps, ids: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
+  const { grouping } = deps;
+  const step = async () => {
+    const { survivor, losers } = await deps.history.mergePersons(ids);
+    await grouping?.strangers.merge(survivor, losers);
+    return survivor;
+  };
+  return person(deps, grouping ? await grouping.strangers.exclusive(step) : await step());
 }

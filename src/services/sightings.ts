@@ -1,11 +1,13 @@
 /**
- * Camera sightings: what turns identify and face add into history, and which
- * stored face a seen face is attributed to.
+ * Camera sightings: what turns identify and face add into history, which
+ * stored face a seen face is attributed to, and which earlier strangers it is
+ * (persons that form themselves).
  */
-import type { Sighting, SightingFace } from '../db/history-store.js';
+import type { HistoryEvent, Sighting, SightingFace } from '../db/history-store.js';
 import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
+import type { StrangerIndex } from '../search/stranger-index.js';
 import { identifyConfidence, isVerified, resolveIdentifyThreshold, type ThresholdPreset } from './calibration.js';
 import { boxOf } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
@@ -45,4 +47,72 @@ export function sightingOf(
     photoKept,
     faces: chosen.map((i, k) => ({ box: boxOf(analysis.faces[i]), thumbnail: analysis.faces[i].thumbnail as Buffer, ...per(k) })),
   };
+}
+
+/** How sightings of strangers are grouped into persons. */
+export interface Grouping {
+  strangers: StrangerIndex;
+  /** The recogniser of the embeddings kept. */
+  model: string;
+  /** What a stranger's earlier sighting must reach, in identify's 1:N confidence, for the face to join its person. */
+  threshold: ThresholdPreset | number;
+  /** Only earlier sightings seen within this many seconds count; 0: all that are kept. */
+  windowS: number;
+}
+
+/**
+ * Sightings that stand for a person formed by strangers: its best few by face quality, so the
+ * group is anchored to its clearest views rather than drifting with each new one.
+ */
+export const STRANGER_REPRESENTATIVES = 4;
+
+/** Representatives searched per face: enough to find every person within reach, each with its best few. */
+const STRANGER_CANDIDATES = 16;
+
+/** For each face (`rows`), the persons of earlier strangers it matches at the grouping threshold, best first. */
+export async function strangerPersons(grouping: Grouping, rows: Float32Array): Promise<number[][]> {
+  const since = grouping.windowS > 0 ? Date.now() - grouping.windowS * 1000 : -Infinity;
+  const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, since);
+  return found.map(({ persons, searched }) => {
+    const t = resolveIdentifyThreshold(grouping.threshold, searched);
+    return persons.filter((p) => t === null || isVerified(identifyConfidence(p.similarity, searched), t)).map((p) => p.person);
+  });
+}
+
+/** A face of a sighting as grouping needs it: its embedding and quality. */
+export interface SeenFace {
+  vector: Float32Array;
+  quality: number;
+}
+
+/**
+ * Records a sighting with its faces grouped, as one step of the strangers' lock: the earlier
+ * strangers each face matches → `write`, which records the sighting made by `group` from the
+ * caller's (in its transaction) → the persons merged, and the faces of strangers added to the
+ * index. Without grouping, `write` records the sighting as the caller made it.
+ */
+export async function recordGrouped(
+  grouping: Grouping | undefined,
+  faces: SeenFace[],
+  write: (group: (s: Sighting) => Sighting) => Promise<HistoryEvent[]>,
+): Promise<HistoryEvent[]> {
+  if (!grouping) return write((s) => s);
+  return grouping.strangers.exclusive(async () => {
+    const rows = new Float32Array(faces.flatMap((f) => [...f.vector]));
+    const matched = faces.length ? await strangerPersons(grouping, rows) : [];
+    const group = (s: Sighting): Sighting => ({
+      ...s,
+      model: grouping.model,
+      faces: s.faces.map((f, k) => ({ ...f, strangerPersons: matched[k], embedding: faces[k] })),
+    });
+    const events = await write(group);
+    // Committed: the index follows what the database now says.
+    for (const [k, e] of events.entries()) if (matched[k].length) await grouping.strangers.merge(e.person_id, matched[k]);
+    await grouping.strangers.add(
+      events.flatMap((e, k) =>
+        e.face_id === null ? [{ sightingId: e.id, person: e.person_id, quality: faces[k].quality, seenAt: Date.parse(`${e.timestamp}Z`), vector: faces[k].vector }] : [],
+      ),
+    );
+    return events;
+  });
 }

@@ -1,0 +1,149 @@
+/**
+ * Persons that form themselves, end to end on the real service, engine and
+ * PostgreSQL: sightings of LFW people nobody enrolled, sent in shuffled order
+ * over two cameras, are grouped into one person each; four clients seeing one
+ * stranger at once make one person; a stranger seen often becomes a friend; a
+ * stranger enrolled later is the same person; a restart keeps the groups.
+ * Needs ../shared/testdata/lfw.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer } from '../../src/app.js';
+import { createLogger } from '../../src/log.js';
+import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
+import { form, haveLfw, lfwDir } from '../harness/images.js';
+import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
+
+const suite = haveLfw ? describe : describe.skip;
+if (!haveLfw) console.warn('persons.test.ts: skipped, LFW is not at ../shared/testdata/lfw');
+
+/** People of LFW with at least `min` photos, in name order, each with their photos' paths. */
+function lfwPeople(count: number, min: number): { name: string; photos: string[] }[] {
+  const images = path.join(lfwDir, 'images');
+  const out: { name: string; photos: string[] }[] = [];
+  for (const name of readdirSync(images).sort()) {
+    const files = readdirSync(path.join(images, name)).sort();
+    if (files.length >= min) out.push({ name, photos: files.slice(0, min).map((f) => path.join(images, name, f)) });
+    if (out.length === count) break;
+  }
+  return out;
+}
+
+/** A fixed shuffle (the order must not depend on luck). */
+function shuffled<T>(items: T[]): T[] {
+  const out = [...items];
+  let seed = 7;
+  for (let i = out.length - 1; i > 0; i--) {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    const j = seed % (i + 1);
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+const FRIEND_AT = 4;
+
+suite('persons formed by strangers', () => {
+  let svc: DatabaseTestService;
+  let base: string;
+  const people = haveLfw ? lfwPeople(8, 4) : [];
+  const grouped = people.slice(0, 6);
+  const [crowd, late] = people.slice(6);
+  const call = (method: string, url: string, body?: FormData | object) => request(base, method, url, body, AUTH);
+  const sight = async (file: string, cam: string) => {
+    const r = await call('POST', '/v0/identify/', form({ photo: readFileSync(file), cam_id: cam }));
+    expect(r.status, r.text).toBe(200);
+    expect(r.json.sightings).toHaveLength(1);
+    return r.json.sightings[0] as { id: number; person_id: number; face_id: number | null; friend: boolean };
+  };
+
+  beforeAll(async () => {
+    svc = await startDatabaseService({ FACE_SHARDS: '2', FACE_FRIEND_SIGHTINGS: String(FRIEND_AT), FACE_FRIEND_WINDOW_S: '3600' });
+    base = svc.base;
+  }, 180_000);
+  afterAll(async () => svc?.close());
+
+  const personOf = new Map<string, number[]>();
+
+  it('groups each stranger into one person, across two cameras and in any order, never two people in one', async () => {
+    const sightings = shuffled(grouped.flatMap((p) => p.photos.map((file, k) => ({ who: p.name, file, cam: k % 2 ? 'gate' : 'door' }))));
+    const whoseEvent = new Map<number, string>();
+    for (const s of sightings) {
+      const e = await sight(s.file, s.cam);
+      expect(e.face_id).toBeNull();
+      whoseEvent.set(e.id, s.who);
+    }
+    // Persons as the history reads them now: a merge puts earlier events under the survivor.
+    const listed = (await call('POST', '/v0/history/search', {})).json.results as { id: number; person_id: number }[];
+    expect(listed).toHaveLength(sightings.length);
+    const whoIn = new Map<number, Set<string>>();
+    for (const e of listed) {
+      const who = whoseEvent.get(e.id)!;
+      personOf.set(who, [...(personOf.get(who) ?? []), e.person_id]);
+      whoIn.set(e.person_id, (whoIn.get(e.person_id) ?? new Set()).add(who));
+    }
+    for (const [person, who] of whoIn) expect([...who], `person ${person}`).toHaveLength(1);
+    // Every stranger's four photos are one person, or at worst two.
+    const spread = grouped.map((p) => new Set(personOf.get(p.name)).size);
+    expect(spread.every((n) => n <= 2), `persons per stranger: ${spread}`).toBe(true);
+    expect(spread.filter((n) => n === 1).length, `persons per stranger: ${spread}`).toBeGreaterThanOrEqual(5);
+  });
+
+  it("a grouped stranger's person lists their sightings, and a stranger seen often is a friend", async () => {
+    const p = grouped.find((x) => new Set(personOf.get(x.name)).size === 1)!;
+    const person = personOf.get(p.name)![0];
+    const r = await call('GET', `/person/id/${person}`);
+    expect(r.status).toBe(200);
+    expect(r.json.sightings_count).toBe(4);
+    expect(r.json.friend).toBe(true);
+    const again = await sight(p.photos[0], 'door');
+    expect(again).toMatchObject({ person_id: person, friend: true });
+  });
+
+  it('an operator merges two persons: the lowest id survives, the other answers as it, and later sightings join it', async () => {
+    const [p, q] = grouped.filter((x) => new Set(personOf.get(x.name)).size === 1).slice(-2);
+    const [a, b] = [personOf.get(p.name)![0], personOf.get(q.name)![0]];
+    expect((await call('POST', '/person/merge', { ids: [a] })).status).toBe(400);
+    const unknown = await call('POST', '/person/merge', { ids: [a, 99_999_999] });
+    expect(unknown.status).toBe(404);
+    expect((await call('GET', `/person/id/${Math.max(a, b)}`)).json.id).toBe(Math.max(a, b));
+    const merged = await call('POST', '/person/merge', { ids: [b, a] });
+    expect(merged.status, merged.text).toBe(200);
+    expect(merged.json).toMatchObject({ id: Math.min(a, b), sightings_count: 8 });
+    expect((await call('GET', `/person/id/${Math.max(a, b)}`)).json.id).toBe(Math.min(a, b));
+    const history = await call('POST', `/person/history/id/${Math.max(a, b)}`, {});
+    expect(history.json.results).toHaveLength(8);
+    expect((await sight(q.photos[2], 'door')).person_id).toBe(Math.min(a, b));
+    personOf.set(p.name, [Math.min(a, b)]);
+    personOf.set(q.name, [Math.min(a, b)]);
+  });
+
+  it('four clients seeing one stranger at once make one person', async () => {
+    const events = await Promise.all(crowd.photos.map((file, k) => sight(file, k % 2 ? 'gate' : 'door')));
+    expect(new Set(events.map((e) => e.person_id)).size).toBe(1);
+  });
+
+  it('a stranger enrolled later joins the person they were, and later sightings name the face', async () => {
+    const before = await sight(late.photos[0], 'door');
+    const second = await sight(late.photos[1], 'gate');
+    expect(second.person_id).toBe(before.person_id);
+    const added = await call('POST', '/v0/face/', form({ photo: readFileSync(late.photos[2]), meta: late.name }));
+    expect(added.status, added.text).toBe(200);
+    const face = added.json.results[0];
+    const person = await call('GET', `/person/id/${before.person_id}`);
+    expect(person.json.faces.map((f: { id: number }) => f.id)).toContain(face.id);
+    const after = await sight(late.photos[3], 'door');
+    expect(after).toMatchObject({ person_id: before.person_id, face_id: face.id });
+  });
+
+  it('keeps the groups across a restart', async () => {
+    await svc.server.close();
+    const engine = await openEngine(engineOptionsFrom(svc.config));
+    svc.server = await startServer({ config: svc.config, engine, db: svc.tdb.db, log: createLogger('silent') });
+    base = `http://127.0.0.1:${svc.server.port}`;
+    const p = grouped.find((x) => new Set(personOf.get(x.name)).size === 1)!;
+    const e = await sight(p.photos[1], 'gate');
+    expect(e.person_id).toBe(personOf.get(p.name)![0]);
+  });
+});
