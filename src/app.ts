@@ -144,8 +144,8 @@ const PARTITION_SWEEP_MS = 24 * 60 * 60_000;
 
 /**
  * The strangers' index, filled from the history, and the rule that groups strangers into
- * persons. One process (FACE_ROLE all) holds it: API nodes of a cluster do not yet share one,
- * so there each stranger's sighting stays a person of its own.
+ * persons. Every process that records sightings (FACE_ROLE all, each API node) holds one and
+ * catches it up with the others' sightings under the database's grouping lock.
  */
 async function openGrouping(
   config: Config,
@@ -155,12 +155,21 @@ async function openGrouping(
   log: Logger,
 ): Promise<Grouping> {
   const started = Date.now();
+  const upTo = await history.lastStrangerSighting(layout.recognizer);
   const strangers = await StrangerIndex.open(
-    { dir: path.join(config.dataDir, 'strangers'), dims: layout.dims, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
-    history.strangerRepresentatives(layout.recognizer, STRANGER_REPRESENTATIVES),
+    { dims: layout.dims, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
+    history.strangerRepresentatives(layout.recognizer, STRANGER_REPRESENTATIVES, upTo),
+    upTo,
   );
   log.info({ persons: strangers.persons(), sightings: strangers.size(), ms: Date.now() - started }, 'strangers index filled');
-  return { strangers, model: layout.recognizer, threshold, windowS: config.persons.windowS };
+  return {
+    strangers,
+    history,
+    model: layout.recognizer,
+    threshold,
+    windowS: config.persons.windowS,
+    retentionS: config.history.thumbnailRetentionDays * 86_400,
+  };
 }
 
 /** What the service keeps in PostgreSQL, opened: the stores, the search tier over them, the re-embedding migration and the read replica. */
@@ -213,7 +222,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads);
   let grouping: Grouping | undefined;
   try {
-    grouping = config.role === 'all' && config.persons.threshold !== 'off' ? await openGrouping(config, history, { recognizer, dims: dim }, config.persons.threshold, log) : undefined;
+    grouping = config.persons.threshold !== 'off' ? await openGrouping(config, history, { recognizer, dims: dim }, config.persons.threshold, log) : undefined;
   } catch (err) {
     await migration?.stop();
     await search.close();

@@ -2,7 +2,8 @@
  * Persons formed by strangers, measured:
  *
  *   npm run bench:persons -- [--people 2000] [--mode <recogniser>] [--thresholds strict,medium,low]
- *       [--rate-photos 300] [--clients 4] [--sizes 10000,1000000] [--lfw DIR] [--json FILE]
+ *       [--rate-photos 300] [--clients 4] [--rounds 2] [--sizes 10000,1000000] [--lfw DIR] [--json FILE]
+ *       [--parts grouping,rate,cost]
  *
  * 1. Grouping accuracy. The first `--people` LFW people (name order), every photo of each,
  *    in a seeded random order, recorded as camera sightings with nobody enrolled, once per
@@ -16,7 +17,7 @@
  *    people with two or more photos spread over several persons (splits), and wholly in one.
  * 2. Sighting rate through the service (its own process): `--rate-photos` LFW photos as
  *    POST /v0/identify/ with cam_id from `--clients` clients, with grouping (the default) and
- *    with FACE_PERSON_THRESHOLD=off, alternated over two rounds.
+ *    with FACE_PERSON_THRESHOLD=off, alternated over `--rounds` rounds.
  * 3. Cost per sighting as the strangers grow: the strangers' index filled with `--sizes`
  *    synthetic representatives (random unit vectors), then one sighting's search and add.
  */
@@ -96,6 +97,7 @@ async function main() {
   const missing = lfwMissing(lfwDir);
   if (missing.length) throw new Error(`LFW is not at ${lfwDir}: missing ${missing.join(', ')}`);
   const people = numberArg('people', 2000);
+  const parts = new Set((arg('parts') ?? 'grouping,rate,cost').split(','));
   const set = limitPeople(loadLfw(lfwDir), people);
   const report: Record<string, unknown> = { date: new Date().toISOString(), machine: machineLine(describeMachine()), people: set.names.length, photos: set.files.length };
   console.log(`persons formed by strangers; ${report.machine}`);
@@ -122,25 +124,27 @@ async function main() {
   report.recognizer = recognizer;
 
   // 1. Grouping accuracy per threshold.
+  const thresholds = parts.has('grouping') ? (arg('thresholds') ?? 'strict,medium,low').split(',') : [];
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'persons-bench-'));
   const database = await openDatabase({ dataDir, dbPool: 8 });
   const grouped: Grouped[] = [];
   try {
     const history = new HistoryStore(database.db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS });
-    for (const t of (arg('thresholds') ?? 'strict,medium,low').split(',')) {
+    for (const t of thresholds) {
       const threshold: ThresholdPreset | number = /^[a-z]+$/.test(t) ? (t as ThresholdPreset) : Number(t);
       await database.db.sql`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
       const strangers = await StrangerIndex.open(
-        { dir: path.join(dataDir, 'strangers'), dims: dim, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
+        { dims: dim, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
         (async function* () {})(),
+        0,
       );
-      const grouping: Grouping = { strangers, model: recognizer, threshold, windowS: 0 };
+      const grouping: Grouping = { strangers, history, model: recognizer, threshold, windowS: 0, retentionS: 0 };
       const who = new Map<number, number>();
       const started = performance.now();
       for (const i of order) {
         const vector = emb.emb.subarray(i * dim, (i + 1) * dim);
         const [e] = await recordGrouped(grouping, [{ vector, quality: 1 }], (group) =>
-          history.record(group({ camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
+          history.recordWith((tx) => group(tx, { camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
         );
         who.set(e.id, set.person[i]);
       }
@@ -164,7 +168,7 @@ async function main() {
   const photos = order.slice(0, numberArg('rate-photos', 300)).map((i) => readFileSync(path.join(lfwDir, 'images', set.files[i])));
   const clients = numberArg('clients', 4);
   const rates: Record<string, number[]> = { grouping: [], off: [] };
-  for (let round = 0; round < 2; round++) {
+  for (let round = 0; round < (parts.has('rate') ? numberArg('rounds', 2) : 0); round++) {
     for (const [name, env] of [
       ['grouping', {}],
       ['off', { FACE_PERSON_THRESHOLD: 'off' }],
@@ -187,8 +191,8 @@ async function main() {
     }
   }
   const best = (xs: number[]) => Math.max(...xs);
-  console.log(
-    `\nsightings/s through POST /v0/identify/ with cam_id, ${photos.length} photos, ${clients} clients (best of 2 rounds): grouping ${best(rates.grouping).toFixed(1)}, ` +
+  if (parts.has('rate')) console.log(
+    `\nsightings/s through POST /v0/identify/ with cam_id, ${photos.length} photos, ${clients} clients (best of ${rates.off.length} rounds): grouping ${best(rates.grouping).toFixed(1)}, ` +
       `off ${best(rates.off).toFixed(1)} (${(best(rates.grouping) / best(rates.off)).toFixed(2)}x); rounds: ${JSON.stringify(rates)}`,
   );
   report.rate = { photos: photos.length, clients, ...rates };
@@ -204,10 +208,9 @@ async function main() {
     return v;
   };
   const costs: { size: number; searchMs: number; addMs: number }[] = [];
-  for (const size of (arg('sizes') ?? '10000,1000000').split(',').map(Number)) {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'persons-strangers-'));
+  for (const size of parts.has('cost') ? (arg('sizes') ?? '10000,1000000').split(',').map(Number) : []) {
     const strangers = await StrangerIndex.open(
-      { dir, dims: dim, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
+      { dims: dim, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
       (async function* () {
         for (let from = 0; from < size; from += 20_000) {
           const n = Math.min(20_000, size - from);
@@ -215,8 +218,10 @@ async function main() {
           yield Array.from({ length: n }, (_, k) => ({ sightingId: from + k + 1, person: from + k + 1, quality: 1, seenAt: 0, vector: v.subarray(k * dim, (k + 1) * dim) }));
         }
       })(),
+      size,
     );
-    const grouping: Grouping = { strangers, model: recognizer, threshold: 'medium', windowS: 0 };
+    // Searched as a grouping step searches (the database's part is the same at any size).
+    const grouping = { strangers, model: recognizer, threshold: 'medium', windowS: 0, retentionS: 0 } as Omit<Grouping, 'history'> as Grouping;
     const probes = unit(200);
     let search = 0;
     let add = 0;
@@ -230,7 +235,6 @@ async function main() {
       search += t1 - t0;
     }
     strangers.close();
-    rmSync(dir, { recursive: true, force: true });
     costs.push({ size, searchMs: search / 200, addMs: add / 200 });
     console.log(`strangers' index at ${size} representatives: search ${(search / 200).toFixed(3)} ms, add ${(add / 200).toFixed(3)} ms per sighting`);
   }

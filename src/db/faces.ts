@@ -174,6 +174,13 @@ export class FaceStore {
     }
   }
 
+  /** The persons of these faces (those that have one), each once. */
+  async personsOf(ids: number[]): Promise<number[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.sql`SELECT DISTINCT person_id FROM faces WHERE id = ANY(${ids}::bigint[]) AND person_id IS NOT NULL`;
+    return rows.map((r) => Number(r.person_id));
+  }
+
   /** Faces by id, in the order asked; ids that do not exist are left out. One query for all. */
   async getFaces(ids: number[]): Promise<StoredFace[]> {
     if (ids.length === 0) return [];

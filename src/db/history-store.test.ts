@@ -203,7 +203,7 @@ describe('persons formed by strangers', () => {
     // A face of a stored person is not a stranger's: not given back.
     await sight(4, stranger({ matchFaceId: await addFace('known') }));
     const reps = [];
-    for await (const batch of history.strangerRepresentatives('test', 2)) reps.push(...batch);
+    for await (const batch of history.strangerRepresentatives('test', 2, Number.MAX_SAFE_INTEGER)) reps.push(...batch);
     expect(reps.map((r) => [r.person, r.quality.toFixed(1)])).toEqual([
       [a.person_id, '0.7'],
       [a.person_id, '0.6'],
@@ -211,15 +211,31 @@ describe('persons formed by strangers', () => {
     expect([...reps[0].vector]).toEqual([...vector]);
     // Another recogniser's embeddings are not comparable: none.
     const other = [];
-    for await (const batch of history.strangerRepresentatives('other', 2)) other.push(...batch);
+    for await (const batch of history.strangerRepresentatives('other', 2, Number.MAX_SAFE_INTEGER)) other.push(...batch);
     expect(other).toEqual([]);
     // Expired with the thumbnails.
     const expired: number[] = [];
     await history.expireThumbnails(1, 100, async (ids) => void expired.push(...ids));
     expect(expired).toHaveLength(4);
     const left = [];
-    for await (const batch of history.strangerRepresentatives('test', 2)) left.push(...batch);
+    for await (const batch of history.strangerRepresentatives('test', 2, Number.MAX_SAFE_INTEGER)) left.push(...batch);
     expect(left).toEqual([]);
+  });
+
+  it('splits sightings of one person off into a new person, the one change history takes', async () => {
+    const a = await sight(1, stranger());
+    const b = await sight(2, stranger({ strangerPersons: [a.person_id] }));
+    const c = await sight(3, stranger({ strangerPersons: [a.person_id] }));
+    const other = await sight(4, stranger());
+    await expect(history.splitPerson([b.id, other.id])).rejects.toThrow(/belong to 2 persons/);
+    await expect(history.splitPerson([b.id, 99_999_999])).rejects.toThrow(/No history event 99999999/);
+    const { person, from } = await history.splitPerson([b.id, c.id]);
+    expect(from).toBe(a.person_id);
+    expect((await drain(await history.search({ personId: person }))).map((e) => e.id)).toEqual([c.id, b.id]);
+    expect((await history.person(a.person_id))?.sightings).toBe(1);
+    // Anything but the person is still refused.
+    await expect(tdb.db.sql`UPDATE sightings SET cam_id = 'x' WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.sql`UPDATE sightings SET person_id = ${a.person_id}, friend = true WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
   });
 
   it('a stored face found to be a stranger joins the survivor of their persons', async () => {

@@ -24,7 +24,7 @@
  * cover every person merged into it.
  */
 import type { PendingQuery, Row } from 'postgres';
-import { invalid } from '../errors.js';
+import { invalid, notFound } from '../errors.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
 import { placementOf, type Placement } from './faces.js';
 import { bytesToFloats, floatsToBytes } from './embedding.js';
@@ -96,6 +96,8 @@ export interface Representative {
 
 export interface HistoryFilter {
   personId?: number;
+  /** Any of these persons (each with the persons merged into it); empty: none. */
+  personIds?: number[];
   /** Any of these cameras; empty or absent means every camera. */
   camIds?: string[];
   /** Inclusive lower bound, ISO 8601 with a zone. */
@@ -153,6 +155,34 @@ function toEvent(r: Row): HistoryEvent {
 
 const personLockKey = (id: number) => id % 0x7fffffff;
 
+/**
+ * Advisory-lock key of grouping strangers into persons, held from the search among earlier
+ * strangers to the commit of the sighting, by every process that records sightings: two
+ * sightings of one stranger, on any nodes, cannot both miss the other. Sighting ids are drawn
+ * under it, so strangers' sightings commit in id order and "after the last id seen" misses none.
+ * Taken before the person locks (and, in an enrolment, before the change-log lock).
+ */
+const GROUPING_LOCK = 0x67727570; // "grup"
+
+/** What the strangers' sightings are read with: each one's survivor, quality, time and embedding. */
+const REPRESENTATIVE_COLUMNS = (sql: Sql | TransactionSql) => sql`
+  t.sighting_id AS id, coalesce(p.merged_into, p.id) AS person, t.quality, t.embedding,
+  (extract(epoch FROM s.seen_at) * 1000)::float8 AS seen`;
+
+const STRANGER_SIGHTINGS = (sql: Sql | TransactionSql, model: string) => sql`
+  sighting_thumbnails t
+  JOIN sightings s ON s.id = t.sighting_id
+  JOIN persons p ON p.id = s.person_id
+  WHERE t.model = ${model} AND t.embedding IS NOT NULL AND s.face_id IS NULL`;
+
+const toRepresentative = (r: Row): Representative => ({
+  sightingId: Number(r.id),
+  person: Number(r.person),
+  quality: Number(r.quality),
+  seenAt: Number(r.seen),
+  vector: bytesToFloats(r.embedding),
+});
+
 export class HistoryStore {
   private readonly stream: Sql;
   private readonly views: Sql;
@@ -176,6 +206,16 @@ export class HistoryStore {
   /** Records a sighting in a transaction of its own (identify). */
   record(sighting: Sighting): Promise<HistoryEvent[]> {
     return transaction(this.sql, (tx) => this.recordIn(tx, sighting));
+  }
+
+  /** Records the sighting `build` makes in the transaction it is given (grouping reads under its lock first). */
+  recordWith(build: (tx: TransactionSql) => Promise<Sighting>): Promise<HistoryEvent[]> {
+    return transaction(this.sql, async (tx) => this.recordIn(tx, await build(tx)));
+  }
+
+  /** Takes the grouping lock for the rest of the caller's transaction. */
+  async lockGrouping(tx: TransactionSql): Promise<void> {
+    await tx`SELECT pg_advisory_xact_lock(${GROUPING_LOCK})`;
   }
 
   /**
@@ -240,7 +280,7 @@ export class HistoryStore {
       const [{ seen }] = await tx`
         SELECT count(*)::int AS seen FROM (
           SELECT 1 FROM sightings
-          WHERE person_id = ANY(${personMembers(tx, plan.personId)}) AND seen_at <= ${at}::timestamptz
+          WHERE person_id = ANY(${personMembers(tx, [plan.personId])}) AND seen_at <= ${at}::timestamptz
             AND seen_at > ${at}::timestamptz - make_interval(secs => ${this.rule.windowS})
           LIMIT ${this.rule.sightings}
         ) recent`;
@@ -278,7 +318,8 @@ export class HistoryStore {
       after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId}) AND s.seen_at <= ${cursor.at}::timestamptz`;
     }
     const conditions = sql`
-      ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, filter.personId)})` : sql`true`}
+      ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, [filter.personId])})` : sql`true`}
+      AND ${filter.personIds !== undefined ? sql`s.person_id = ANY(${personMembers(sql, filter.personIds)})` : sql`true`}
       AND ${filter.start !== undefined ? sql`s.seen_at >= ${filter.start}::timestamptz` : sql`true`}
       AND ${filter.end !== undefined ? sql`s.seen_at < ${filter.end}::timestamptz` : sql`true`}
       AND ${filter.friend !== undefined ? sql`s.friend = ${filter.friend}` : sql`true`}
@@ -318,24 +359,31 @@ export class HistoryStore {
     return { batches, nextMaxId: () => (more ? last : undefined) };
   }
 
+  /** The newest sighting id of a stranger with an embedding by `model` (0: none). */
+  async lastStrangerSighting(model: string): Promise<number> {
+    const [row] = await this.sql`SELECT coalesce(max(t.sighting_id), 0) AS id FROM ${STRANGER_SIGHTINGS(this.sql, model)}`;
+    return Number(row.id);
+  }
+
   /**
    * The best `perPerson` sightings (by quality) of every person formed by strangers, embedded
-   * by `model`: sightings that matched no stored face and still have their embedding.
+   * by `model`, up to sighting `upTo`: sightings that matched no stored face and still have
+   * their embedding.
    */
-  async *strangerRepresentatives(model: string, perPerson: number, batchSize = 5000): AsyncIterable<Representative[]> {
+  async *strangerRepresentatives(model: string, perPerson: number, upTo: number, batchSize = 5000): AsyncIterable<Representative[]> {
     const query = this.sql`
       SELECT id, person, quality, seen, embedding FROM (
-        SELECT t.sighting_id AS id, coalesce(p.merged_into, p.id) AS person, t.quality, t.embedding,
-          (extract(epoch FROM s.seen_at) * 1000)::float8 AS seen,
+        SELECT ${REPRESENTATIVE_COLUMNS(this.sql)},
           row_number() OVER (PARTITION BY coalesce(p.merged_into, p.id) ORDER BY t.quality DESC, t.sighting_id) AS k
-        FROM sighting_thumbnails t
-        JOIN sightings s ON s.id = t.sighting_id
-        JOIN persons p ON p.id = s.person_id
-        WHERE t.model = ${model} AND t.embedding IS NOT NULL AND s.face_id IS NULL
+        FROM ${STRANGER_SIGHTINGS(this.sql, model)} AND t.sighting_id <= ${upTo}
       ) r WHERE k <= ${perPerson}`;
-    for await (const rows of query.cursor(batchSize)) {
-      yield rows.map((r) => ({ sightingId: Number(r.id), person: Number(r.person), quality: Number(r.quality), seenAt: Number(r.seen), vector: bytesToFloats(r.embedding) }));
-    }
+    for await (const rows of query.cursor(batchSize)) yield rows.map(toRepresentative);
+  }
+
+  /** Strangers' sightings after `after`, in id order, in the caller's transaction (under the grouping lock). */
+  async strangersAfter(tx: TransactionSql, model: string, after: number): Promise<Representative[]> {
+    const rows = await tx`SELECT ${REPRESENTATIVE_COLUMNS(tx)} FROM ${STRANGER_SIGHTINGS(tx, model)} AND t.sighting_id > ${after} ORDER BY t.sighting_id`;
+    return rows.map(toRepresentative);
   }
 
   /**
@@ -344,6 +392,7 @@ export class HistoryStore {
    * each face's person, in order.
    */
   async joinFaces(tx: TransactionSql, faces: { faceId: number; persons: number[] }[]): Promise<number[]> {
+    await this.lockGrouping(tx);
     const joined: number[] = [];
     for (const { faceId, persons } of faces) {
       const [survivor, ...losers] = await survivorsOf(tx, persons);
@@ -360,12 +409,35 @@ export class HistoryStore {
    */
   async mergePersons(ids: number[]): Promise<{ survivor: number; losers: number[] }> {
     return transaction(this.sql, async (tx) => {
+      await this.lockGrouping(tx);
       const found = new Set((await tx`SELECT id FROM persons WHERE id = ANY(${ids}::bigint[]) FOR UPDATE`).map((r) => Number(r.id)));
       const missing = ids.find((id) => !found.has(id));
       if (missing !== undefined) throw unknownPerson(missing);
       const [survivor, ...losers] = await survivorsOf(tx, ids);
       if (losers.length) await mergePersons(tx, survivor, losers);
       return { survivor, losers };
+    });
+  }
+
+  /**
+   * Moves sightings, all of one person, to a new person (an operator's correction of a group
+   * that took in someone else); returns the new person. An unknown sighting is NOT_FOUND,
+   * sightings of several persons BAD_PARAM, and nothing moves.
+   */
+  async splitPerson(sightingIds: number[]): Promise<{ person: number; from: number }> {
+    return transaction(this.sql, async (tx) => {
+      await this.lockGrouping(tx);
+      const rows = await tx`
+        SELECT s.id, coalesce(p.merged_into, p.id) AS person FROM sightings s JOIN persons p ON p.id = s.person_id
+        WHERE s.id = ANY(${sightingIds}::bigint[])`;
+      const found = new Map(rows.map((r) => [Number(r.id), Number(r.person)]));
+      const missing = sightingIds.find((id) => !found.has(id));
+      if (missing !== undefined) throw notFound(`No history event ${missing}`);
+      const from = new Set(found.values());
+      if (from.size > 1) throw invalid('sighting_ids', `sighting_ids: the sightings belong to ${from.size} persons (${[...from].sort((a, b) => a - b).join(', ')}); split one person's at a time`);
+      const person = await newPerson(tx);
+      await tx`UPDATE sightings SET person_id = ${person} WHERE id = ANY(${sightingIds}::bigint[])`;
+      return { person, from: [...from][0] };
     });
   }
 
@@ -392,7 +464,7 @@ export class HistoryStore {
       WHERE asked.id = ${id}`;
     if (!p) return undefined;
     const recent = (
-      await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.person_id = ANY(${personMembers(sql, Number(p.id))}) ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
+      await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.person_id = ANY(${personMembers(sql, [Number(p.id)])}) ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
     ).map(toEvent);
     return {
       id: Number(p.id),

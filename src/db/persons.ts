@@ -41,7 +41,7 @@ export async function mergePersons(tx: TransactionSql, survivor: number, losers:
   await tx`UPDATE faces SET person_id = ${survivor} WHERE person_id = ANY(${losers}::bigint[])`;
 }
 
-/** A query fragment: the ids of a person's survivor and of every person merged into it (the person itself among them), as a bigint array. */
-export const personMembers = (sql: Sql | TransactionSql, person: number) => sql`
-  ARRAY(SELECT x.id FROM persons x, (SELECT coalesce(merged_into, id) AS id FROM persons WHERE id = ${person}) survivor
+/** A query fragment: the ids of these persons' survivors and of every person merged into them (the persons among them), as a bigint array. */
+export const personMembers = (sql: Sql | TransactionSql, persons: number[]) => sql`
+  ARRAY(SELECT x.id FROM persons x, (SELECT DISTINCT coalesce(merged_into, id) AS id FROM persons WHERE id = ANY(${persons}::bigint[])) survivor
         WHERE x.id = survivor.id OR x.merged_into = survivor.id)`;

@@ -12,14 +12,18 @@
  *   body fields win over query fields of the same name).
  * - `start` is inclusive and `end` exclusive; dates without a zone are UTC.
  * - `cam_ids` and its spelling `cam_id` may both be given; they are joined.
+ * - By a face: `photo` (and `bbox`, `threshold`) finds the persons its face
+ *   is, through the stored faces and the earlier strangers it matches; the
+ *   other filters narrow their events. `next_page` carries those persons as
+ *   `person_ids`, not the photo, so it is followed as any other.
  */
 import { z } from 'zod';
 import { invalid } from '../errors.js';
 import { boolParam, idParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry, type StreamReply } from '../http/registry.js';
-import { searchHistory, sightingThumbnail, type HistoryDeps, type HistoryEvent, type HistoryFilter } from '../services/history.js';
+import { personsOnPhoto, searchHistory, sightingThumbnail, type FacePersonsDeps, type HistoryDeps, type HistoryEvent, type HistoryFilter } from '../services/history.js';
 import { baseUrl, renderEvent, streamResults } from './face-view.js';
-import { cameraList, isoTimestamp, personIdParam } from './schemas.js';
+import { boxCorners, boxesParam, callerBoxes, cameraList, identifyThresholdParam, isoTimestamp, personIdParam, personList, photoParam } from './schemas.js';
 
 const int = z.number().int();
 
@@ -48,6 +52,11 @@ const MAX_PAGE = 100_000;
 
 export const historySearchRequest = z.object({
   person_id: personIdParam.optional().meta({ description: 'Only this person.' }),
+  person_ids: personList.optional().meta({ description: 'Only these persons (what next_page carries for a search by photo).' }),
+  photo: photoParam('Only the persons the face on this photo is: its subject (the biggest face near the centre), or each box of bbox.').optional(),
+  bbox: boxesParam('With photo: the faces to look for instead of its subject.').optional(),
+  ...boxCorners,
+  threshold: identifyThresholdParam.optional(),
   cam_ids: cameraList.optional().meta({ description: 'Only these cameras: a JSON array (or repeated fields, or one id).' }),
   cam_id: cameraList.optional().meta({ description: 'Another spelling of cam_ids; both may be given and are joined.' }),
   start: isoTimestamp('Only events at or after this time.').optional(),
@@ -76,13 +85,22 @@ function epochMicros(iso: string): number {
   return Date.parse(`${head}${zone}`) * 1000 + Number(frac.padEnd(6, '0').slice(0, 6));
 }
 
-export function filterOf(input: { person_id?: number; cam_ids?: string[]; cam_id?: string[]; start?: string; end?: string; friend?: boolean }): HistoryFilter {
+export function filterOf(input: {
+  person_id?: number;
+  person_ids?: number[];
+  cam_ids?: string[];
+  cam_id?: string[];
+  start?: string;
+  end?: string;
+  friend?: boolean;
+}): HistoryFilter {
   if (input.start !== undefined && input.end !== undefined && epochMicros(input.start) >= epochMicros(input.end)) {
     throw invalid('end', 'end must be after start');
   }
   const cams = [...new Set([...(input.cam_ids ?? []), ...(input.cam_id ?? [])])];
   return {
     personId: input.person_id,
+    personIds: input.person_ids,
     camIds: cams.length ? cams : undefined,
     start: input.start,
     end: input.end,
@@ -94,6 +112,7 @@ export function filterOf(input: { person_id?: number; cam_ids?: string[]; cam_id
 function nextPageLink(filter: HistoryFilter, limit: number, maxId: number): string {
   const q = new URLSearchParams({ limit: String(limit), max_id: String(maxId) });
   if (filter.personId !== undefined) q.set('person_id', String(filter.personId));
+  if (filter.personIds !== undefined) q.set('person_ids', JSON.stringify(filter.personIds));
   if (filter.camIds) q.set('cam_ids', JSON.stringify(filter.camIds));
   if (filter.start !== undefined) q.set('start', filter.start);
   if (filter.end !== undefined) q.set('end', filter.end);
@@ -101,10 +120,18 @@ function nextPageLink(filter: HistoryFilter, limit: number, maxId: number): stri
   return `/v0/history/search?${q.toString().replace(/\+/g, '%20')}`;
 }
 
-export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & { publicUrl?: string }): void {
+export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & FacePersonsDeps & { publicUrl?: string }): void {
   const { publicUrl } = deps;
-  async function search(input: SearchInput, headers: Readonly<Record<string, string>>): Promise<StreamReply> {
+  async function search(input: SearchInput, headers: Readonly<Record<string, string>>, signal: AbortSignal): Promise<StreamReply> {
+    const bbox = callerBoxes(input);
+    if (input.photo === undefined && (bbox !== undefined || input.threshold !== undefined)) {
+      throw invalid(bbox !== undefined ? 'bbox' : 'threshold', `${bbox !== undefined ? 'bbox' : 'threshold'} is only for a search by photo`);
+    }
     const filter = filterOf(input);
+    if (input.photo !== undefined) {
+      const persons = await personsOnPhoto(deps, { photo: input.photo, bbox, threshold: input.threshold }, signal);
+      filter.personIds = filter.personIds ? persons.filter((p) => filter.personIds!.includes(p)) : persons;
+    }
     const limit = input.limit || undefined;
     const listing = await searchHistory(deps, filter, { limit, maxId: input.max_id });
     const base = baseUrl(headers, publicUrl);
@@ -119,7 +146,9 @@ export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & { p
     'the next page (all filters and the max_id cursor); it is absent on the last page. Follow it with GET, or with ' +
     'POST and an empty body (or the same filters: body fields win over the query). Paging never repeats or skips an ' +
     'event, even while new ones arrive. Without limit, every match is streamed in one answer. A date that is not ' +
-    'ISO 8601, or end not after start, answers 400.';
+    'ISO 8601, or end not after start, answers 400. With photo (multipart, or a URL): the events of the persons its ' +
+    'face is, through the stored faces and the earlier strangers it matches at threshold (identify\'s 1:N confidence); ' +
+    'none matched, no events. next_page then carries those persons as person_ids.';
 
   for (const method of ['POST', 'GET'] as const) {
     registry.define({
@@ -131,7 +160,7 @@ export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & { p
       request: historySearchRequest,
       response: { status: 200, description: 'Matching events.', schema: historyResponse },
       errors: [],
-      handler: ({ input, headers }) => search(input, headers),
+      handler: ({ input, headers, signal }) => search(input, headers, signal),
     });
   }
 

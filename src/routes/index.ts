@@ -91,7 +91,7 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
       strict: identify.strict,
       maxN: identify.maxN,
     });
-    registerHistory(registry, { ...db, publicUrl });
+    registerHistory(registry, { ...db, faces, publicUrl });
     registerPersons(registry, { ...db, publicUrl });
     registerShardsReport(registry, db.index);
     if (db.control) registerShardsControl(registry, db.control);

@@ -9,12 +9,13 @@
  *   (POST) or the query string (GET), and streams every match newest first.
  * - An unknown person is 404 on both.
  * - A person merged into another answers as the survivor (its id in the
- *   body), and its history is the survivor's; POST /person/merge merges.
+ *   body), and its history is the survivor's; POST /person/merge merges, and
+ *   POST /person/split moves sightings to a new person.
  */
 import { z } from 'zod';
 import { idParam, numberParam } from '../http/params.js';
 import type { RouteRegistry } from '../http/registry.js';
-import { person as findPerson, mergePersons, personHistory, PERSON_RECENT_SIGHTINGS, type HistoryEvent, type PersonDeps } from '../services/persons.js';
+import { person as findPerson, mergePersons, personHistory, splitPerson, PERSON_RECENT_SIGHTINGS, type HistoryEvent, type PersonDeps } from '../services/persons.js';
 import { baseUrl, renderFace, renderPersonRecord, streamResults } from './face-view.js';
 import { filterOf } from './history.js';
 import { cameraList, faceOutput, isoTimestamp, personIdParam } from './schemas.js';
@@ -46,6 +47,10 @@ const personResponse = z.object({
 
 const mergeRequest = z.object({
   ids: z.array(z.number().int().positive()).min(2).max(100).meta({ description: 'The persons found to be one (2 to 100).' }),
+});
+
+const splitRequest = z.object({
+  sighting_ids: z.array(z.number().int().positive()).min(1).max(1000).meta({ description: 'History event ids, all of one person (1 to 1000).' }),
 });
 
 function renderPerson({ person, faces }: Awaited<ReturnType<typeof findPerson>>, base: string) {
@@ -92,22 +97,39 @@ export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { pu
     },
   });
 
-  registry.define({
-    method: 'POST',
-    path: '/person/merge',
-    summary: 'Merge persons found to be one',
-    description:
-      'The persons become the lowest id among them (of their survivors, for persons merged before): its faces, ' +
+  /** An operator's correction of persons: it answers with the person it leaves. */
+  function correction<T extends z.ZodType<Record<string, unknown>, Record<string, unknown>>>(path: string, summary: string, description: string, request: T, run: (input: z.output<T>) => ReturnType<typeof findPerson>) {
+    registry.define({
+      method: 'POST',
+      path,
+      summary,
+      description,
+      auth: true,
+      request,
+      response: { status: 200, description: 'The person it leaves.', schema: personResponse },
+      errors: ['BAD_PARAM', 'NOT_FOUND'],
+      handler: async ({ input, headers }) => renderPerson(await run(input as z.output<T>), baseUrl(headers, publicUrl)),
+    });
+  }
+
+  correction(
+    '/person/merge',
+    'Merge persons found to be one',
+    'The persons become the lowest id among them (of their survivors, for persons merged before), which answers: its faces, ' +
       'sightings and friend count hold all of theirs, and each merged id answers as it from then on. Their sightings ' +
       'keep the person they were recorded with and are listed under the survivor. An unknown id: 404, and nothing merges.',
-    auth: true,
-    request: mergeRequest,
-    response: { status: 200, description: 'The surviving person.', schema: personResponse },
-    errors: ['BAD_PARAM', 'NOT_FOUND'],
-    async handler({ input, headers }) {
-      return renderPerson(await mergePersons(deps, input.ids), baseUrl(headers, publicUrl));
-    },
-  });
+    mergeRequest,
+    (input) => mergePersons(deps, input.ids),
+  );
+  correction(
+    '/person/split',
+    'Split sightings off into a new person',
+    'The sightings (all of one person) become a new person, which answers: a group that took in someone else is ' +
+      'corrected. Their events name the new person from then on (the one change the history allows); the faces of the ' +
+      'old person stay with it. An unknown sighting: 404; sightings of several persons: 400; nothing moves on either.',
+    splitRequest,
+    (input) => splitPerson(deps, input.sighting_ids),
+  );
 
   for (const method of ['POST', 'GET'] as const) {
     registry.define({

@@ -304,6 +304,16 @@ export const personIdParam = numberParam(z.number().int().min(1).max(Number.MAX_
   description: 'Person id (a positive integer).',
 });
 
+/** Person ids: a JSON array, repeated fields, or a single id. */
+export const personList = z
+  .preprocess((v) => {
+    if (typeof v === 'number') return [v];
+    if (typeof v !== 'string') return v;
+    const decoded = textToJson(v);
+    return Array.isArray(decoded) ? decoded : typeof decoded === 'number' ? [decoded] : v;
+  }, z.array(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).max(1000))
+  .meta({ description: 'Person ids (at most 1000): a JSON array, repeated fields, or a single id.' });
+
 /** The fields that make identify and face add record camera sightings. */
 export const sightingFields = {
   cam_id: cameraId

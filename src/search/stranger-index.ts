@@ -9,16 +9,21 @@
  * face are held: a known person is found through the faces.
  *
  * Held in memory, in a scan index of the addon, by each process that records
- * sightings. It is filled from PostgreSQL when the service starts (the
- * embeddings are kept with the sightings' thumbnails, 011-persons-grouped.sql),
- * so a restart keeps every group; after that, this process's own sightings
- * are added as they commit. Sightings whose thumbnails expire leave it with
- * them; a month detached by the history CLI leaves it at the next start.
+ * sightings (every API node). It is filled from PostgreSQL when the service
+ * starts (the embeddings are kept with the sightings' thumbnails,
+ * 011-persons-grouped.sql), so a restart keeps every group; after that, each
+ * grouping step first reads the strangers' sightings recorded since
+ * (`lastSighting`: by this process or another node) under the database's
+ * grouping lock, and adds its own once committed. Sightings whose thumbnails
+ * expire leave it with them (and are not matched once older than the
+ * retention); a month detached by the history CLI leaves it at the next start.
  *
- * Changes are serialised by `exclusive`: searching, recording and adding a
- * stranger's sighting run as one step, so two sightings of one stranger at
- * the same time cannot both miss the other and form two persons.
+ * In one process, steps are serialised by `exclusive`, so they wait here
+ * rather than each holding a database connection while it waits for the lock.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { Representative } from '../db/history-store.js';
 import { openFaceIndex, type FaceIndex, type IndexOptions } from '../native/face-index.js';
 
@@ -41,21 +46,26 @@ export class StrangerIndex {
   private readonly reps = new Map<number, Omit<Representative, 'vector'>[]>();
   private readonly bySighting = new Map<number, Omit<Representative, 'vector'>>();
   private position = 0;
+  private last = 0;
   private queue: Promise<unknown> = Promise.resolve();
 
   private constructor(
     private readonly index: FaceIndex,
+    private readonly dir: string,
     private readonly dims: number,
     readonly perPerson: number,
   ) {}
 
-  /** Opens an empty index and fills it from `load` (batches of representatives, best first per person). */
+  /** Opens an empty index and fills it from `load`: the representatives of the strangers' sightings up to `upTo`. */
   static async open(
-    opts: Pick<IndexOptions, 'dir' | 'dims' | 'threads' | 'rerank'> & { perPerson: number },
+    opts: Pick<IndexOptions, 'dims' | 'threads' | 'rerank'> & { perPerson: number },
     load: AsyncIterable<Representative[]>,
+    upTo: number,
   ): Promise<StrangerIndex> {
-    const index = await openFaceIndex({ dir: opts.dir, dims: opts.dims, shards: 1, kind: 'scan', scalar: 'f16', threads: opts.threads, rerank: opts.rerank });
-    const strangers = new StrangerIndex(index, opts.dims, opts.perPerson);
+    // It writes no snapshot: a folder of its own, so API nodes sharing a data folder never meet.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'face-strangers-'));
+    const index = await openFaceIndex({ dir, dims: opts.dims, shards: 1, kind: 'scan', scalar: 'f16', threads: opts.threads, rerank: opts.rerank });
+    const strangers = new StrangerIndex(index, dir, opts.dims, opts.perPerson);
     try {
       // It keeps no snapshots: its one shard opens empty, waiting to be filled, and goes live at once.
       if (index.shards()[0].state !== 'live') {
@@ -63,11 +73,17 @@ export class StrangerIndex {
         await index.finishRebuild(0, 0);
       }
       for await (const batch of load) await strangers.add(batch);
+      strangers.last = upTo;
     } catch (err) {
-      index.close();
+      strangers.close();
       throw err;
     }
     return strangers;
+  }
+
+  /** The newest strangers' sighting this index has heard of: the next catch-up reads after it. */
+  lastSighting(): number {
+    return this.last;
   }
 
   /** Representatives held. */
@@ -113,6 +129,8 @@ export class StrangerIndex {
   async add(reps: Representative[]): Promise<void> {
     const changes: Parameters<FaceIndex['apply']>[0] = [];
     for (const rep of reps) {
+      this.last = Math.max(this.last, rep.sightingId);
+      if (this.bySighting.has(rep.sightingId)) continue;
       const { vector, ...held } = rep;
       const list = this.reps.get(rep.person) ?? [];
       if (list.length >= this.perPerson && list[list.length - 1].quality >= rep.quality) continue;
@@ -142,6 +160,19 @@ export class StrangerIndex {
     if (out.length) await this.index.apply(out);
   }
 
+  /** Sightings split off into a new person: those that stand for their person now stand for `person`. */
+  reassign(sightingIds: number[], person: number): void {
+    for (const id of sightingIds) {
+      const rep = this.bySighting.get(id);
+      if (!rep || rep.person === person) continue;
+      const left = (this.reps.get(rep.person) ?? []).filter((r) => r.sightingId !== id);
+      if (left.length) this.reps.set(rep.person, left);
+      else this.reps.delete(rep.person);
+      rep.person = person;
+      this.reps.set(person, [...(this.reps.get(person) ?? []), rep].sort((a, b) => b.quality - a.quality));
+    }
+  }
+
   /** Sightings gone (thumbnails expired): they stop standing for their persons. */
   async remove(sightingIds: number[]): Promise<void> {
     const out = [];
@@ -158,6 +189,7 @@ export class StrangerIndex {
 
   close(): void {
     this.index.close();
+    rmSync(this.dir, { recursive: true, force: true });
   }
 
   private drop(sightingId: number) {

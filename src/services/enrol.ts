@@ -152,7 +152,7 @@ async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal
       let events: HistoryEvent[] = [];
       written = await store(async (tx, added) => {
         const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, true, (i) => ({ matchFaceId: matches[i], addedFaceId: added[i].id }));
-        events = await deps.history.recordIn(tx, group(sighting));
+        events = await deps.history.recordIn(tx, await group(tx, sighting));
         sightings = events;
       });
       return events;

@@ -1,7 +1,8 @@
 /**
  * Persons, GET /person/id/<id> and /person/history/id/<id>: who a person is
  * (faces and newest sightings) and every sighting of them; POST /person/merge:
- * an operator's word that several persons are one.
+ * an operator's word that several persons are one, and POST /person/split
+ * that some sightings are someone else.
  *
  * the person (404 when unknown) → their faces → the answer; or, for the
  * history: the person must exist → their sightings, streamed; or, for a
@@ -41,6 +42,17 @@ export async function mergePersons(deps: PersonDeps, ids: number[]): Promise<{ p
     const { survivor, losers } = await deps.history.mergePersons(ids);
     await grouping?.strangers.merge(survivor, losers);
     return survivor;
+  };
+  return person(deps, grouping ? await grouping.strangers.exclusive(step) : await step());
+}
+
+/** Splits sightings (all of one person) off into a new person; answers as GET /person/id/<new>. */
+export async function splitPerson(deps: PersonDeps, sightingIds: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
+  const { grouping } = deps;
+  const step = async () => {
+    const { person: created } = await deps.history.splitPerson(sightingIds);
+    grouping?.strangers.reassign(sightingIds, created);
+    return created;
   };
   return person(deps, grouping ? await grouping.strangers.exclusive(step) : await step());
 }

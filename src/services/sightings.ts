@@ -3,7 +3,8 @@
  * stored face a seen face is attributed to, and which earlier strangers it is
  * (persons that form themselves).
  */
-import type { HistoryEvent, Sighting, SightingFace } from '../db/history-store.js';
+import type { TransactionSql } from '../db/client.js';
+import type { HistoryEvent, HistoryStore, Sighting, SightingFace } from '../db/history-store.js';
 import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
@@ -52,12 +53,16 @@ export function sightingOf(
 /** How sightings of strangers are grouped into persons. */
 export interface Grouping {
   strangers: StrangerIndex;
+  /** Where the strangers' sightings are recorded, and their lock. */
+  history: HistoryStore;
   /** The recogniser of the embeddings kept. */
   model: string;
   /** What a stranger's earlier sighting must reach, in identify's 1:N confidence, for the face to join its person. */
   threshold: ThresholdPreset | number;
   /** Only earlier sightings seen within this many seconds count; 0: all that are kept. */
   windowS: number;
+  /** Thumbnails (and embeddings) are deleted after this many seconds; 0: kept. Older sightings are not matched. */
+  retentionS: number;
 }
 
 /**
@@ -71,7 +76,8 @@ const STRANGER_CANDIDATES = 16;
 
 /** For each face (`rows`), the persons of earlier strangers it matches at the grouping threshold, best first. */
 export async function strangerPersons(grouping: Grouping, rows: Float32Array): Promise<number[][]> {
-  const since = grouping.windowS > 0 ? Date.now() - grouping.windowS * 1000 : -Infinity;
+  const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
+  const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;
   const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, since);
   return found.map(({ persons, searched }) => {
     const t = resolveIdentifyThreshold(grouping.threshold, searched);
@@ -86,29 +92,32 @@ export interface SeenFace {
 }
 
 /**
- * Records a sighting with its faces grouped, as one step of the strangers' lock: the earlier
- * strangers each face matches → `write`, which records the sighting made by `group` from the
- * caller's (in its transaction) → the persons merged, and the faces of strangers added to the
- * index. Without grouping, `write` records the sighting as the caller made it.
+ * Records a sighting with its faces grouped, as one step under the grouping lock (this
+ * process's, then the database's): `write` records, in its transaction, the sighting that
+ * `group` makes of the caller's. `group` takes the lock, reads the strangers' sightings
+ * recorded since the index last looked (by any node), and finds the earlier strangers each
+ * face matches. Once committed, the persons merged and the faces of strangers reach the
+ * index. Without grouping, `group` returns the sighting as it is.
  */
 export async function recordGrouped(
   grouping: Grouping | undefined,
   faces: SeenFace[],
-  write: (group: (s: Sighting) => Sighting) => Promise<HistoryEvent[]>,
+  write: (group: (tx: TransactionSql, s: Sighting) => Promise<Sighting>) => Promise<HistoryEvent[]>,
 ): Promise<HistoryEvent[]> {
-  if (!grouping) return write((s) => s);
-  return grouping.strangers.exclusive(async () => {
-    const rows = new Float32Array(faces.flatMap((f) => [...f.vector]));
-    const matched = faces.length ? await strangerPersons(grouping, rows) : [];
-    const group = (s: Sighting): Sighting => ({
-      ...s,
-      model: grouping.model,
-      faces: s.faces.map((f, k) => ({ ...f, strangerPersons: matched[k], embedding: faces[k] })),
-    });
+  if (!grouping) return write(async (_tx, s) => s);
+  const { strangers, history } = grouping;
+  return strangers.exclusive(async () => {
+    let matched: number[][] = [];
+    const group = async (tx: TransactionSql, s: Sighting): Promise<Sighting> => {
+      await history.lockGrouping(tx);
+      await strangers.add(await history.strangersAfter(tx, grouping.model, strangers.lastSighting()));
+      matched = faces.length ? await strangerPersons(grouping, new Float32Array(faces.flatMap((f) => [...f.vector]))) : [];
+      return { ...s, model: grouping.model, faces: s.faces.map((f, k) => ({ ...f, strangerPersons: matched[k], embedding: faces[k] })) };
+    };
     const events = await write(group);
     // Committed: the index follows what the database now says.
-    for (const [k, e] of events.entries()) if (matched[k].length) await grouping.strangers.merge(e.person_id, matched[k]);
-    await grouping.strangers.add(
+    for (const [k, e] of events.entries()) if (matched[k]?.length) await strangers.merge(e.person_id, matched[k]);
+    await strangers.add(
       events.flatMap((e, k) =>
         e.face_id === null ? [{ sightingId: e.id, person: e.person_id, quality: faces[k].quality, seenAt: Date.parse(`${e.timestamp}Z`), vector: faces[k].vector }] : [],
       ),

@@ -10,13 +10,14 @@
  * the restarted server catches up from its snapshot and the change log; and
  * an API node killed in the middle of writes loses no acknowledged face.
  */
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../harness/load-service.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
-import { form, sample, SAMPLE_FACES } from '../harness/images.js';
+import { form, haveLfw, lfwDir, sample, SAMPLE_FACES } from '../harness/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../harness/process.js';
 import { request, type Answer } from '../harness/service.js';
 import { until } from '../harness/until.js';
@@ -152,6 +153,23 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
       expect(m.status).toBe(200);
       expect(m.text).toContain('face_index_faces');
     }
+  });
+
+  it('groups a stranger seen through both API nodes, alternately and at once, into one person', async (ctx) => {
+    if (!haveLfw) return ctx.skip();
+    const images = path.join(lfwDir, 'images');
+    const name = (await readdir(images)).sort().find((n) => n.startsWith('Ab'))!;
+    const photos = (await readdir(path.join(images, name))).sort().slice(0, 4).map((f) => readFileSync(path.join(images, name, f)));
+    expect(photos.length).toBeGreaterThanOrEqual(2);
+    const sight = async (n: number, photo: Buffer) => {
+      const r = await call(api(n), 'POST', '/v0/identify/', form({ photo, cam_id: `cam-${n}` }));
+      expect(r.status, r.text).toBe(200);
+      return r.json.sightings[0].person_id as number;
+    };
+    const first = await sight(1, photos[0]);
+    expect(await sight(2, photos[1])).toBe(first);
+    const together = await Promise.all(photos.slice(2).map((p, k) => sight(1 + (k % 2), p)));
+    expect(together.every((p) => p === first)).toBe(true);
   });
 
   it('counts shard servers that cannot follow the log as not caught up, until they are', async () => {

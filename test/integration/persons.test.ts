@@ -119,6 +119,43 @@ suite('persons formed by strangers', () => {
     personOf.set(q.name, [Math.min(a, b)]);
   });
 
+  it('searches the history by a face on a photo: the events of the persons it is, paged by their ids', async () => {
+    const p = grouped.find((x) => new Set(personOf.get(x.name)).size === 1 && personOf.get(x.name)!.length === 4)!;
+    const person = personOf.get(p.name)![0];
+    const byPhoto = (fields: Record<string, string | Buffer>) => call('POST', '/v0/history/search', form({ photo: readFileSync(p.photos[0]), ...fields }));
+    const all = await byPhoto({});
+    expect(all.status, all.text).toBe(200);
+    expect(all.json.results.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(all.json.results.map((e: { person_id: number }) => e.person_id))).toEqual(new Set([person]));
+    // The other filters narrow it; next_page names the persons, and GET follows it.
+    const page = await byPhoto({ cam_ids: JSON.stringify(['door']), limit: '1' });
+    expect(page.json.results).toHaveLength(1);
+    expect(page.json.next_page).toContain(`person_ids=${encodeURIComponent(JSON.stringify([person]))}`);
+    const next = await call('GET', page.json.next_page);
+    expect(next.json.results.every((e: { person_id: number; cam_id: string }) => e.person_id === person && e.cam_id === 'door')).toBe(true);
+    // Someone never seen: nobody, no events.
+    const stranger = lfwPeople(12, 4)[11];
+    const none = await call('POST', '/v0/history/search', form({ photo: readFileSync(stranger.photos[0]) }));
+    expect(none.status).toBe(200);
+    expect(none.json.results).toEqual([]);
+    // A box or a threshold without a photo describes nothing.
+    const bad = await call('POST', '/v0/history/search', { bbox: [0, 0, 10, 10] });
+    expect([bad.status, bad.json.param]).toEqual([400, 'bbox']);
+  });
+
+  it('an operator splits sightings off into a new person', async () => {
+    const p = grouped.find((x) => new Set(personOf.get(x.name)).size === 1 && personOf.get(x.name)!.length === 4)!;
+    const person = personOf.get(p.name)![0];
+    const events = (await call('POST', '/v0/history/search', { person_id: person })).json.results as { id: number }[];
+    expect((await call('POST', '/person/split', { sighting_ids: [] })).status).toBe(400);
+    expect((await call('POST', '/person/split', { sighting_ids: [99_999_999] })).status).toBe(404);
+    const split = await call('POST', '/person/split', { sighting_ids: events.slice(0, 2).map((e) => e.id) });
+    expect(split.status, split.text).toBe(200);
+    expect(split.json.id).not.toBe(person);
+    expect(split.json.sightings_count).toBe(2);
+    expect((await call('GET', `/person/id/${person}`)).json.sightings_count).toBe(events.length - 2);
+  });
+
   it('four clients seeing one stranger at once make one person', async () => {
     const events = await Promise.all(crowd.photos.map((file, k) => sight(file, k % 2 ? 'gate' : 'door')));
     expect(new Set(events.map((e) => e.person_id)).size).toBe(1);

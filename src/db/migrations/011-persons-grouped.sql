@@ -20,3 +20,4 @@ ALTER TABLE sighting_thumbnails
 -- event under its person's survivor.
 ALTER TABLE persons ADD COLUMN merged_into bigint REFERENCES persons (id);
 CREATE INDEX persons_merged_into ON persons (merged_into) WHERE merged_into IS NOT NULL;
+
