@@ -3,7 +3,8 @@
  * PostgreSQL: sightings of LFW people nobody enrolled, sent in shuffled order
  * over two cameras, are grouped into one person each; four clients seeing one
  * stranger at once make one person; a stranger seen often becomes a friend; a
- * stranger enrolled later is the same person; a restart keeps the groups.
+ * stranger enrolled later is the same person; a restart keeps the groups;
+ * strangers whose thumbnails expired are forgotten.
  * Needs ../shared/testdata/lfw.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ import { createLogger } from '../../src/log.js';
 import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { form, haveLfw, lfwDir } from '../harness/images.js';
 import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
+import { until } from '../harness/until.js';
 
 const suite = haveLfw ? describe : describe.skip;
 if (!haveLfw) console.warn('persons.test.ts: skipped, LFW is not at ../shared/testdata/lfw');
@@ -182,5 +184,26 @@ suite('persons formed by strangers', () => {
     const p = grouped.find((x) => new Set(personOf.get(x.name)).size === 1)!;
     const e = await sight(p.photos[1], 'gate');
     expect(e.person_id).toBe(personOf.get(p.name)![0]);
+  });
+
+  it('forgets strangers whose thumbnails expired: their faces are no longer matched', async () => {
+    const [old, recent] = lfwPeople(14, 4).slice(12);
+    const daysAgo = (d: number) => new Date(Date.now() - d * 86_400_000).toISOString();
+    const at = async (file: string, timestamp: string) => {
+      const r = await call('POST', '/v0/identify/', form({ photo: readFileSync(file), cam_id: 'door', timestamp }));
+      expect(r.status, r.text).toBe(200);
+      return r.json.sightings[0] as { id: number; person_id: number };
+    };
+    const seenLongAgo = await at(old.photos[0], daysAgo(40));
+    const seenLately = await at(recent.photos[0], daysAgo(1));
+    // Restarted with a 30-day retention: the sweep at start takes the old thumbnail and its embedding.
+    await svc.server.close();
+    const config = { ...svc.config, history: { ...svc.config.history, thumbnailRetentionDays: 30 } };
+    svc.server = await startServer({ config, engine: await openEngine(engineOptionsFrom(config)), db: svc.tdb.db, log: createLogger('silent') });
+    base = `http://127.0.0.1:${svc.server.port}`;
+    await until('the old thumbnail expired', async () => ((await call('GET', `/v0/history/id/${seenLongAgo.id}/screenshot/`)).status === 404 ? true : undefined), 10_000);
+    // The same photos again: kept, each would match itself.
+    expect((await at(old.photos[0], daysAgo(0))).person_id).not.toBe(seenLongAgo.person_id);
+    expect((await at(recent.photos[0], daysAgo(0))).person_id).toBe(seenLately.person_id);
   });
 });
