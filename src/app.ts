@@ -157,7 +157,7 @@ async function openGrouping(
   const started = Date.now();
   const upTo = await history.lastStrangerSighting(layout.recognizer);
   const strangers = await StrangerIndex.open(
-    { dims: layout.dims, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
+    { dims: layout.dims, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
     history.strangerRepresentatives(layout.recognizer, STRANGER_REPRESENTATIVES, upTo),
     upTo,
   );

@@ -45,6 +45,7 @@ import { multipart } from '../../test/harness/http/raw-http.js';
 import { runLoad, type Answer, type HttpRequest, type LoadResult, type Sample } from '../../test/harness/http/http-load.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { startBenchService } from '../../test/harness/load-service.js';
+import { ensureSightingPartitions } from '../../src/db/history-partitions.js';
 
 const TOKEN = 'bench-token';
 const AUTH = { Authorization: `Token ${TOKEN}` };
@@ -120,6 +121,9 @@ async function seed(sql: Sql, p: Params): Promise<SeedReport> {
     WHERE schemaname = current_schema() AND tablename = 'sightings' AND indexname <> ${PRIMARY_KEY}
     ORDER BY indexname`;
   if (defs.length === 0) throw new Error('sightings has no secondary indexes: is the history migration applied?');
+  // The service makes this month's partitions as it starts, taking sightings' locks in its own
+  // order: wait for it (the same call, serialised on its advisory lock) before dropping indexes.
+  await ensureSightingPartitions(sql);
   const [{ super: isSuper }] = await sql`SELECT rolsuper AS super FROM pg_roles WHERE rolname = current_user`;
 
   const to = new Date();

@@ -134,7 +134,7 @@ async function main() {
       const threshold: ThresholdPreset | number = /^[a-z]+$/.test(t) ? (t as ThresholdPreset) : Number(t);
       await database.db.sql`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
       const strangers = await StrangerIndex.open(
-        { dims: dim, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
+        { dims: dim, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
         (async function* () {})(),
         0,
       );
@@ -207,10 +207,11 @@ async function main() {
     }
     return v;
   };
-  const costs: { size: number; searchMs: number; addMs: number }[] = [];
+  const costs: { size: number; searchMs: number; addMs: number; heldMiB: number }[] = [];
   for (const size of parts.has('cost') ? (arg('sizes') ?? '10000,1000000').split(',').map(Number) : []) {
+    const rssBefore = process.memoryUsage().rss;
     const strangers = await StrangerIndex.open(
-      { dims: dim, threads: config.index.threads, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
+      { dims: dim, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
       (async function* () {
         for (let from = 0; from < size; from += 20_000) {
           const n = Math.min(20_000, size - from);
@@ -221,6 +222,8 @@ async function main() {
       size,
     );
     // Searched as a grouping step searches (the database's part is the same at any size).
+    // What the process holds for them: the index's codes and vectors, and the representatives' records.
+    const heldMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
     const grouping = { strangers, model: recognizer, threshold: 'medium', windowS: 0, retentionS: 0 } as Omit<Grouping, 'history'> as Grouping;
     const probes = unit(200);
     let search = 0;
@@ -235,8 +238,11 @@ async function main() {
       search += t1 - t0;
     }
     strangers.close();
-    costs.push({ size, searchMs: search / 200, addMs: add / 200 });
-    console.log(`strangers' index at ${size} representatives: search ${(search / 200).toFixed(3)} ms, add ${(add / 200).toFixed(3)} ms per sighting`);
+    costs.push({ size, searchMs: search / 200, addMs: add / 200, heldMiB });
+    console.log(
+      `strangers' index at ${size} representatives: search ${(search / 200).toFixed(3)} ms, add ${(add / 200).toFixed(3)} ms per sighting; ` +
+        `${heldMiB.toFixed(0)} MiB more resident once filled`,
+    );
   }
   report.cost = costs;
   const json = arg('json');

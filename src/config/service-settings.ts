@@ -194,7 +194,7 @@ export const SERVICE_SETTINGS = {
       kind: integer(0, 1024),
       default: 0,
       shown: '0 (cores)',
-      doc: 'threads of the index worker pool, which runs every search, apply and snapshot',
+      doc: "threads of the index worker pool, which runs every search, apply and snapshot (the strangers' index, which groups persons, has one thread of its own)",
     }),
     snapshotSeconds: set({ env: 'FACE_INDEX_SNAPSHOT_SECONDS', kind: integer(1), default: 60, doc: 'a shard is snapshotted at least this often while it changes' }),
     snapshotChanges: set({

@@ -21,6 +21,7 @@ import { z } from 'zod';
 import { invalid } from '../errors.js';
 import { boolParam, idParam, numberParam } from '../http/params.js';
 import { Reply, type RouteRegistry, type StreamReply } from '../http/registry.js';
+import { PHOTO_ERRORS } from '../services/analysis.js';
 import { personsOnPhoto, searchHistory, sightingThumbnail, type FacePersonsDeps, type HistoryDeps, type HistoryEvent, type HistoryFilter } from '../services/history.js';
 import { baseUrl, renderEvent, streamResults } from './face-view.js';
 import { boxCorners, boxesParam, callerBoxes, cameraList, identifyThresholdParam, isoTimestamp, personIdParam, personList, photoParam } from './schemas.js';
@@ -159,7 +160,8 @@ export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & Fac
       auth: true,
       request: historySearchRequest,
       response: { status: 200, description: 'Matching events.', schema: historyResponse },
-      errors: [],
+      // A search by photo meets what analysing a photo meets.
+      errors: [...PHOTO_ERRORS, 'NO_FACE'],
       handler: ({ input, headers, signal }) => search(input, headers, signal),
     });
   }

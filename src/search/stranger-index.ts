@@ -42,6 +42,13 @@ export interface StrangerSearch {
   searched: number;
 }
 
+/**
+ * Threads of the strangers' index pool. One: a grouping step searches one sighting at a time
+ * (under its lock), and a scan of its representatives is small beside the faces' (about 2 ms
+ * at a million, bench/RESULTS.md "Persons formed by strangers").
+ */
+export const STRANGER_INDEX_THREADS = 1;
+
 export class StrangerIndex {
   private readonly reps = new Map<number, Omit<Representative, 'vector'>[]>();
   private readonly bySighting = new Map<number, Omit<Representative, 'vector'>>();
@@ -58,13 +65,13 @@ export class StrangerIndex {
 
   /** Opens an empty index and fills it from `load`: the representatives of the strangers' sightings up to `upTo`. */
   static async open(
-    opts: Pick<IndexOptions, 'dims' | 'threads' | 'rerank'> & { perPerson: number },
+    opts: Pick<IndexOptions, 'dims' | 'rerank'> & { perPerson: number },
     load: AsyncIterable<Representative[]>,
     upTo: number,
   ): Promise<StrangerIndex> {
     // It writes no snapshot: a folder of its own, so API nodes sharing a data folder never meet.
     const dir = mkdtempSync(path.join(os.tmpdir(), 'face-strangers-'));
-    const index = await openFaceIndex({ dir, dims: opts.dims, shards: 1, kind: 'scan', scalar: 'f16', threads: opts.threads, rerank: opts.rerank });
+    const index = await openFaceIndex({ dir, dims: opts.dims, shards: 1, kind: 'scan', scalar: 'f16', threads: STRANGER_INDEX_THREADS, rerank: opts.rerank });
     const strangers = new StrangerIndex(index, dir, opts.dims, opts.perPerson);
     try {
       // It keeps no snapshots: its one shard opens empty, waiting to be filled, and goes live at once.

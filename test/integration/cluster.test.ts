@@ -158,9 +158,14 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
   it('groups a stranger seen through both API nodes, alternately and at once, into one person', async (ctx) => {
     if (!haveLfw) return ctx.skip();
     const images = path.join(lfwDir, 'images');
-    const name = (await readdir(images)).sort().find((n) => n.startsWith('Ab'))!;
-    const photos = (await readdir(path.join(images, name))).sort().slice(0, 4).map((f) => readFileSync(path.join(images, name, f)));
-    expect(photos.length).toBeGreaterThanOrEqual(2);
+    // The first person of LFW with four photos.
+    let files: string[] = [];
+    for (const name of (await readdir(images)).sort()) {
+      files = (await readdir(path.join(images, name))).sort().map((f) => path.join(images, name, f));
+      if (files.length >= 4) break;
+    }
+    const photos = files.slice(0, 4).map((f) => readFileSync(f));
+    expect(photos).toHaveLength(4);
     const sight = async (n: number, photo: Buffer) => {
       const r = await call(api(n), 'POST', '/v0/identify/', form({ photo, cam_id: `cam-${n}` }));
       expect(r.status, r.text).toBe(200);

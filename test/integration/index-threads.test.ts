@@ -1,6 +1,7 @@
 /**
  * The search index runs on a bounded pool: under 200 concurrent identify
- * requests its threads are exactly the configured number, and no other part
+ * requests its threads are exactly the configured number (and the strangers'
+ * index, which groups strangers into persons, its one), and no other part
  * of the request path starts threads either (JPEG decoding runs on a fixed
  * pool too). The one exception is the ONNX Runtime, which sizes its own
  * thread pools lazily; its threads inherit the name of the engine's opening
@@ -10,9 +11,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { form, sample } from '../harness/images.js';
+import { STRANGER_INDEX_THREADS } from '../../src/search/stranger-index.js';
 import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
 
 const POOL = 2;
+/** Threads named face-index-*: the faces' pool and the strangers'. */
+const INDEX_THREADS = POOL + STRANGER_INDEX_THREADS;
 /** What /proc shows for threads the ONNX Runtime starts (15 characters of the engine's opening thread's name). */
 const ORT_THREADS = 'face-engine-ope';
 const CONCURRENT = 200;
@@ -57,10 +61,10 @@ describe.runIf(process.platform === 'linux')('index threads', () => {
     const warm = await Promise.all(Array.from({ length: 20 }, identify));
     expect(warm.every((r) => r.status === 200)).toBe(true);
     const before = threadNames();
-    expect(before.filter((n) => n.startsWith('face-index-'))).toHaveLength(POOL);
+    expect(before.filter((n) => n.startsWith('face-index-'))).toHaveLength(INDEX_THREADS);
 
     let mostNames = before;
-    let indexThreads = POOL;
+    let indexThreads = INDEX_THREADS;
     const sampler = setInterval(() => {
       const names = threadNames();
       if (names.length > mostNames.length) mostNames = names;
@@ -74,7 +78,7 @@ describe.runIf(process.platform === 'linux')('index threads', () => {
     }
     expect(answers.filter((r) => r.status !== 200).map((r) => r.text)).toEqual([]);
     for (const r of answers) expect(r.headers.get('x-live-servers')).toBe('4/4');
-    expect(indexThreads).toBe(POOL);
+    expect(indexThreads).toBe(INDEX_THREADS);
     const count = (names: string[]) => names.reduce((m, n) => m.set(n, (m.get(n) ?? 0) + 1), new Map<string, number>());
     const was = count(before);
     const grown = [...count(mostNames)].filter(([n, c]) => c > (was.get(n) ?? 0) && n !== ORT_THREADS);
