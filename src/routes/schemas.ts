@@ -291,28 +291,22 @@ export const cameraId = z
   });
 
 /** One camera id or several: a JSON array, repeated fields, or one bare id. */
-export const cameraList = z
-  .preprocess((v) => {
+/** A list field: a JSON array (in a query string or form field too), repeated fields, or a single value. */
+const listOf = <T extends z.ZodType>(list: z.ZodArray<T>) =>
+  z.preprocess((v) => {
     if (typeof v === 'number') return [v];
     if (typeof v !== 'string') return v;
     const decoded = textToJson(v);
     return Array.isArray(decoded) ? decoded : [v];
-  }, z.array(cameraId).min(1).max(100))
-  .meta({ description: 'Camera ids (at most 100): a JSON array, repeated fields, or a single id.' });
+  }, list);
+
+export const cameraList = listOf(z.array(cameraId).min(1).max(100)).meta({ description: 'Camera ids (at most 100): a JSON array, repeated fields, or a single id.' });
 
 export const personIdParam = numberParam(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).meta({
   description: 'Person id (a positive integer).',
 });
 
-/** Person ids: a JSON array, repeated fields, or a single id. */
-export const personList = z
-  .preprocess((v) => {
-    if (typeof v === 'number') return [v];
-    if (typeof v !== 'string') return v;
-    const decoded = textToJson(v);
-    return Array.isArray(decoded) ? decoded : typeof decoded === 'number' ? [decoded] : v;
-  }, z.array(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).max(1000))
-  .meta({ description: 'Person ids (at most 1000): a JSON array, repeated fields, or a single id.' });
+export const personList = listOf(z.array(personIdParam).max(1000)).meta({ description: 'Person ids (at most 1000): a JSON array, repeated fields, or a single id.' });
 
 /** The fields that make identify and face add record camera sightings. */
 export const sightingFields = {

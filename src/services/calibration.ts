@@ -232,6 +232,15 @@ export function resolveIdentifyThreshold(value: ThresholdPreset | number | undef
   return identifyConfidence(fit.impostor.mean + fit.impostor.sd * upperTailZ(perPair), n, c);
 }
 
+/**
+ * Identify's decision as a test of a cosine: whether a match among `searched` reaches
+ * `threshold` (a preset, a number, or `none`: every match).
+ */
+export function identifyAccepts(threshold: ThresholdPreset | number | undefined, searched: number): (cosine: number) => boolean {
+  const t = resolveIdentifyThreshold(threshold, searched);
+  return (cosine) => t === null || isVerified(identifyConfidence(cosine, searched), t);
+}
+
 /** The cosine at which identify's confidence among `searched` faces reaches `t`: the inverse of identifyConfidence, by bisection. */
 export function identifyCosine(t: number, searched: number, c: Calibration = active): number {
   let lo = -1;

@@ -129,6 +129,7 @@ async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal
   const matches = camId !== undefined ? await bestMatches(deps.index, rows, req.threshold) : [];
   const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * dim, (k + 1) * dim), quality: analysis.faces[i].quality }));
 
+  let sightings: HistoryEvent[] | undefined;
   const store = (inTransaction: (tx: TransactionSql, added: { id: number }[]) => Promise<void>) =>
     deps.store.addFaces(
       {
@@ -144,7 +145,6 @@ async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal
         if (k) await deps.idempotency.recordIn(tx, k, { faceIds: added.map((f) => f.id), ...(sightings ? { sightings } : {}) } satisfies EnrolRecord);
       },
     );
-  let sightings: HistoryEvent[] | undefined;
   let written: Awaited<ReturnType<typeof store>> | undefined;
   if (camId !== undefined) {
     // The faces are a sighting: they join their matches' persons and the earlier strangers'.

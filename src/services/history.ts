@@ -13,7 +13,7 @@ import type { HistoryFilter, HistoryListing, HistoryPage, HistoryStore } from '.
 import { notFound } from '../errors.js';
 import type { SearchShards } from '../search/search-shards.js';
 import { pickRows, selectFaces, type Box, type PhotoAnalysis } from './analysis.js';
-import { identifyConfidence, isVerified, resolveIdentifyThreshold, type ThresholdPreset } from './calibration.js';
+import { identifyAccepts, type ThresholdPreset } from './calibration.js';
 import type { PhotoInput } from './photo-source.js';
 import { strangerPersons, type Grouping } from './sightings.js';
 
@@ -50,8 +50,8 @@ export async function personsOnPhoto(
   const rows = pickRows(analysis, selectFaces(analysis, 'biggest', 'photo', req.bbox !== undefined));
   const searches = await deps.index.searchBatch(rows, CANDIDATE_FACES);
   const faceIds = searches.flatMap((s) => {
-    const t = resolveIdentifyThreshold(req.threshold, s.faces);
-    return s.matches.filter((m) => t === null || isVerified(identifyConfidence(m.similarity, s.faces), t)).map((m) => m.id);
+    const accepts = identifyAccepts(req.threshold, s.faces);
+    return s.matches.filter((m) => accepts(m.similarity)).map((m) => m.id);
   });
   const persons = await deps.store.personsOf([...new Set(faceIds)]);
   const { grouping } = deps;

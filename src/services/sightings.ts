@@ -9,7 +9,7 @@ import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { StrangerIndex } from '../search/stranger-index.js';
-import { identifyConfidence, isVerified, resolveIdentifyThreshold, type ThresholdPreset } from './calibration.js';
+import { identifyAccepts, type ThresholdPreset } from './calibration.js';
 import { boxOf } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
 
@@ -21,8 +21,7 @@ import { photoUrlOf, type PhotoInput } from './photo-source.js';
 export async function bestMatches(index: SearchShards, rows: Float32Array, threshold: ThresholdPreset | number | undefined): Promise<(number | undefined)[]> {
   const found = await index.searchBatch(rows, 1);
   return found.map(({ matches: [best], faces }) => {
-    const t = resolveIdentifyThreshold(threshold, faces);
-    return best && (t === null || isVerified(identifyConfidence(best.similarity, faces), t)) ? best.id : undefined;
+    return best && identifyAccepts(threshold, faces)(best.similarity) ? best.id : undefined;
   });
 }
 
@@ -80,8 +79,8 @@ export async function strangerPersons(grouping: Grouping, rows: Float32Array): P
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;
   const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, since);
   return found.map(({ persons, searched }) => {
-    const t = resolveIdentifyThreshold(grouping.threshold, searched);
-    return persons.filter((p) => t === null || isVerified(identifyConfidence(p.similarity, searched), t)).map((p) => p.person);
+    const accepts = identifyAccepts(grouping.threshold, searched);
+    return persons.filter((p) => accepts(p.similarity)).map((p) => p.person);
   });
 }
 
