@@ -35,10 +35,10 @@ import { INDEX_WAIT_MS } from './search/index-writes.js';
 import { openSearch, openShardServer, type OpenedSearch } from './search/open.js';
 import type { SearchShards } from './search/search-shards.js';
 import { ShardControl } from './search/shard-control.js';
-import { StrangerIndex } from './search/stranger-index.js';
+import { historyStrangers } from './search/stranger-index.js';
 import { useCalibration } from './services/calibration.js';
 import { PhotoSource } from './services/photo-source.js';
-import { STRANGER_REPRESENTATIVES, type Grouping } from './services/sightings.js';
+import { grouping } from './services/sightings.js';
 import { duringMigration, EmbeddingMigration } from './services/reembed.js';
 
 export interface StartOptions {
@@ -89,12 +89,12 @@ function serviceVersion(): string {
 const HOURLY_SWEEP_MS = 60 * 60_000;
 
 /**
- * Deletes expired sighting thumbnails (and the embeddings kept with them, which leave the
- * strangers' index too) now and then hourly; the timer does not keep the process alive.
+ * Deletes expired sighting thumbnails (and the embeddings kept with them) now and then hourly;
+ * the timer does not keep the process alive.
  */
-function expireThumbnails(history: HistoryStore, days: number, grouping: Grouping | undefined, log: Logger): NodeJS.Timeout {
+function expireThumbnails(history: HistoryStore, days: number, log: Logger): NodeJS.Timeout {
   const sweep = () =>
-    history.expireThumbnails(days * 86_400, undefined, grouping && ((ids) => grouping.strangers.remove(ids))).then(
+    history.expireThumbnails(days * 86_400).then(
       (n) => n > 0 && log.info({ thumbnails: n, days }, 'expired sighting thumbnails'),
       (err) => log.warn({ err }, 'thumbnail expiry failed'),
     );
@@ -142,36 +142,6 @@ function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier,
 
 const PARTITION_SWEEP_MS = 24 * 60 * 60_000;
 
-/**
- * The strangers' index, filled from the history, and the rule that groups strangers into
- * persons. Every process that records sightings (FACE_ROLE all, each API node) holds one and
- * catches it up with the others' sightings under the database's grouping lock.
- */
-async function openGrouping(
-  config: Config,
-  history: HistoryStore,
-  layout: { recognizer: string; dims: number },
-  threshold: Grouping['threshold'],
-  log: Logger,
-): Promise<Grouping> {
-  const started = Date.now();
-  const upTo = await history.lastStrangerSighting(layout.recognizer);
-  const strangers = await StrangerIndex.open(
-    { dims: layout.dims, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
-    history.strangerRepresentatives(layout.recognizer, STRANGER_REPRESENTATIVES, upTo),
-    upTo,
-  );
-  log.info({ persons: strangers.persons(), sightings: strangers.size(), ms: Date.now() - started }, 'strangers index filled');
-  return {
-    strangers,
-    history,
-    model: layout.recognizer,
-    threshold,
-    windowS: config.persons.windowS,
-    retentionS: config.history.thumbnailRetentionDays * 86_400,
-  };
-}
-
 /** What the service keeps in PostgreSQL, opened: the stores, the search tier over them, the re-embedding migration and the read replica. */
 interface Stores {
   search: OpenedSearch;
@@ -193,9 +163,11 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   if (replica) metrics.watchReplica(replica);
   const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
   const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads });
+  const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads);
+  const groupsStrangers = config.persons.threshold !== 'off';
   let search: OpenedSearch;
   try {
-    search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, log);
+    search = await openSearch(config, db, { recognizer, dims: dim }, indexWaitMs, groupsStrangers ? historyStrangers(history, recognizer) : undefined, log);
   } catch (err) {
     await replica?.close();
     throw err;
@@ -219,22 +191,23 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   // Identify sees the shards through the migration (none live while faces are pending) ...
   const view = migration ? duringMigration(search.search, migration) : search.search;
   const held = search.held;
-  const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads);
-  let grouping: Grouping | undefined;
-  try {
-    grouping = config.persons.threshold !== 'off' ? await openGrouping(config, history, { recognizer, dims: dim }, config.persons.threshold, log) : undefined;
-  } catch (err) {
-    await migration?.stop();
-    await search.close();
-    await replica?.close();
-    throw err;
-  }
+  const { threshold } = config.persons;
   const database: DatabaseRoutes = {
     store,
     photos,
     galleries: new GalleryStore(db.sql, photos),
     history,
-    grouping,
+    grouping:
+      search.strangers && threshold !== 'off'
+        ? grouping({
+            strangers: search.strangers,
+            history,
+            model: recognizer,
+            threshold,
+            windowS: config.persons.windowS,
+            retentionS: config.history.thumbnailRetentionDays * 86_400,
+          })
+        : undefined,
     idempotency: new IdempotencyStore(db.sql, config.idempotencyTtlS),
     index: view,
     // ... writes see them as they are: a face stored during a migration is searchable at once.
@@ -282,7 +255,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log) : undefined;
   const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
-  const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, database.grouping, log) : undefined;
+  const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;
   const partitions = db ? maintainSightingPartitions(db, log) : undefined;
   const writer = db ? new WriterWatch(db.sql).start() : undefined;
   if (writer) metrics.watchWriter(writer);
@@ -324,7 +297,6 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
         await migration?.stop();
         // After the last request, so the snapshot covers every answered write.
         await search?.close();
-        database?.grouping?.strangers.close();
         metrics.close();
         engine.close();
         await dbTokens?.close();
@@ -350,7 +322,14 @@ export interface RunningShardServer {
  * operator token is accepted.
  */
 export async function startShardServer({ config, db, log = rootLog }: { config: Config; db: Database; log?: Logger }): Promise<RunningShardServer> {
-  const { index, sync, view, server: answers, control } = await openShardServer(config, db, log);
+  // The strangers' sightings are read from the history; the friend rule plays no part here.
+  const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS });
+  const { index, sync, view, server: answers, control, strangers } = await openShardServer(
+    config,
+    db,
+    config.persons.threshold !== 'off' ? (model) => historyStrangers(history, model) : undefined,
+    log,
+  );
   const metrics = new ServiceMetrics({ log });
   metrics.watchStore(view, db);
   const writer = new WriterWatch(db.sql).start();
@@ -370,6 +349,7 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
     server = await serve(config, registry, operator, operator, metrics, log);
   } catch (err) {
     await sync.stop();
+    strangers?.close();
     throw err;
   }
   const listening = server;
@@ -384,6 +364,7 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
         writer.stop();
         await listening.close();
         await sync.stop();
+        strangers?.close();
         metrics.close();
       })();
       return closing;

@@ -28,8 +28,8 @@ import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { HistoryStore } from '../../src/db/history-store.js';
 import { openDatabase } from '../../src/db/open.js';
 import { resolveIdentifyThreshold, useCalibration, type ThresholdPreset } from '../../src/services/calibration.js';
-import { recordGrouped, STRANGER_REPRESENTATIVES, strangerPersons, type Grouping } from '../../src/services/sightings.js';
-import { StrangerIndex } from '../../src/search/stranger-index.js';
+import { grouping as groupingOf, recordGrouped } from '../../src/services/sightings.js';
+import { historyStrangers, StrangerIndex, type StrangerSource } from '../../src/search/stranger-index.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
 import { embedLfwSet, lfwMissing, limitPeople, loadLfw } from '../lib/lfw.js';
 import { resolveRecognizerMode } from '../lib/recognizer-modes.js';
@@ -133,12 +133,8 @@ async function main() {
     for (const t of thresholds) {
       const threshold: ThresholdPreset | number = /^[a-z]+$/.test(t) ? (t as ThresholdPreset) : Number(t);
       await database.db.sql`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
-      const strangers = await StrangerIndex.open(
-        { dims: dim, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
-        (async function* () {})(),
-        0,
-      );
-      const grouping: Grouping = { strangers, history, model: recognizer, threshold, windowS: 0, retentionS: 0 };
+      const strangers = await StrangerIndex.open({ dims: dim, rerank: config.index.rerank }, historyStrangers(history, recognizer));
+      const grouping = groupingOf({ strangers, history, model: recognizer, threshold, windowS: 0, retentionS: 0 });
       const who = new Map<number, number>();
       const started = performance.now();
       for (const i of order) {
@@ -210,28 +206,30 @@ async function main() {
   const costs: { size: number; searchMs: number; addMs: number; heldMiB: number }[] = [];
   for (const size of parts.has('cost') ? (arg('sizes') ?? '10000,1000000').split(',').map(Number) : []) {
     const rssBefore = process.memoryUsage().rss;
-    const strangers = await StrangerIndex.open(
-      { dims: dim, rerank: config.index.rerank, perPerson: STRANGER_REPRESENTATIVES },
-      (async function* () {
+    const synthetic: StrangerSource = {
+      newest: async () => size,
+      async *representatives() {
         for (let from = 0; from < size; from += 20_000) {
           const n = Math.min(20_000, size - from);
           const v = unit(n);
           yield Array.from({ length: n }, (_, k) => ({ sightingId: from + k + 1, person: from + k + 1, quality: 1, seenAt: 0, vector: v.subarray(k * dim, (k + 1) * dim) }));
         }
-      })(),
-      size,
-    );
-    // Searched as a grouping step searches (the database's part is the same at any size).
+      },
+      after: async () => [],
+      kept: async (ids) => ids,
+    };
+    const strangers = await StrangerIndex.open({ dims: dim, rerank: config.index.rerank }, synthetic);
     // What the process holds for them: the index's codes and vectors, and the representatives' records.
     const heldMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
-    const grouping = { strangers, model: recognizer, threshold: 'medium', windowS: 0, retentionS: 0 } as Omit<Grouping, 'history'> as Grouping;
     const probes = unit(200);
     let search = 0;
     let add = 0;
     for (let k = 0; k < 200; k++) {
       const vector = probes.subarray(k * dim, (k + 1) * dim);
+      // Searched as a grouping step searches; its database part (the newest sighting since the
+      // last step, and the persons of at most 16 matches by id) reads the same rows at any size.
       const t0 = performance.now();
-      await strangerPersons(grouping, vector);
+      await strangers.search(vector, 16, strangers.lastSighting(), -Infinity);
       const t1 = performance.now();
       await strangers.add([{ sightingId: size + k + 1, person: size + k + 1, quality: 1, seenAt: 0, vector }]);
       add += performance.now() - t1;

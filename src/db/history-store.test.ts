@@ -213,10 +213,21 @@ describe('persons formed by strangers', () => {
     const other = [];
     for await (const batch of history.strangerRepresentatives('other', 2, Number.MAX_SAFE_INTEGER)) other.push(...batch);
     expect(other).toEqual([]);
-    // Expired with the thumbnails.
-    const expired: number[] = [];
-    await history.expireThumbnails(1, 100, async (ids) => void expired.push(...ids));
-    expect(expired).toHaveLength(4);
+    // Read after a known sighting, as the strangers' indexes catch up; the newest from there.
+    expect((await history.strangersAfter('test', a.id, 10)).map((r) => r.quality.toFixed(1))).toEqual(['0.7', '0.6']);
+    expect((await history.strangersAfter('test', a.id, 1)).map((r) => r.quality.toFixed(1))).toEqual(['0.7']);
+    const newest = await history.lastStrangerSighting('test');
+    expect(await history.lastStrangerSighting('test', a.id)).toBe(newest);
+    expect(await history.lastStrangerSighting('test', newest)).toBe(newest);
+    // What a match stands for: the sighting's person now (a merge moves it), while it keeps its embedding.
+    const c = await sight(5, stranger());
+    expect(Object.fromEntries(await history.personsOfSightings([a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: c.person_id });
+    await history.mergePersons([a.person_id, c.person_id]);
+    expect(Object.fromEntries(await history.personsOfSightings([a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: a.person_id });
+    // Expired with the thumbnails: no longer kept, nor standing for anyone.
+    expect(await history.expireThumbnails(1, 100)).toBe(5);
+    expect(await history.keptEmbeddings([a.id, c.id])).toEqual([]);
+    expect((await history.personsOfSightings([a.id, c.id])).size).toBe(0);
     const left = [];
     for await (const batch of history.strangerRepresentatives('test', 2, Number.MAX_SAFE_INTEGER)) left.push(...batch);
     expect(left).toEqual([]);

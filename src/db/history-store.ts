@@ -359,9 +359,12 @@ export class HistoryStore {
     return { batches, nextMaxId: () => (more ? last : undefined) };
   }
 
-  /** The newest sighting id of a stranger with an embedding by `model` (0: none). */
-  async lastStrangerSighting(model: string): Promise<number> {
-    const [row] = await this.sql`SELECT coalesce(max(t.sighting_id), 0) AS id FROM ${STRANGER_SIGHTINGS(this.sql, model)}`;
+  /**
+   * The newest sighting id of a stranger with an embedding by `model`, `after` one known to be
+   * (0: none), in the caller's transaction when given. Reads only the sightings since `after`.
+   */
+  async lastStrangerSighting(model: string, after = 0, tx: Sql | TransactionSql = this.sql): Promise<number> {
+    const [row] = await tx`SELECT coalesce(max(t.sighting_id), ${after}) AS id FROM ${STRANGER_SIGHTINGS(tx, model)} AND t.sighting_id > ${after}`;
     return Number(row.id);
   }
 
@@ -380,10 +383,31 @@ export class HistoryStore {
     for await (const rows of query.cursor(batchSize)) yield rows.map(toRepresentative);
   }
 
-  /** Strangers' sightings after `after`, in id order, in the caller's transaction (under the grouping lock). */
-  async strangersAfter(tx: TransactionSql, model: string, after: number): Promise<Representative[]> {
-    const rows = await tx`SELECT ${REPRESENTATIVE_COLUMNS(tx)} FROM ${STRANGER_SIGHTINGS(tx, model)} AND t.sighting_id > ${after} ORDER BY t.sighting_id`;
+  /** Strangers' sightings after `after`, in id order, at most `limit`. */
+  async strangersAfter(model: string, after: number, limit: number): Promise<Representative[]> {
+    const rows = await this.sql`
+      SELECT ${REPRESENTATIVE_COLUMNS(this.sql)} FROM ${STRANGER_SIGHTINGS(this.sql, model)} AND t.sighting_id > ${after}
+      ORDER BY t.sighting_id LIMIT ${limit}`;
     return rows.map(toRepresentative);
+  }
+
+  /** Those of the sightings `ids` that still have their embedding (thumbnails not expired, month not detached). */
+  async keptEmbeddings(ids: number[]): Promise<number[]> {
+    const rows = await this.sql`SELECT sighting_id FROM sighting_thumbnails WHERE sighting_id = ANY(${ids}::bigint[]) AND embedding IS NOT NULL`;
+    return rows.map((r) => Number(r.sighting_id));
+  }
+
+  /**
+   * The person of each of the sightings `ids` that still has its embedding (the survivor, when
+   * merged), in the caller's transaction when given: what a strangers' index match stands for.
+   */
+  async personsOfSightings(ids: number[], tx: Sql | TransactionSql = this.sql): Promise<Map<number, number>> {
+    if (ids.length === 0) return new Map();
+    const rows = await tx`
+      SELECT s.id, coalesce(p.merged_into, p.id) AS person
+      FROM sightings s JOIN persons p ON p.id = s.person_id JOIN sighting_thumbnails t ON t.sighting_id = s.id
+      WHERE s.id = ANY(${ids}::bigint[]) AND t.embedding IS NOT NULL`;
+    return new Map(rows.map((r) => [Number(r.id), Number(r.person)]));
   }
 
   /**
@@ -491,10 +515,10 @@ export class HistoryStore {
    * recording order and stops at a batch with nothing to expire, so a sweep
    * costs what it removes, not the size of the history. A backfilled sighting
    * recorded after younger ones waits until the sweep reaches it. The
-   * embeddings kept with the thumbnails go with them; `onExpired` hears of
-   * each batch.
+   * embeddings kept with the thumbnails go with them (the strangers' indexes
+   * stop matching them at once and drop them at their next sweep).
    */
-  async expireThumbnails(retentionS: number, batch = 5000, onExpired?: (sightingIds: number[]) => Promise<void>): Promise<number> {
+  async expireThumbnails(retentionS: number, batch = 5000): Promise<number> {
     let removed = 0;
     for (;;) {
       const gone = await this.sql`
@@ -505,7 +529,6 @@ export class HistoryStore {
         RETURNING t.sighting_id`;
       removed += gone.length;
       if (gone.length === 0) return removed;
-      await onExpired?.(gone.map((r) => Number(r.sighting_id)));
     }
   }
 }

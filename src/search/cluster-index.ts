@@ -17,6 +17,7 @@ import type { Logger } from '../log.js';
 import { shardOf } from '../native/face-index.js';
 import type { IndexLag, SearchOutcome, SearchShards, ServerCount, ShardView } from './search-shards.js';
 import { ShardClient } from './shard-client.js';
+import type { StrangerHits } from './stranger-index.js';
 import type { SearchAnswer, WireShard } from './shard-wire.js';
 
 export interface ShardServerConfig {
@@ -212,6 +213,35 @@ export class ClusterIndex implements SearchShards {
       const faces = got.reduce((sum, r, i) => sum + (r ? (r.faces ?? answers[i]!.shards.reduce((held, x) => held + x.size, 0)) : 0), 0);
       return { matches, live, total, missing: missing.sort((a, b) => a - b), down, faces };
     });
+  }
+
+  /**
+   * The strangers' sightings on every server that is up, as one strangers' index: the best `n`
+   * of theirs per query, and the sum of what they searched. A server that misses the call is
+   * left out (a returning stranger whose sightings it holds may start a new person, which merges
+   * with theirs at a later sighting matching both) and is out until a state poll finds it back.
+   */
+  async searchStrangers(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]> {
+    const answers = await Promise.all(
+      this.clients.map(async (client, i) => {
+        if (!this.seen[i].up) return undefined;
+        try {
+          return await client.strangers(rows, n, upTo, since, this.opts.deadlineMs);
+        } catch (err) {
+          this.opts.log.warn({ server: this.opts.servers[i].url, err: (err as Error).message }, "shard server missed a strangers' search; grouping without it");
+          this.seen[i].up = false;
+          return undefined;
+        }
+      }),
+    );
+    const searched = answers.reduce((sum, a) => sum + (a?.searched ?? 0), 0);
+    return Array.from({ length: rows.length / this.opts.dims }, (_, q) => ({
+      hits: mergeMatches(
+        answers.flatMap((a) => (a ? [a.results[q].matches] : [])),
+        n,
+      ).map((m) => ({ sightingId: m.id, similarity: m.similarity })),
+      searched,
+    }));
   }
 
   shards(): ShardView[] {

@@ -4,7 +4,19 @@
  * server of another version fails loudly instead of being misread.
  */
 import type { z } from 'zod';
-import { encodeQueries, MAX_WAIT_MS, positionAnswer, searchAnswer, stateAnswer, VECTORS_TYPE, type PositionAnswer, type SearchAnswer, type StateAnswer } from './shard-wire.js';
+import {
+  encodeQueries,
+  MAX_WAIT_MS,
+  positionAnswer,
+  searchAnswer,
+  stateAnswer,
+  strangerAnswer,
+  VECTORS_TYPE,
+  type PositionAnswer,
+  type SearchAnswer,
+  type StateAnswer,
+  type StrangerAnswer,
+} from './shard-wire.js';
 
 export class ShardClient {
   private readonly auth: string;
@@ -31,6 +43,16 @@ export class ShardClient {
   search(queries: Float32Array, n: number, gallery: string | undefined, shards: number[], deadlineMs: number): Promise<SearchAnswer> {
     const q = new URLSearchParams({ n: String(n), shards: shards.join(','), ...(gallery !== undefined ? { gallery } : {}) });
     return this.call(`/v0/shard/search?${q}`, searchAnswer, deadlineMs, {
+      method: 'POST',
+      headers: { 'content-type': VECTORS_TYPE },
+      body: new Uint8Array(encodeQueries(queries)),
+    });
+  }
+
+  /** Searches the strangers' sightings the server holds, once it has read those up to `upTo`. */
+  strangers(queries: Float32Array, n: number, upTo: number, since: number, deadlineMs: number): Promise<StrangerAnswer> {
+    const q = new URLSearchParams({ n: String(n), up_to: String(upTo), ...(Number.isFinite(since) ? { since: String(Math.floor(since)) } : {}) });
+    return this.call(`/v0/shard/strangers?${q}`, strangerAnswer, deadlineMs, {
       method: 'POST',
       headers: { 'content-type': VECTORS_TYPE },
       body: new Uint8Array(encodeQueries(queries)),

@@ -6,10 +6,11 @@
  * server (cluster-index.ts) is refreshed by each call. The shapes are
  * shard-wire.ts's, which the API node checks.
  */
-import { invalid } from '../errors.js';
+import { invalid, unavailable } from '../errors.js';
 import type { FaceIndex, ShardInfo } from '../native/face-index.js';
 import type { IndexFollower } from './search-shards.js';
-import { decodeQueries, MAX_QUERIES, type PositionAnswer, type SearchAnswer, type StateAnswer, type WireShard } from './shard-wire.js';
+import { decodeQueries, MAX_QUERIES, type PositionAnswer, type SearchAnswer, type StateAnswer, type StrangerAnswer, type WireShard } from './shard-wire.js';
+import type { StrangerIndex } from './stranger-index.js';
 
 /** How the deployment routes faces to shards, and the embeddings they hold. */
 export interface ShardLayout {
@@ -24,6 +25,8 @@ export class ShardServer {
     private readonly index: FaceIndex,
     private readonly follower: IndexFollower & { behindMs(): number },
     readonly layout: ShardLayout,
+    /** The strangers' sightings on the held shards, for grouping (absent when it is off). */
+    private readonly strangers?: StrangerIndex,
   ) {}
 
   /**
@@ -39,6 +42,18 @@ export class ShardServer {
     return { ...this.served(), results: results.map((r) => ({ matches: r.matches, missing: r.missing, faces: r.faces })) };
   }
 
+  /**
+   * Top `n` per query of `vectors` among the strangers' sightings held here, once those up to
+   * `upTo` are read from the database; those seen before `since` (ms) are left out.
+   */
+  async searchStrangers(vectors: Buffer, n: number, upTo: number, since: number): Promise<StrangerAnswer> {
+    const queries = decodeQueries(vectors, this.layout.dims);
+    if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${this.layout.dims} float32 values`);
+    if (!this.strangers) throw unavailable('this shard server does not group strangers (FACE_PERSON_THRESHOLD=off)');
+    const found = await this.strangers.search(queries, n, upTo, since);
+    return { searched: found[0]?.searched ?? 0, results: found.map((f) => ({ matches: f.hits.map((h) => ({ id: h.sightingId, similarity: h.similarity })) })) };
+  }
+
   /** The layout, held shards and position; API nodes refuse a server whose layout differs from theirs. */
   state(): StateAnswer {
     const { layout } = this;
@@ -49,6 +64,7 @@ export class ShardServer {
       recognizer: layout.recognizer,
       dims: layout.dims,
       held: this.index.shards().map((s) => s.shard),
+      ...(this.strangers ? { strangers: this.strangers.size() } : {}),
     };
   }
 

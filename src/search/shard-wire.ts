@@ -54,8 +54,24 @@ export const searchAnswer = z.object({
 });
 export type SearchAnswer = z.infer<typeof searchAnswer>;
 
+export const strangerAnswer = z.object({
+  searched: z.number().int().min(0).meta({ description: "Strangers' sightings searched here: their part of the N of the 1:N decision." }),
+  results: z.array(
+    z.object({
+      matches: z.array(z.object({ id: z.number().int().min(1), similarity: z.number() })).meta({ description: 'Sighting ids, best first.' }),
+    }),
+  ),
+});
+export type StrangerAnswer = z.infer<typeof strangerAnswer>;
+
 export const stateAnswer = z.object({
   ...served,
+  strangers: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .meta({ description: "Strangers' sightings held for grouping (absent: grouping is off here)." }),
   shard_count: z.number().int().min(1).meta({ description: "The deployment's shard count this server routes by." }),
   rule: z.string(),
   recognizer: z.string(),

@@ -2,44 +2,80 @@
  * Earlier strangers, searchable by face: what lets a stranger seen again join
  * the person of an earlier sighting (services/sightings.ts decides).
  *
- * A person is represented by its best few sightings (`perPerson`, by face
- * quality), not by all of them: a group that grows by each new sighting's
- * nearest neighbour drifts from face to face until it holds several people;
- * anchored to its best few, it does not. Only sightings that matched no stored
- * face are held: a known person is found through the faces.
+ * It holds embeddings only. Which person a sighting belongs to is read from
+ * PostgreSQL for each match (HistoryStore.personsOfSightings), so merges,
+ * splits, expired thumbnails and detached months are right at once on every
+ * node without telling any index; a sighting that left the database is never
+ * matched again, and leaves the index at the next sweep (`sweep`, hourly).
  *
- * Held in memory, in a scan index of the addon, by each process that records
- * sightings (every API node). It is filled from PostgreSQL when the service
- * starts (the embeddings are kept with the sightings' thumbnails,
- * 011-persons-grouped.sql), so a restart keeps every group; after that, each
- * grouping step first reads the strangers' sightings recorded since
- * (`lastSighting`: by this process or another node) under the database's
- * grouping lock, and adds its own once committed. Sightings whose thumbnails
- * expire leave it with them (and are not matched once older than the
- * retention); a month detached by the history CLI leaves it at the next start.
+ * A person is represented by its best few sightings (STRANGER_REPRESENTATIVES, by face
+ * quality, by the person each was recorded with), not by all of them: a group
+ * that grows by each new sighting's nearest neighbour drifts from face to face
+ * until it holds several people; anchored to its best few, it does not. Only
+ * sightings that matched no stored face are held: a known person is found
+ * through the faces.
  *
- * In one process, steps are serialised by `exclusive`, so they wait here
- * rather than each holding a database connection while it waits for the lock.
+ * Where it lives (app.ts): in one process (FACE_ROLE=all) it holds every
+ * stranger; in a cluster each shard server holds the sightings that fall on
+ * its shards (`owns`, by sighting id, the rule faces follow), the best few
+ * per person among them, and API nodes fan searches out to them
+ * (cluster-index.ts). It is filled from PostgreSQL when it opens, so a
+ * restart keeps every group, and then reads the strangers' sightings recorded
+ * since (`catchUp`): before each search, up to the newest sighting the
+ * grouping step saw under its lock, so no committed stranger is missed, and
+ * on shard servers every second as well.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Representative } from '../db/history-store.js';
+import type { HistoryStore, Representative } from '../db/history-store.js';
+import type { Logger } from '../log.js';
 import { openFaceIndex, type FaceIndex, type IndexOptions } from '../native/face-index.js';
 
 export type { Representative } from '../db/history-store.js';
 
-/** A person an embedding matched, with the best similarity among its representatives. */
-export interface PersonMatch {
-  person: number;
+/** An earlier stranger's sighting an embedding matched. */
+export interface StrangerHit {
+  sightingId: number;
   similarity: number;
 }
 
-export interface StrangerSearch {
-  /** Best first, one entry per person. */
-  persons: PersonMatch[];
+export interface StrangerHits {
+  /** Best first. */
+  hits: StrangerHit[];
   /** Representatives searched: the N of the 1:N decision. */
   searched: number;
+}
+
+/** The strangers' sightings as the history holds them (HistoryStore, for one recogniser). */
+export interface StrangerSource {
+  /** The newest stranger's sighting (0: none). */
+  newest(): Promise<number>;
+  /** The best `perPerson` of every person's sightings up to `upTo`. */
+  representatives(perPerson: number, upTo: number): AsyncIterable<Representative[]>;
+  /** Sightings after `after`, in id order, at most `limit`. */
+  after(after: number, limit: number): Promise<Representative[]>;
+  /** Those of `ids` that still have their embedding. */
+  kept(ids: number[]): Promise<number[]>;
+}
+
+/** The strangers' sightings of `history` embedded by `model`. */
+export function historyStrangers(history: HistoryStore, model: string): StrangerSource {
+  return {
+    newest: () => history.lastStrangerSighting(model),
+    representatives: (perPerson, upTo) => history.strangerRepresentatives(model, perPerson, upTo),
+    after: (after, limit) => history.strangersAfter(model, after, limit),
+    kept: (ids) => history.keptEmbeddings(ids),
+  };
+}
+
+/** Searched by grouping: this process's strangers' index, or the shard servers' (cluster-index.ts). */
+export interface StrangerSearch {
+  /**
+   * For each embedding (`rows`, one after another), the best `n` representatives among the
+   * strangers' sightings up to at least `upTo`; those seen before `since` (ms) are left out.
+   */
+  search(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]>;
 }
 
 /**
@@ -49,37 +85,58 @@ export interface StrangerSearch {
  */
 export const STRANGER_INDEX_THREADS = 1;
 
-export class StrangerIndex {
+/**
+ * Sightings that stand for a person formed by strangers: its best few by face quality, so the
+ * group is anchored to its clearest views rather than drifting with each new one.
+ */
+export const STRANGER_REPRESENTATIVES = 4;
+
+/** How often a shard server reads new strangers' sightings without being asked, so a search's catch-up is short. */
+export const STRANGER_POLL_MS = 1000;
+
+/** How often sightings gone from the database are dropped from the index. */
+export const STRANGER_SWEEP_MS = 60 * 60_000;
+
+/** Sightings read per query when catching up. */
+const CATCH_UP_PAGE = 5000;
+
+/** Held sightings checked against the database per query when sweeping. */
+const SWEEP_PAGE = 10_000;
+
+export interface StrangerIndexOptions extends Pick<IndexOptions, 'dims' | 'rerank'> {
+  /** Whether a sighting falls on the shards held here (absent: all do). */
+  owns?: (sightingId: number) => boolean;
+}
+
+export class StrangerIndex implements StrangerSearch {
   private readonly reps = new Map<number, Omit<Representative, 'vector'>[]>();
   private readonly bySighting = new Map<number, Omit<Representative, 'vector'>>();
   private position = 0;
   private last = 0;
-  private queue: Promise<unknown> = Promise.resolve();
+  private reading: Promise<void> = Promise.resolve();
+  private timers: NodeJS.Timeout[] = [];
 
   private constructor(
     private readonly index: FaceIndex,
     private readonly dir: string,
-    private readonly dims: number,
-    readonly perPerson: number,
+    private readonly opts: StrangerIndexOptions,
+    private readonly source: StrangerSource,
   ) {}
 
-  /** Opens an empty index and fills it from `load`: the representatives of the strangers' sightings up to `upTo`. */
-  static async open(
-    opts: Pick<IndexOptions, 'dims' | 'rerank'> & { perPerson: number },
-    load: AsyncIterable<Representative[]>,
-    upTo: number,
-  ): Promise<StrangerIndex> {
-    // It writes no snapshot: a folder of its own, so API nodes sharing a data folder never meet.
+  /** Opens an index filled from `source`: the representatives of the strangers' sightings recorded so far. */
+  static async open(opts: StrangerIndexOptions, source: StrangerSource): Promise<StrangerIndex> {
+    // It writes no snapshot: a folder of its own, so processes sharing a data folder never meet.
     const dir = mkdtempSync(path.join(os.tmpdir(), 'face-strangers-'));
     const index = await openFaceIndex({ dir, dims: opts.dims, shards: 1, kind: 'scan', scalar: 'f16', threads: STRANGER_INDEX_THREADS, rerank: opts.rerank });
-    const strangers = new StrangerIndex(index, dir, opts.dims, opts.perPerson);
+    const strangers = new StrangerIndex(index, dir, opts, source);
     try {
       // It keeps no snapshots: its one shard opens empty, waiting to be filled, and goes live at once.
       if (index.shards()[0].state !== 'live') {
         if (index.shards()[0].state !== 'rebuilding') await index.beginRebuild(0);
         await index.finishRebuild(0, 0);
       }
-      for await (const batch of load) await strangers.add(batch);
+      const upTo = await source.newest();
+      for await (const batch of source.representatives(STRANGER_REPRESENTATIVES, upTo)) await strangers.add(batch);
       strangers.last = upTo;
     } catch (err) {
       strangers.close();
@@ -88,7 +145,22 @@ export class StrangerIndex {
     return strangers;
   }
 
-  /** The newest strangers' sighting this index has heard of: the next catch-up reads after it. */
+  /**
+   * Keeps it in step without being asked: reads new sightings every `pollMs` (0: only before
+   * searches), and sweeps out those gone from the database every `sweepMs`. Failures are logged
+   * and retried at the next tick; the timers do not keep the process alive.
+   */
+  follow(pollMs: number, sweepMs: number, log: Logger): void {
+    const every = (ms: number, what: string, run: () => Promise<unknown>) => {
+      const timer = setInterval(() => void run().catch((err) => log.warn({ err }, `strangers' index ${what} failed; retrying`)), ms);
+      timer.unref();
+      this.timers.push(timer);
+    };
+    if (pollMs > 0) every(pollMs, 'catch-up', () => this.catchUp(Infinity));
+    every(sweepMs, 'sweep', () => this.sweep());
+  }
+
+  /** The newest strangers' sighting read. */
   lastSighting(): number {
     return this.last;
   }
@@ -98,103 +170,88 @@ export class StrangerIndex {
     return this.bySighting.size;
   }
 
-  /** Persons represented. */
+  /** Persons represented (as recorded; persons merged since count apart). */
   persons(): number {
     return this.reps.size;
   }
 
-  /** Runs `step` once every step begun before it has finished. */
-  exclusive<T>(step: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(step, step);
-    this.queue = run.catch(() => undefined);
+  /** Reads the strangers' sightings recorded since the last read, at least up to `upTo`; one read at a time. */
+  catchUp(upTo: number): Promise<void> {
+    const read = async () => {
+      while (this.last < upTo) {
+        const page = await this.source.after(this.last, CATCH_UP_PAGE);
+        await this.add(page);
+        // Sightings up to `upTo` are committed before it is asked for, so a short page read them all.
+        if (page.length < CATCH_UP_PAGE) {
+          if (Number.isFinite(upTo)) this.last = Math.max(this.last, upTo);
+          return;
+        }
+      }
+    };
+    const run = this.reading.then(read, read);
+    this.reading = run.catch(() => undefined);
     return run;
   }
 
-  /**
-   * For each embedding (`rows`, one after another), the persons among the best `n`
-   * representatives, best first; representatives seen before `since` (ms) are left out.
-   */
-  async search(rows: Float32Array, n: number, since = -Infinity): Promise<StrangerSearch[]> {
+  async search(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]> {
+    await this.catchUp(upTo);
     const searched = this.size();
-    if (searched === 0) return Array.from({ length: rows.length / this.dims }, () => ({ persons: [], searched }));
+    if (searched === 0) return Array.from({ length: rows.length / this.opts.dims }, () => ({ hits: [], searched }));
     const found = await this.index.searchBatch(rows, n);
-    return found.map((r) => {
-      const best = new Map<number, number>();
-      for (const m of r.matches) {
+    return found.map((r) => ({
+      hits: r.matches.flatMap((m) => {
         const rep = this.bySighting.get(m.id);
-        if (!rep || rep.seenAt < since) continue;
-        if (!best.has(rep.person)) best.set(rep.person, m.similarity);
-      }
-      return { persons: [...best].map(([person, similarity]) => ({ person, similarity })), searched };
-    });
+        return rep && rep.seenAt >= since ? [{ sightingId: m.id, similarity: m.similarity }] : [];
+      }),
+      searched,
+    }));
   }
 
   /**
-   * Adds sightings of strangers; each stays only while it is among its person's best
-   * `perPerson` (the person's weakest leaves the index for a better one).
+   * Adds sightings of strangers (those that fall here); each stays only while it is among its
+   * person's best STRANGER_REPRESENTATIVES (the person's weakest leaves the index for a better one).
    */
   async add(reps: Representative[]): Promise<void> {
     const changes: Parameters<FaceIndex['apply']>[0] = [];
     for (const rep of reps) {
       this.last = Math.max(this.last, rep.sightingId);
-      if (this.bySighting.has(rep.sightingId)) continue;
+      if (this.bySighting.has(rep.sightingId) || (this.opts.owns && !this.opts.owns(rep.sightingId))) continue;
       const { vector, ...held } = rep;
       const list = this.reps.get(rep.person) ?? [];
-      if (list.length >= this.perPerson && list[list.length - 1].quality >= rep.quality) continue;
+      if (list.length >= STRANGER_REPRESENTATIVES && list[list.length - 1].quality >= rep.quality) continue;
       list.push(held);
       list.sort((a, b) => b.quality - a.quality);
       this.reps.set(rep.person, list);
       this.bySighting.set(rep.sightingId, held);
       changes.push({ position: ++this.position, op: 'upsert', id: rep.sightingId, vector, galleries: [] });
-      for (const out of list.splice(this.perPerson)) changes.push(this.drop(out.sightingId));
+      for (const out of list.splice(STRANGER_REPRESENTATIVES)) changes.push(this.drop(out.sightingId));
     }
     if (changes.length) await this.index.apply(changes);
   }
 
-  /** The persons `losers` were merged into `survivor`: their representatives are the survivor's, its best few kept. */
-  async merge(survivor: number, losers: number[]): Promise<void> {
-    const list = this.reps.get(survivor) ?? [];
-    for (const loser of losers) {
-      if (loser === survivor) continue;
-      for (const rep of this.reps.get(loser) ?? []) list.push({ ...rep, person: survivor });
-      this.reps.delete(loser);
+  /** Drops the held sightings whose embeddings left the database (thumbnails expired, a month detached); returns how many. */
+  async sweep(): Promise<number> {
+    const held = [...this.bySighting.keys()];
+    const gone: number[] = [];
+    for (let from = 0; from < held.length; from += SWEEP_PAGE) {
+      const page = held.slice(from, from + SWEEP_PAGE);
+      const kept = new Set(await this.source.kept(page));
+      gone.push(...page.filter((id) => !kept.has(id)));
     }
-    if (list.length === 0) return;
-    list.sort((a, b) => b.quality - a.quality);
-    for (const rep of list) this.bySighting.set(rep.sightingId, rep);
-    this.reps.set(survivor, list);
-    const out = list.splice(this.perPerson).map((rep) => this.drop(rep.sightingId));
-    if (out.length) await this.index.apply(out);
-  }
-
-  /** Sightings split off into a new person: those that stand for their person now stand for `person`. */
-  reassign(sightingIds: number[], person: number): void {
-    for (const id of sightingIds) {
+    const out = gone.flatMap((id) => {
       const rep = this.bySighting.get(id);
-      if (!rep || rep.person === person) continue;
-      const left = (this.reps.get(rep.person) ?? []).filter((r) => r.sightingId !== id);
-      if (left.length) this.reps.set(rep.person, left);
-      else this.reps.delete(rep.person);
-      rep.person = person;
-      this.reps.set(person, [...(this.reps.get(person) ?? []), rep].sort((a, b) => b.quality - a.quality));
-    }
-  }
-
-  /** Sightings gone (thumbnails expired): they stop standing for their persons. */
-  async remove(sightingIds: number[]): Promise<void> {
-    const out = [];
-    for (const id of sightingIds) {
-      const rep = this.bySighting.get(id);
-      if (!rep) continue;
+      if (!rep) return [];
       const list = (this.reps.get(rep.person) ?? []).filter((r) => r.sightingId !== id);
       if (list.length) this.reps.set(rep.person, list);
       else this.reps.delete(rep.person);
-      out.push(this.drop(id));
-    }
+      return [this.drop(id)];
+    });
     if (out.length) await this.index.apply(out);
+    return out.length;
   }
 
   close(): void {
+    for (const timer of this.timers) clearInterval(timer);
     this.index.close();
     rmSync(this.dir, { recursive: true, force: true });
   }

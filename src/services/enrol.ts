@@ -159,15 +159,11 @@ async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal
     });
   } else {
     // A stranger seen before and enrolled now: the face joins their person.
-    const grouping = deps.grouping;
-    const earlier = grouping && grouping.strangers.size() > 0 ? await strangerPersons(grouping, rows) : [];
-    const joins: { survivor: number; persons: number[] }[] = [];
+    const earlier = deps.grouping ? await strangerPersons(deps.grouping, rows) : [];
     written = await store(async (tx, added) => {
       const faces = added.flatMap((f, i) => (earlier[i]?.length ? [{ faceId: f.id, persons: earlier[i] }] : []));
-      const persons = faces.length ? await deps.history.joinFaces(tx, faces) : [];
-      persons.forEach((survivor, j) => joins.push({ survivor, persons: faces[j].persons }));
+      if (faces.length) await deps.history.joinFaces(tx, faces);
     });
-    for (const j of joins) await grouping?.strangers.merge(j.survivor, j.persons);
   }
   if (!written) throw new Error('enrolment wrote nothing');
 

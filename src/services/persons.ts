@@ -6,8 +6,9 @@
  *
  * the person (404 when unknown) → their faces → the answer; or, for the
  * history: the person must exist → their sightings, streamed; or, for a
- * merge: under the strangers' lock, the persons merged in the database → the
- * strangers' index told → the survivor's answer.
+ * merge or split: in turn with grouping steps, the persons changed in the
+ * database (which every strangers' index match is read against) → the
+ * survivor's answer.
  */
 import type { FaceStore, StoredFace } from '../db/faces.js';
 import { unknownPerson, type HistoryFilter, type HistoryListing, type HistoryStore, type Person } from '../db/history-store.js';
@@ -19,7 +20,7 @@ export type { HistoryEvent } from '../db/history-store.js';
 export interface PersonDeps {
   store: FaceStore;
   history: HistoryStore;
-  /** Strangers grouped into persons: a merge reaches their index too. */
+  /** Strangers grouped into persons: a merge or split waits its turn with grouping steps. */
   grouping?: Grouping;
 }
 
@@ -37,22 +38,12 @@ export async function personHistory(deps: PersonDeps, id: number, filter: Omit<H
 
 /** Merges persons into the lowest of them (their survivors); answers as GET /person/id/<survivor>. */
 export async function mergePersons(deps: PersonDeps, ids: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
-  const { grouping } = deps;
-  const step = async () => {
-    const { survivor, losers } = await deps.history.mergePersons(ids);
-    await grouping?.strangers.merge(survivor, losers);
-    return survivor;
-  };
-  return person(deps, grouping ? await grouping.strangers.exclusive(step) : await step());
+  const step = async () => (await deps.history.mergePersons(ids)).survivor;
+  return person(deps, deps.grouping ? await deps.grouping.exclusive(step) : await step());
 }
 
 /** Splits sightings (all of one person) off into a new person; answers as GET /person/id/<new>. */
 export async function splitPerson(deps: PersonDeps, sightingIds: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
-  const { grouping } = deps;
-  const step = async () => {
-    const { person: created } = await deps.history.splitPerson(sightingIds);
-    grouping?.strangers.reassign(sightingIds, created);
-    return created;
-  };
-  return person(deps, grouping ? await grouping.strangers.exclusive(step) : await step());
+  const step = async () => (await deps.history.splitPerson(sightingIds)).person;
+  return person(deps, deps.grouping ? await deps.grouping.exclusive(step) : await step());
 }

@@ -8,7 +8,7 @@ import type { HistoryEvent, HistoryStore, Sighting, SightingFace } from '../db/h
 import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
-import type { StrangerIndex } from '../search/stranger-index.js';
+import type { StrangerSearch } from '../search/stranger-index.js';
 import { identifyAccepts, type ThresholdPreset } from './calibration.js';
 import { boxOf } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
@@ -51,8 +51,9 @@ export function sightingOf(
 
 /** How sightings of strangers are grouped into persons. */
 export interface Grouping {
-  strangers: StrangerIndex;
-  /** Where the strangers' sightings are recorded, and their lock. */
+  /** The strangers' embeddings: this process's index, or the shard servers'. */
+  strangers: StrangerSearch;
+  /** Where the strangers' sightings are recorded, their persons, and the grouping lock. */
   history: HistoryStore;
   /** The recogniser of the embeddings kept. */
   model: string;
@@ -62,25 +63,46 @@ export interface Grouping {
   windowS: number;
   /** Thumbnails (and embeddings) are deleted after this many seconds; 0: kept. Older sightings are not matched. */
   retentionS: number;
+  /** Runs this process's grouping steps one at a time, so they wait here rather than each holding a connection while it waits for the database's lock. */
+  exclusive: <T>(step: () => Promise<T>) => Promise<T>;
+  /** The newest strangers' sighting this process has seen: the next look for newer ones starts there. */
+  seen: { last: number };
 }
 
-/**
- * Sightings that stand for a person formed by strangers: its best few by face quality, so the
- * group is anchored to its clearest views rather than drifting with each new one.
- */
-export const STRANGER_REPRESENTATIVES = 4;
+/** A grouping over `strangers`, its steps one at a time in this process. */
+export function grouping(opts: Omit<Grouping, 'exclusive' | 'seen'>): Grouping {
+  let queue: Promise<unknown> = Promise.resolve();
+  return {
+    ...opts,
+    exclusive<T>(step: () => Promise<T>): Promise<T> {
+      const run = queue.then(step, step);
+      queue = run.catch(() => undefined);
+      return run;
+    },
+    seen: { last: 0 },
+  };
+}
 
 /** Representatives searched per face: enough to find every person within reach, each with its best few. */
 const STRANGER_CANDIDATES = 16;
 
-/** For each face (`rows`), the persons of earlier strangers it matches at the grouping threshold, best first. */
-export async function strangerPersons(grouping: Grouping, rows: Float32Array): Promise<number[][]> {
+/**
+ * For each face (`rows`), the persons of earlier strangers it matches at the grouping threshold,
+ * best first, as the database says now (in `tx` when given): the strangers' sightings committed
+ * up to now are searched, and each match stands for its sighting's person, or the survivor it
+ * was merged into. A sighting whose embedding has left the database matches nobody.
+ */
+export async function strangerPersons(grouping: Grouping, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
+  const { history, seen } = grouping;
+  seen.last = await history.lastStrangerSighting(grouping.model, seen.last, tx);
   const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;
-  const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, since);
-  return found.map(({ persons, searched }) => {
+  const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, seen.last, since);
+  const personOf = await history.personsOfSightings([...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
+  return found.map(({ hits, searched }) => {
     const accepts = identifyAccepts(grouping.threshold, searched);
-    return persons.filter((p) => accepts(p.similarity)).map((p) => p.person);
+    const persons = hits.flatMap((h) => (accepts(h.similarity) && personOf.has(h.sightingId) ? [personOf.get(h.sightingId) as number] : []));
+    return [...new Set(persons)];
   });
 }
 
@@ -93,10 +115,9 @@ export interface SeenFace {
 /**
  * Records a sighting with its faces grouped, as one step under the grouping lock (this
  * process's, then the database's): `write` records, in its transaction, the sighting that
- * `group` makes of the caller's. `group` takes the lock, reads the strangers' sightings
- * recorded since the index last looked (by any node), and finds the earlier strangers each
- * face matches. Once committed, the persons merged and the faces of strangers reach the
- * index. Without grouping, `group` returns the sighting as it is.
+ * `group` makes of the caller's. `group` takes the lock and finds the earlier strangers each
+ * face matches among every stranger's sighting committed before it (by any node). Without
+ * grouping, `group` returns the sighting as it is.
  */
 export async function recordGrouped(
   grouping: Grouping | undefined,
@@ -104,23 +125,11 @@ export async function recordGrouped(
   write: (group: (tx: TransactionSql, s: Sighting) => Promise<Sighting>) => Promise<HistoryEvent[]>,
 ): Promise<HistoryEvent[]> {
   if (!grouping) return write(async (_tx, s) => s);
-  const { strangers, history } = grouping;
-  return strangers.exclusive(async () => {
-    let matched: number[][] = [];
-    const group = async (tx: TransactionSql, s: Sighting): Promise<Sighting> => {
-      await history.lockGrouping(tx);
-      await strangers.add(await history.strangersAfter(tx, grouping.model, strangers.lastSighting()));
-      matched = faces.length ? await strangerPersons(grouping, new Float32Array(faces.flatMap((f) => [...f.vector]))) : [];
+  return grouping.exclusive(() =>
+    write(async (tx, s) => {
+      await grouping.history.lockGrouping(tx);
+      const matched = faces.length ? await strangerPersons(grouping, new Float32Array(faces.flatMap((f) => [...f.vector])), tx) : [];
       return { ...s, model: grouping.model, faces: s.faces.map((f, k) => ({ ...f, strangerPersons: matched[k], embedding: faces[k] })) };
-    };
-    const events = await write(group);
-    // Committed: the index follows what the database now says.
-    for (const [k, e] of events.entries()) if (matched[k]?.length) await strangers.merge(e.person_id, matched[k]);
-    await strangers.add(
-      events.flatMap((e, k) =>
-        e.face_id === null ? [{ sightingId: e.id, person: e.person_id, quality: faces[k].quality, seenAt: Date.parse(`${e.timestamp}Z`), vector: faces[k].vector }] : [],
-      ),
-    );
-    return events;
-  });
+    }),
+  );
 }

@@ -167,15 +167,23 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
     }
     const photos = files.slice(0, 4).map((f) => readFileSync(f));
     expect(photos).toHaveLength(4);
+    const sightings: number[] = [];
     const sight = async (n: number, photo: Buffer) => {
       const r = await call(api(n), 'POST', '/v0/identify/', form({ photo, cam_id: `cam-${n}` }));
       expect(r.status, r.text).toBe(200);
+      sightings.push(r.json.sightings[0].id);
       return r.json.sightings[0].person_id as number;
     };
     const first = await sight(1, photos[0]);
     expect(await sight(2, photos[1])).toBe(first);
     const together = await Promise.all(photos.slice(2).map((p, k) => sight(1 + (k % 2), p)));
     expect(together.every((p) => p === first)).toBe(true);
+    // The strangers' sightings are held by the shard servers, each those that fall on its shard.
+    for (const [k, server] of shardServers.entries()) {
+      const mine = sightings.filter((id) => shardOf(id, SHARDS) === k).length;
+      const state = async () => (await call(server!.base, 'GET', '/v0/shard/state')).json.strangers as number;
+      await until(`shard server ${k} holds its ${mine} strangers' sightings`, async () => ((await state()) === mine ? true : undefined), 5000);
+    }
   });
 
   it('counts shard servers that cannot follow the log as not caught up, until they are', async () => {
@@ -222,6 +230,11 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
     for (const id of kept) expect(found.has(id)).toBe(true);
     for (const id of lost) expect(found.has(id)).toBe(false);
 
+    // A sighting goes on too, grouped among the strangers the three live servers hold.
+    const sighting = await call(api(2), 'POST', '/v0/identify/', form({ photo: sample(3), cam_id: 'cam-during', strict: 'false' }));
+    expect(sighting.status, sighting.text).toBe(200);
+    expect(sighting.json.sightings.length).toBeGreaterThan(0);
+
     // A write goes on: acknowledged, flagged when one of its faces belongs to the dead server.
     const during = await enrol(api(1), 6);
     expect(during.answer.status).toBe(200);
@@ -239,6 +252,10 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
     expect(Number(caught![2])).toBeGreaterThanOrEqual(Number(caught![1]));
     // Each API node sees it again at its next state poll (every second).
     for (const n of [1, 2]) await until(`API node ${n} to see it back`, async () => ((await shardsReport(n)).live === SHARDS ? true : undefined), 10_000);
+    // Its strangers' sightings are back too, read from the history.
+    const strangers = await tdb.db.sql`SELECT s.id FROM sightings s JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.face_id IS NULL AND t.embedding IS NOT NULL`;
+    const held = (await call(shardServers[victim]!.base, 'GET', '/v0/shard/state')).json.strangers;
+    expect(held).toBe(strangers.filter((r) => shardOf(Number(r.id), SHARDS) === victim).length);
     for (const [n, ids] of acknowledged) {
       const found = await bestMatches(api(2), n, true);
       expect(found.answer.status).toBe(200);
