@@ -11,6 +11,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AnyTokenVerifier, StaticTokenVerifier, type TokenVerifier } from './auth.js';
+import type { CameraOptions } from './camera/camera.js';
+import { Cameras } from './camera/cameras.js';
+import { HttpSightingWriter } from './camera/http-writer.js';
 import { findProjectRoot, type Config } from './config/index.js';
 import { databaseUnavailable, type Database } from './db/client.js';
 import { FaceStore } from './db/faces.js';
@@ -29,7 +32,7 @@ import { log as rootLog, type Logger } from './log.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
 import type { Engine } from './native/engine.js';
 import type { FaceIndex } from './native/face-index.js';
-import { buildRegistry, buildShardRegistry, type DatabaseRoutes } from './routes/index.js';
+import { buildCameraRegistry, buildRegistry, buildShardRegistry, type DatabaseRoutes } from './routes/index.js';
 import type { IndexSync } from './search/index-sync.js';
 import { INDEX_WAIT_MS } from './search/index-writes.js';
 import { openSearch, openShardServer, type OpenedSearch } from './search/open.js';
@@ -39,6 +42,8 @@ import { historyStrangers } from './search/stranger-index.js';
 import { useCalibration } from './services/calibration.js';
 import { PhotoSource } from './services/photo-source.js';
 import { grouping } from './services/sightings.js';
+import { sightingWriter } from './services/camera-sightings.js';
+import { PhotoAnalysis } from './services/analysis.js';
 import { duringMigration, EmbeddingMigration } from './services/reembed.js';
 
 export interface StartOptions {
@@ -73,6 +78,8 @@ export interface RunningServer {
   migration?: EmbeddingMigration;
   /** What GET /metrics serves. */
   metrics: ServiceMetrics;
+  /** The cameras this node reads (FACE_CAMERAS); absent when it reads none. */
+  cameras?: Cameras;
   /** Graceful stop: no new connections, requests in progress finish, then the engine is closed. */
   close(): Promise<void>;
 }
@@ -235,8 +242,17 @@ function maintainSightingPartitions(db: Database, log: Logger): NodeJS.Timeout {
   return timer;
 }
 
+/** The cameras' settings, as each camera takes them. */
+function cameraOptions(config: Config): CameraOptions {
+  const { fps, trackMaxS, lostS, stallS } = config.cameras;
+  return { fps, maxTrackMs: trackMaxS * 1000, lostMs: lostS * 1000, stallMs: stallS * 1000 };
+}
+
 export async function startServer({ config, engine, db, verifiers = [], indexWaitMs = INDEX_WAIT_MS, log = rootLog }: StartOptions): Promise<RunningServer> {
-  if (config.role === 'shard') throw new Error('startServer serves FACE_ROLE all and api; a shard server starts with startShardServer');
+  if (config.role === 'shard' || config.role === 'camera') {
+    throw new Error('startServer serves FACE_ROLE all and api; a shard server starts with startShardServer, a camera worker with startCameraWorker');
+  }
+  if (config.cameras.list && !db) throw new Error('FACE_CAMERAS: cameras write sightings, which needs the face database');
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
   useCalibration(engine.info().recognizer);
   const metrics = new ServiceMetrics({ engine, log });
@@ -260,6 +276,22 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   const writer = db ? new WriterWatch(db.sql).start() : undefined;
   if (writer) metrics.watchWriter(writer);
   const keys = database ? pruneIdempotencyKeys(database.idempotency, log) : undefined;
+  // Sightings go through identify as a request's would; the cameras start once the server listens.
+  const startCameras = (list: NonNullable<Config['cameras']['list']>, stores: DatabaseRoutes) =>
+    new Cameras(
+      list,
+      engine,
+      sightingWriter({
+        ...stores,
+        faces: new PhotoAnalysis(engine, photoSource),
+        thumbnailSize: config.history.thumbnailSize,
+        strict: false,
+      }),
+      cameraOptions(config),
+      log,
+    );
+  let cameras: Cameras | undefined;
+  const cameraStates = { states: () => cameras?.states() ?? [] };
   const registry = buildRegistry({
     engine,
     photos: photoSource,
@@ -270,12 +302,17 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     metrics,
     role: config.role,
     writer,
+    ...(config.cameras.list ? { cameras: cameraStates } : {}),
   });
   const staticToken = new StaticTokenVerifier(config.token);
   const operatorVerifier = new AnyTokenVerifier([staticToken, ...(dbOperatorTokens ? [dbOperatorTokens] : [])]);
   const verifier = new AnyTokenVerifier([staticToken, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
   const server = await serve(config, registry, verifier, operatorVerifier, metrics, log);
   migration?.start();
+  if (config.cameras.list && database) {
+    cameras = startCameras(config.cameras.list, database);
+    metrics.watchCameras(cameras);
+  }
   let closing: Promise<void> | undefined;
   return {
     port: server.port,
@@ -285,8 +322,11 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     search: search?.search,
     migration,
     metrics,
+    cameras,
     close() {
       closing ??= (async () => {
+        // First, while the engine and the database still serve them: the passages in view are written.
+        await cameras?.stop();
         if (expiry) clearInterval(expiry);
         if (partitions) clearInterval(partitions);
         if (keys) clearInterval(keys);
@@ -366,6 +406,55 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
         await sync.stop();
         strangers?.close();
         metrics.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+export interface RunningCameraWorker {
+  port: number;
+  cameras: Cameras;
+  metrics: ServiceMetrics;
+  close(): Promise<void>;
+}
+
+/**
+ * A camera worker (FACE_ROLE=camera): the cameras of FACE_CAMERAS, their
+ * faces detected and followed by this process's engine, their sightings
+ * written to the API node at FACE_CAMERA_API_URL with FACE_TOKEN. It serves
+ * /health (the cameras' states) and /metrics; no database, no face routes.
+ * `cameras.done` resolves once every camera has stopped (files read to
+ * their end).
+ */
+export async function startCameraWorker({ config, engine, log = rootLog }: { config: Config; engine: Engine; log?: Logger }): Promise<RunningCameraWorker> {
+  const { list, apiUrl } = config.cameras;
+  if (config.role !== 'camera' || !list || !apiUrl || !config.token) throw new Error('startCameraWorker runs FACE_ROLE=camera with FACE_CAMERAS, FACE_CAMERA_API_URL and FACE_TOKEN');
+  const metrics = new ServiceMetrics({ engine, log });
+  const cameras = new Cameras(list, engine, new HttpSightingWriter(apiUrl, config.token), cameraOptions(config), log);
+  metrics.watchCameras(cameras);
+  const registry = buildCameraRegistry({ engine, cameras, metrics, serviceVersion: serviceVersion() });
+  const operator = new StaticTokenVerifier(config.token);
+  let server;
+  try {
+    server = await serve(config, registry, operator, operator, metrics, log);
+  } catch (err) {
+    await cameras.stop();
+    metrics.close();
+    throw err;
+  }
+  const listening = server;
+  let closing: Promise<void> | undefined;
+  return {
+    port: listening.port,
+    cameras,
+    metrics,
+    close() {
+      closing ??= (async () => {
+        await cameras.stop();
+        await listening.close();
+        metrics.close();
+        engine.close();
       })();
       return closing;
     },

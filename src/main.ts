@@ -9,7 +9,7 @@
  * process whose npm was killed outright notices its parent changed and stops
  * rather than run on (with its embedded PostgreSQL) with nobody to stop it.
  */
-import { startServer, startShardServer, type RunningServer } from './app.js';
+import { startCameraWorker, startServer, startShardServer, type RunningServer } from './app.js';
 import { loadConfig } from './config/index.js';
 import { readLayout } from './db/layout.js';
 import { openDatabase } from './db/open.js';
@@ -20,10 +20,26 @@ import { engineOptionsFrom, openEngine } from './native/engine.js';
 /** How often the parent is checked: a stop within a second is soon enough for a supervisor. */
 const ORPHAN_CHECK_MS = 500;
 
-async function main(): Promise<void> {
-  const config = loadConfig();
-  const log = createLogger(config.logLevel);
+type Config = ReturnType<typeof loadConfig>;
+type Logger = ReturnType<typeof createLogger>;
 
+/** A running process of any role, and what to release after it stops. */
+interface Started {
+  running: Pick<RunningServer, 'close' | 'photos'>;
+  cleanup(): Promise<void>;
+  /** Resolves when the process has nothing left to do (a camera worker whose files all ended). */
+  finished?: Promise<void>;
+}
+
+/** FACE_ROLE=camera: no database; the engine detects, sightings go to the API over HTTP. */
+async function startCamera(config: Config, log: Logger): Promise<Started> {
+  const engine = await openEngine(engineOptionsFrom(config));
+  const worker = await startCameraWorker({ config, engine, log });
+  log.info({ host: config.host, port: worker.port, role: config.role, cameras: config.cameras.list?.map((c) => c.camId) }, 'listening');
+  return { running: worker, cleanup: async () => undefined, finished: worker.cameras.done };
+}
+
+async function startWithDatabase(config: Config, log: Logger): Promise<Started> {
   const database = await openDatabase(config, log);
   const cleanup = async () => {
     await database.db.close();
@@ -74,7 +90,13 @@ async function main(): Promise<void> {
     await cleanup();
     throw err;
   }
-  const running = server;
+  return { running: server, cleanup };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel);
+  const { running, cleanup, finished } = config.role === 'camera' ? await startCamera(config, log) : await startWithDatabase(config, log);
 
   // Blobs left by a crash between blob write and commit; harmless meanwhile, so not awaited.
   running.photos?.sweepOrphans().then(
@@ -83,7 +105,7 @@ async function main(): Promise<void> {
   );
 
   let stopping = false;
-  const stop = (why: NodeJS.Signals | 'parent exited') => {
+  const stop = (why: NodeJS.Signals | 'parent exited' | 'sources ended') => {
     if (stopping) {
       log.warn({ signal: why }, 'second signal: exiting now');
       process.exit(1);
@@ -106,6 +128,8 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // A camera worker whose files all ended has nothing left to do (after a signal, its stop is under way).
+  void finished?.then(() => stopping || stop('sources ended'));
   if (process.env.npm_lifecycle_event) stopWhenOrphaned(() => stop('parent exited'));
 }
 

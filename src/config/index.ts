@@ -59,8 +59,14 @@ export function loadConfig(
   const service = valuesFrom(SERVICE_SETTINGS, parsed.data, { root, cores, totalMem, dataDir: '' });
   const config: Config = { ...service, ...valuesFrom(ENGINE_OPTIONS, engineVars.data, { root, cores, totalMem, dataDir: service.dataDir }) };
   const roleProblems = [
-    config.role !== 'all' && !config.databaseUrl && `DATABASE_URL: FACE_ROLE=${config.role} needs the deployment's PostgreSQL (no embedded one)`,
-    config.role !== 'all' && !config.token && `FACE_TOKEN: FACE_ROLE=${config.role} needs the operator token the nodes share`,
+    (config.role === 'api' || config.role === 'shard') &&
+      !config.databaseUrl &&
+      `DATABASE_URL: FACE_ROLE=${config.role} needs the deployment's PostgreSQL (no embedded one)`,
+    (config.role === 'api' || config.role === 'shard') && !config.token && `FACE_TOKEN: FACE_ROLE=${config.role} needs the operator token the nodes share`,
+    config.role === 'camera' && !config.token && 'FACE_TOKEN: FACE_ROLE=camera needs a token its sightings are written with',
+    config.role === 'camera' && !config.cameras.apiUrl && 'FACE_CAMERA_API_URL: FACE_ROLE=camera needs the API node its sightings go to',
+    config.role === 'camera' && !config.cameras.list && 'FACE_CAMERAS: FACE_ROLE=camera needs cameras to read',
+    config.role === 'shard' && config.cameras.list && 'FACE_CAMERAS: a shard server reads no cameras (give them to an API node or a camera worker)',
     config.role === 'api' && !config.cluster.servers && 'FACE_SHARD_SERVERS: FACE_ROLE=api needs the shard servers to search',
     config.databaseReadUrl && !config.databaseUrl && 'DATABASE_READ_URL: a replica needs its primary in DATABASE_URL',
     config.cluster.shardIds?.some((k) => k >= config.index.shards) && `FACE_SHARD_IDS: every shard must be below FACE_SHARDS=${config.index.shards}`,

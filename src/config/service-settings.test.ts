@@ -23,7 +23,7 @@ const valueAt = (config: object, keys: string[]) => keys.reduce<unknown>((v, k) 
 
 /** What a setting needs beside it to be accepted: the role checks that span settings. */
 const companions: Record<string, Record<string, string>> = {
-  FACE_ROLE: { DATABASE_URL: 'postgres://db/face', FACE_TOKEN: 't' },
+  FACE_ROLE: { DATABASE_URL: 'postgres://db/face', FACE_TOKEN: 't', FACE_CAMERAS: 'door=/videos/door.mkv', FACE_CAMERA_API_URL: 'http://api:8080' },
   DATABASE_READ_URL: { DATABASE_URL: 'postgres://db/face' },
 };
 

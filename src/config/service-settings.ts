@@ -33,6 +33,25 @@ const shardServers = shaped(
     ),
 );
 
+/** `door-1=rtsp://cam-1/stream,lobby=/videos/lobby.mp4`: each camera's id and source. */
+const cameraList = shaped(
+  '`<cam_id>=<source>`, comma-separated; a source is an rtsp://, rtsp+udp://, http(s):// URL or a file',
+  'door-1=rtsp://10.0.0.5/stream,lobby=rtsp+udp://10.0.0.6/live',
+  z
+    .string()
+    .transform((v) => v.split(',').map((e) => e.trim()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^[^=\s]{1,255}=\S+$/, 'expected <cam_id>=<source>, e.g. door-1=rtsp://10.0.0.5/stream')).min(1))
+    .transform((entries) =>
+      entries.map((e) => {
+        const at = e.indexOf('=');
+        const source = e.slice(at + 1);
+        const udp = /^rtsp\+udp:/i.test(source);
+        return { camId: e.slice(0, at), source: udp ? source.replace(/^rtsp\+udp:/i, 'rtsp:') : source, transport: udp ? ('udp' as const) : ('tcp' as const) };
+      }),
+    )
+    .refine((cams) => new Set(cams.map((c) => c.camId)).size === cams.length, 'each cam_id once'),
+);
+
 const shardIds = shaped(
   'shard numbers, comma-separated',
   '0,1',
@@ -136,10 +155,10 @@ export const SERVICE_SETTINGS = {
   },
   role: set({
     env: 'FACE_ROLE',
-    kind: choice('all', 'api', 'shard'),
+    kind: choice('all', 'api', 'shard', 'camera'),
     default: 'all',
     shown: '`all`',
-    doc: '`all` (one process), `api` (API node of a cluster) or `shard` (shard server); `api` and `shard` need `DATABASE_URL` and `FACE_TOKEN`',
+    doc: '`all` (one process), `api` (API node of a cluster), `shard` (shard server) or `camera` (a camera worker writing to `FACE_CAMERA_API_URL`); `api` and `shard` need `DATABASE_URL` and `FACE_TOKEN`',
   }),
   cluster: {
     shardIds: unset({
@@ -244,6 +263,29 @@ export const SERVICE_SETTINGS = {
       shown: '0 (all kept)',
       doc: "only strangers' sightings seen within this many seconds are matched; 0: every sighting whose thumbnail is kept",
     }),
+  },
+  cameras: {
+    list: unset({
+      env: 'FACE_CAMERAS',
+      kind: cameraList,
+      shown: 'none',
+      doc: 'cameras read by this process (roles `all`, `api`, `camera`), each turned into one sighting per person passing by; needs `ffmpeg`',
+    }),
+    apiUrl: unset({
+      env: 'FACE_CAMERA_API_URL',
+      kind: text('http(s) base URL', 'http://face-api:8080'),
+      shown: 'unset',
+      doc: 'role `camera`: the API node its sightings go to, with `FACE_TOKEN`',
+    }),
+    fps: set({ env: 'FACE_CAMERA_FPS', kind: number(0.1, 30), default: 5, doc: 'frames per second decoded and detected per camera; a live stream drops the frames the engine cannot take' }),
+    trackMaxS: set({
+      env: 'FACE_CAMERA_TRACK_MAX_S',
+      kind: integer(1),
+      default: 60,
+      doc: 'a face in view this long gives a sighting and is followed on as a new passage',
+    }),
+    lostS: set({ env: 'FACE_CAMERA_LOST_S', kind: number(0.1, 600), default: 1.5, doc: 'a face unseen this long has passed: its sighting is written' }),
+    stallS: set({ env: 'FACE_CAMERA_STALL_S', kind: integer(1), default: 10, doc: 'a stream that sends no frame this long is reconnected (with backoff, 1 s doubling to 30 s)' }),
   },
   logLevel: set({
     env: 'LOG_LEVEL',

@@ -15,6 +15,7 @@
  * numbers.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Cameras } from '../camera/cameras.js';
 import { poolUsage, type Database } from '../db/client.js';
 import { lastPosition } from '../db/change-log.js';
 import type { ReadReplica } from '../db/read-replica.js';
@@ -54,6 +55,7 @@ export class ServiceMetrics {
   private store?: { index: SearchShards; db: Database };
   private replica?: ReadReplica;
   private writer?: Pick<WriterWatch, 'current'>;
+  private cameras?: Pick<Cameras, 'states' | 'lags'>;
   /** Bounded: methods, route patterns and statuses are all few. */
   private readonly series = new Map<string, { count: Counter.Internal; latency: Histogram.Internal<string> }>();
 
@@ -194,6 +196,28 @@ export class ServiceMetrics {
     help: 'Times reads moved from the replica to the primary since start.',
     registers: [this.registry],
   });
+  // Cameras: their own counts, read at each scrape (so gauges, growing like counters).
+  private readonly cameraFrames = new Gauge({
+    name: 'face_camera_frames',
+    help: 'Frames of each camera since this process started: decoded, processed by the detector, dropped (a live stream outrunning it)',
+    labelNames: ['cam', 'kind'],
+    registers: [this.registry],
+  });
+  private readonly cameraTracks = new Gauge({ name: 'face_camera_tracks_open', help: 'Faces in view being followed, per camera', labelNames: ['cam'], registers: [this.registry] });
+  private readonly cameraSightings = new Gauge({
+    name: 'face_camera_sightings',
+    help: 'Sightings of each camera since this process started, written or failed',
+    labelNames: ['cam', 'outcome'],
+    registers: [this.registry],
+  });
+  private readonly cameraReconnects = new Gauge({ name: 'face_camera_reconnects', help: 'Stream reconnections per camera since this process started', labelNames: ['cam'], registers: [this.registry] });
+  private readonly cameraStreaming = new Gauge({ name: 'face_camera_streaming', help: '1 while frames arrive from the camera, 0 while it connects, reconnects or has ended', labelNames: ['cam'], registers: [this.registry] });
+  private readonly cameraLag = new Gauge({
+    name: 'face_camera_lag_seconds',
+    help: "Seconds from a passage's last frame to its sighting written (live cameras, the newest 1,024 passages), by quantile",
+    labelNames: ['cam', 'quantile'],
+    registers: [this.registry],
+  });
   private readonly fetches = new Counter({
     name: 'face_photo_fetch_total',
     help: 'Photo URL fetches, by outcome: ok, bad_url, dns, refused_address, http_status, redirects, too_large, timeout, network, cancelled.',
@@ -221,6 +245,10 @@ export class ServiceMetrics {
   /** Adds the failovers this node saw and whether its database answers. */
   watchWriter(writer: Pick<WriterWatch, 'current'>): void {
     this.writer = writer;
+  }
+
+  watchCameras(cameras: Pick<Cameras, 'states' | 'lags'>): void {
+    this.cameras = cameras;
   }
 
   get contentType(): string {
@@ -257,6 +285,7 @@ export class ServiceMetrics {
     this.drainEngine();
     this.readReplica();
     this.readWriter();
+    this.readCameras();
     await this.readStore();
     return this.registry.metrics();
   }
@@ -286,6 +315,26 @@ export class ServiceMetrics {
     if (stats.runsDropped > this.runsDropped) {
       this.runsLost.inc(stats.runsDropped - this.runsDropped);
       this.runsDropped = stats.runsDropped;
+    }
+  }
+
+  private readCameras(): void {
+    if (!this.cameras) return;
+    for (const c of this.cameras.states()) {
+      const cam = c.cam_id;
+      this.cameraFrames.set({ cam, kind: 'decoded' }, c.frames_decoded);
+      this.cameraFrames.set({ cam, kind: 'processed' }, c.frames_processed);
+      this.cameraFrames.set({ cam, kind: 'dropped' }, c.frames_dropped);
+      this.cameraTracks.set({ cam }, c.tracks_open);
+      this.cameraSightings.set({ cam, outcome: 'written' }, c.sightings_written);
+      this.cameraSightings.set({ cam, outcome: 'failed' }, c.sightings_failed);
+      this.cameraReconnects.set({ cam }, c.reconnects);
+      this.cameraStreaming.set({ cam }, c.state === 'streaming' ? 1 : 0);
+    }
+    for (const { camId, seconds } of this.cameras.lags()) {
+      if (seconds.length === 0) continue;
+      const sorted = [...seconds].sort((a, b) => a - b);
+      for (const q of [0.5, 0.99]) this.cameraLag.set({ cam: camId, quantile: String(q) }, sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]);
     }
   }
 

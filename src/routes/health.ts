@@ -14,7 +14,7 @@ import { health, type HealthDeps } from '../services/health.js';
 
 const healthResponse = z.object({
   status: z.literal('ok'),
-  role: z.enum(['all', 'api', 'shard']).meta({ description: 'FACE_ROLE: all in one process, an API node, or a shard server.' }),
+  role: z.enum(['all', 'api', 'shard', 'camera']).meta({ description: 'FACE_ROLE: all in one process, an API node, a shard server, or a camera worker.' }),
   engine: z.object({
     providers: z.array(z.string()).meta({ description: 'Execution providers in use, in priority order.' }),
     simd: z.string().meta({ description: 'SIMD level of the similarity kernels.' }),
@@ -65,6 +65,28 @@ const healthResponse = z.object({
     })
     .optional()
     .meta({ description: 'The database this node writes to; absent without a face database.' }),
+  cameras: z
+    .array(
+      z.object({
+        cam_id: z.string(),
+        source: z.string().meta({ description: 'The stream or file, credentials hidden.' }),
+        state: z.enum(['connecting', 'streaming', 'reconnecting', 'ended', 'failed', 'stopped']).meta({
+          description:
+            'connecting: starting the decoder; streaming: frames arrive; reconnecting: waiting to try again (last_error says why); ended: a file read to its end; ' +
+            'failed: a file the decoder refused (last_error says why); stopped: the worker is stopping.',
+        }),
+        last_error: z.string().optional().meta({ description: 'Why the stream last stopped (the decoder\'s last words, a stall), while it is not streaming.' }),
+        frames_decoded: z.number().int(),
+        frames_processed: z.number().int().meta({ description: 'Frames the detector took.' }),
+        frames_dropped: z.number().int().meta({ description: 'Frames of a live stream replaced by a newer one before the detector was free.' }),
+        tracks_open: z.number().int().meta({ description: 'Faces in view being followed.' }),
+        sightings_written: z.number().int(),
+        sightings_failed: z.number().int().meta({ description: 'Sightings refused or not written in time (each logged).' }),
+        reconnects: z.number().int(),
+      }),
+    )
+    .optional()
+    .meta({ description: 'The cameras this process reads (FACE_CAMERAS); absent when it reads none.' }),
   inflight: z.number().int().meta({ description: 'Requests in progress that count toward the limit.' }),
   max_inflight: z.number().int(),
 });

@@ -68,6 +68,8 @@ export interface RouteDeps {
   metrics?: ServiceMetrics;
   /** FACE_ROLE, shown by /health. */
   role?: 'all' | 'api';
+  /** The cameras this node reads, shown by /health. */
+  cameras?: HealthDeps['cameras'];
 }
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
@@ -96,7 +98,14 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     registerShardsReport(registry, db.index);
     if (db.control) registerShardsControl(registry, db.control);
   }
-  registerHealth(registry, { role: deps.role ?? 'all', engine: deps.engine, index: deps.database?.stores.index, migration: deps.migration, writer: deps.writer });
+  registerHealth(registry, {
+    role: deps.role ?? 'all',
+    engine: deps.engine,
+    index: deps.database?.stores.index,
+    migration: deps.migration,
+    writer: deps.writer,
+    cameras: deps.cameras,
+  });
   if (deps.metrics) registerMetrics(registry, deps.metrics);
   registerDocs(registry, {
     title: 'Face recognition service',
@@ -129,6 +138,26 @@ export function buildShardRegistry(deps: ShardRouteDeps): RouteRegistry {
     title: 'Face recognition service: shard server',
     serviceVersion: deps.serviceVersion,
     description: 'A shard server of a face recognition cluster: it holds some search shards, follows the change log for them, and answers API nodes.',
+  });
+  return registry;
+}
+
+export interface CameraRouteDeps {
+  engine: Engine;
+  cameras: NonNullable<HealthDeps['cameras']>;
+  metrics: ServiceMetrics;
+  serviceVersion: string;
+}
+
+/** The routes of a camera worker (FACE_ROLE=camera): its health, with the cameras' states, and metrics. */
+export function buildCameraRegistry(deps: CameraRouteDeps): RouteRegistry {
+  const registry = new RouteRegistry();
+  registerHealth(registry, { role: 'camera', engine: deps.engine, cameras: deps.cameras });
+  registerMetrics(registry, deps.metrics);
+  registerDocs(registry, {
+    title: 'Face recognition service: camera worker',
+    serviceVersion: deps.serviceVersion,
+    description: 'A camera worker: it reads camera streams, follows the faces in view and writes one sighting per person passing by to an API node.',
   });
   return registry;
 }

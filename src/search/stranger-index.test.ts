@@ -76,7 +76,7 @@ describe("the strangers' index", () => {
   });
 
   it("split over shard servers by sighting id: each holds those on its shards, together all of them", async () => {
-    const ids = [];
+    const ids: number[] = [];
     for (let k = 0; k < 12; k++) ids.push((await sight(axis(k), 0.9)).id);
     const shards = 3;
     const servers = await Promise.all([[0], [1, 2]].map((held) => openIndex((id) => held.includes(shardOf(id, shards)))));

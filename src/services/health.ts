@@ -4,15 +4,16 @@
  * the warm-up that ran before the service said ready), the search
  * shards in service and the faces they hold, after a recogniser switch the
  * re-embedding of stored faces, and which database server this node writes to
- * (db/writer.ts). The route adds the request load.
+ * (db/writer.ts), and the cameras it reads. The route adds the request load.
  */
+import type { CameraState } from '../camera/camera.js';
 import type { WriterWatch } from '../db/writer.js';
 import { warmupByModel, type Engine } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { EmbeddingMigration } from './reembed.js';
 
 export interface HealthDeps {
-  role: 'all' | 'api' | 'shard';
+  role: 'all' | 'api' | 'shard' | 'camera';
   /** Absent on a shard server, which runs no models. */
   engine?: Engine;
   /** Absent without a face database. */
@@ -20,9 +21,11 @@ export interface HealthDeps {
   migration?: EmbeddingMigration;
   /** Which database server this node writes to; absent without a face database. */
   writer?: Pick<WriterWatch, 'current'>;
+  /** The cameras this process reads (FACE_CAMERAS). */
+  cameras?: { states(): CameraState[] };
 }
 
-export function health({ role, engine, index, migration, writer }: HealthDeps) {
+export function health({ role, engine, index, migration, writer, cameras }: HealthDeps) {
   const info = engine?.info();
   return {
     status: 'ok' as const,
@@ -44,6 +47,7 @@ export function health({ role, engine, index, migration, writer }: HealthDeps) {
     ...(index ? { search: searchSummary(index) } : {}),
     ...(migration ? { migration: migration.status() } : {}),
     ...(writer ? { database: databaseSummary(writer) } : {}),
+    ...(cameras ? { cameras: cameras.states() } : {}),
   };
 }
 

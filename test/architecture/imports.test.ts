@@ -125,17 +125,20 @@ export const MAY_IMPORT: Record<string, readonly string[]> = {
   // The search tier: shards, the follower of the change log and its waiters, snapshots, healing, the
   // cluster's client and wire format, the shard server. Services (enrol, identify, ...) use it.
   search: ['db', 'native', 'errors', 'log', 'config', 'durable-fs'],
-  services: ['search', 'db', 'native', 'errors', 'log', 'config'],
+  // Cameras: a stream decoded, faces followed, one sighting per passage; the sighting is written
+  // by a writer the composition root gives (identify in this process, or over HTTP).
+  camera: ['native', 'errors', 'log', 'config'],
+  services: ['search', 'db', 'native', 'camera', 'errors', 'log', 'config'],
   // Parse, call a service (the search tier's included), render.
   routes: ['services', 'search', 'http', 'metrics', 'errors'],
   // The only importer of uWebSockets.js; it knows routes only through the registry.
   http: ['errors', 'log', 'auth'],
   // Metrics read every layer's numbers; only the routes (and app.ts) serve them.
-  metrics: ['http', 'search', 'services', 'db', 'native', 'log', 'errors'],
+  metrics: ['http', 'search', 'services', 'camera', 'db', 'native', 'log', 'errors'],
   // The tools reach the database (tokens, history partitions) or the API over HTTP, never the server's code.
   cli: ['db', 'config', 'log', 'errors'],
   // The composition root assembles every layer but the tools.
-  app: ['auth', 'config', 'db', 'durable-fs', 'errors', 'http', 'log', 'metrics', 'native', 'routes', 'search', 'services'],
+  app: ['auth', 'camera', 'config', 'db', 'durable-fs', 'errors', 'http', 'log', 'metrics', 'native', 'routes', 'search', 'services'],
   main: ['app', 'config', 'db', 'log', 'native'],
 };
 
