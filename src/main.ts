@@ -31,9 +31,13 @@ interface Started {
   finished?: Promise<void>;
 }
 
-/** FACE_ROLE=camera: no database; the engine detects, sightings go to the API over HTTP. */
+/**
+ * FACE_ROLE=camera: no database; the engine detects, sightings go to the API over HTTP. Its
+ * embeddings only tell faces apart from one frame to the next when their boxes jump, so unless
+ * FACE_RECOGNIZER says otherwise it runs the lightest recogniser.
+ */
 async function startCamera(config: Config, log: Logger): Promise<Started> {
-  const engine = await openEngine(engineOptionsFrom(config));
+  const engine = await openEngine(engineOptionsFrom(config, config.recognizer ? {} : { recognizer: 'sface' }));
   const worker = await startCameraWorker({ config, engine, log });
   log.info({ host: config.host, port: worker.port, role: config.role, cameras: config.cameras.list?.map((c) => c.camId) }, 'listening');
   return { running: worker, cleanup: async () => undefined, finished: worker.cameras.done };

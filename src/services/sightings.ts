@@ -94,10 +94,11 @@ const STRANGER_CANDIDATES = 16;
  */
 export async function strangerPersons(grouping: Grouping, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
   const { history, seen } = grouping;
-  seen.last = await history.lastStrangerSighting(grouping.model, seen.last, tx);
+  const upTo = await history.lastStrangerSighting(grouping.model, seen.last, tx);
+  seen.last = Math.max(seen.last, upTo);
   const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;
-  const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, seen.last, since);
+  const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, upTo, since);
   const personOf = await history.personsOfSightings([...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
   return found.map(({ hits, searched }) => {
     const accepts = identifyAccepts(grouping.threshold, searched);

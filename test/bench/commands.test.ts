@@ -83,6 +83,13 @@ const COMMANDS: BenchCommand[] = [
   { script: 'bench:gpu', args: (out) => ['--modes', 'sface', '--batches', '1', '--sets', 'demo', '--time', '300', '--no-start', '--no-precision', '--json', path.join(out, 'g.json')], done: /done in /, timeoutS: 600 },
   { script: 'bench:cluster', args: () => ['--faces', '1000', '--layouts', '1', '--seconds', '1', '--shard-seconds', '1', '--concurrency', '2'], done: /capacity/i, timeoutS: 600 },
   { script: 'bench:persons', args: (out) => ['--people', '30', '--thresholds', 'medium', '--rate-photos', '8', '--clients', '2', '--sizes', '1000', '--json', path.join(out, 'p.json')], done: /strangers' index at 1000 representatives/, needs: ['lfw'], timeoutS: 600 },
+  {
+    script: 'bench:cameras',
+    args: (out) => ['--passages', '2', '--cameras', '1', '--faces', '1', '--window', '2', '--minutes', '0.3', '--flap-s', '6', '--json', path.join(out, 'cam.json')],
+    done: /cameras bench done/,
+    needs: ['lfw'],
+    timeoutS: 300,
+  },
   { script: 'bench:change-log', args: () => ['--faces', '100', '--writes', '10'], done: /\| path \|/ },
   { script: 'bench:store', args: () => ['--faces', '1000', '--seconds', '1'], done: /listing \d+ faces/ },
   { script: 'bench:history', args: () => ['--events', '10000', '--cameras', '5', '--persons', '100', '--seconds', '1'], done: /## Plans/ },
