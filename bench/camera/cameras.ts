@@ -29,8 +29,8 @@ import { makeVideo, type Appearance } from '../../test/harness/camera-video.js';
 import { freePort, startBenchService } from '../../test/harness/load-service.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { cpuDelta, cpuSnapshot } from '../../test/harness/proc-cpu.js';
-import { startProcess, type ServiceProcess } from '../../test/harness/process.js';
-import { startRtspServer, type RtspServer } from '../../test/harness/rtsp.js';
+import type { ServiceProcess } from '../../test/harness/process.js';
+import { startCameraWorker, startRtspServer, type RtspServer } from '../../test/harness/rtsp.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
 import { lfwMissing, limitPeople, loadLfw } from '../lib/lfw.js';
 
@@ -79,20 +79,7 @@ async function main(): Promise<void> {
   const workers: ServiceProcess[] = [];
   const servers: RtspServer[] = [];
   const startWorker = async (cameras: Record<string, string>, env: Record<string, string> = {}) => {
-    const w = await startProcess({
-      ...process.env,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      // Info: the harness waits for the "listening" line.
-      LOG_LEVEL: 'info',
-      FACE_ROLE: 'camera',
-      FACE_TOKEN: TOKEN,
-      FACE_CAMERA_API_URL: service.base,
-      FACE_CAMERAS: Object.entries(cameras)
-        .map(([c, u]) => `${c}=${u}`)
-        .join(','),
-      ...env,
-    });
+    const w = await startCameraWorker(service.base, TOKEN, cameras, env);
     workers.push(w);
     return w;
   };

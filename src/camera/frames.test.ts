@@ -1,8 +1,10 @@
 /**
- * The decoder against sources that lie: frames far larger than asked for, a
- * file cut short, bytes that are no video, a server that accepts and never
- * sends. Each ends the run with a reason (or its frames), never a hang.
- * Needs ffmpeg (in CI, installed by .ci/run).
+ * The decoder on each kind of source (a file, RTSP over UDP, HTTP MJPEG; RTSP
+ * over TCP is camera.test.ts's), and against sources that lie: frames far
+ * larger than asked for, a file cut short, bytes that are no video, a server
+ * that accepts and never sends. Each ends the run with a reason (or its
+ * frames), never a hang. Needs ffmpeg and GStreamer's RTSP server (in CI,
+ * installed by .ci/run).
  */
 import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -12,16 +14,21 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import http from 'node:http';
+import { rtspMissing, startRtspServer } from '../../test/harness/rtsp.js';
 import { FrameSource, MAX_FRAME_WIDTH, redacted, type Frame } from './frames.js';
 
 const run = promisify(execFile);
-const missing = await run('ffmpeg', ['-version']).then(
-  () => undefined,
-  () => 'ffmpeg is not installed (Debian: ffmpeg)',
-);
-if (missing && process.env.CI) throw new Error(`frames.test.ts needs ${missing}`);
-if (missing) console.warn(`frames.test.ts: skipped, ${missing}`);
-const suite = missing ? describe.skip : describe;
+const missing = [
+  await run('ffmpeg', ['-version']).then(
+    () => undefined,
+    () => 'ffmpeg is not installed (Debian: ffmpeg)',
+  ),
+  await rtspMissing(),
+].filter((m): m is string => typeof m === 'string');
+if (missing.length && process.env.CI) throw new Error(`frames.test.ts needs ${missing.join('; ')}`);
+if (missing.length) console.warn(`frames.test.ts: skipped, ${missing.join('; ')}`);
+const suite = missing.length ? describe.skip : describe;
 
 /** Width of a baseline JPEG, from its SOF0 segment. */
 function jpegWidth(jpeg: Buffer): number {
@@ -65,6 +72,55 @@ suite('frames decoded by ffmpeg', () => {
     expect(frames.slice(0, 3).map((f) => f.pts)).toEqual([0, 0.5, 1]);
     expect(source.dropped).toBe(0);
   });
+
+  it('RTSP over UDP', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = (probe.address() as net.AddressInfo).port;
+        probe.close(() => resolve(p));
+      });
+    });
+    const server = await startRtspServer(port, { live: video('whole.mkv') });
+    try {
+      const source = new FrameSource({ source: server.url('live'), transport: 'udp', fps: 5, stallMs: 5000 });
+      const first = await source.next();
+      source.stop();
+      await drain(source);
+      expect(first && jpegWidth(first.jpeg)).toBe(320);
+    } finally {
+      await server.kill();
+    }
+  }, 30_000);
+
+  it('HTTP MJPEG (multipart/x-mixed-replace), as many IP cameras serve it', async () => {
+    const { stdout } = await run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-i', video('whole.mkv'), '-frames:v', '3', '-f', 'image2pipe', '-c:v', 'mjpeg', 'pipe:1'], {
+      encoding: 'buffer',
+      maxBuffer: 16 * 2 ** 20,
+    });
+    const jpegs = (stdout as Buffer).toString('latin1').split('\xff\xd9').filter((p) => p.length > 0).map((p) => Buffer.from(`${p}\xff\xd9`, 'latin1'));
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'multipart/x-mixed-replace; boundary=frame' });
+      let k = 0;
+      const timer = setInterval(() => {
+        const jpeg = jpegs[k++ % jpegs.length];
+        res.write(`--frame\r\nContent-Type: image/jpeg\r\nContent-Length: ${jpeg.length}\r\n\r\n`);
+        res.write(jpeg);
+        res.write('\r\n');
+      }, 100);
+      res.on('close', () => clearInterval(timer));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const source = new FrameSource({ source: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/video.mjpg`, fps: 5, stallMs: 5000 });
+      const first = await source.next();
+      source.stop();
+      await drain(source);
+      expect(first && jpegWidth(first.jpeg)).toBe(320);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  }, 30_000);
 
   it('8K frames arrive at most MAX_FRAME_WIDTH wide', async () => {
     const source = new FrameSource({ source: video('eight-k.mkv'), fps: 5, stallMs: 20_000 });

@@ -58,7 +58,9 @@ export function redacted(source: string): string {
 
 /** The decoder's arguments for a source. */
 export function ffmpegArgs(opts: FrameSourceOptions): string[] {
-  const input: string[] = [];
+  // A live stream is probed for 1 s rather than FFmpeg's 5 (over RTSP/UDP it waits out the whole
+  // probe before the first frame): a camera's stream says what it is within its first second.
+  const input: string[] = isLive(opts.source) ? ['-analyzeduration', '1000000'] : [];
   if (/^rtsps?:/i.test(opts.source)) input.push('-rtsp_transport', opts.transport ?? 'tcp', '-timeout', String(opts.stallMs * 1000));
   else if (/^https?:/i.test(opts.source)) input.push('-rw_timeout', String(opts.stallMs * 1000));
   return [

@@ -1,11 +1,12 @@
 /**
  * GStreamer's RTSP server (rtsp-server.py, Debian's python3-gi and
  * gir1.2-gst-rtsp-server-1.0) as a child process: a real camera stream for
- * the camera tests and benches.
+ * the camera tests and benches; and the camera worker that reads it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { findProjectRoot } from '../../src/config/index.js';
+import { startProcess, type ServiceProcess } from './process.js';
 
 /** Debian's Python, which has python3-gi (a python3 earlier on PATH may not). */
 const PYTHON = '/usr/bin/python3';
@@ -46,4 +47,25 @@ export async function rtspMissing(): Promise<string | undefined> {
     probe.once('error', () => resolve(-1));
   });
   return code === 0 ? undefined : `GStreamer's RTSP server for Python (Debian: gir1.2-gst-rtsp-server-1.0, python3-gi) is not installed`;
+}
+
+/**
+ * A camera worker (FACE_ROLE=camera) as a child process reading `cameras` (cam_id → source),
+ * writing its sightings to the service at `api` with `token`; resolves once it listens.
+ */
+export function startCameraWorker(api: string, token: string, cameras: Record<string, string>, env: Record<string, string> = {}): Promise<ServiceProcess> {
+  return startProcess({
+    ...process.env,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    // Info: the harness waits for the "listening" line.
+    LOG_LEVEL: 'info',
+    FACE_ROLE: 'camera',
+    FACE_TOKEN: token,
+    FACE_CAMERA_API_URL: api,
+    FACE_CAMERAS: Object.entries(cameras)
+      .map(([c, u]) => `${c}=${u}`)
+      .join(','),
+    ...env,
+  });
 }

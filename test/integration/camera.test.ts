@@ -22,7 +22,7 @@ import { freshDatabase, type TestDatabase } from '../harness/database.js';
 import { form, haveLfw, lfwDir } from '../harness/images.js';
 import { freePort } from '../harness/load-service.js';
 import { buildDist, startProcess, type ServiceProcess } from '../harness/process.js';
-import { rtspMissing, startRtspServer, type RtspServer } from '../harness/rtsp.js';
+import { rtspMissing, startCameraWorker, startRtspServer, type RtspServer } from '../harness/rtsp.js';
 import { request } from '../harness/service.js';
 import { until } from '../harness/until.js';
 
@@ -141,18 +141,8 @@ suite('cameras', () => {
     const port = await freePort();
     const dead = await freePort();
     let server: RtspServer = await startRtspServer(port, { hall: videos['hall-a'] });
-    const worker = await startProcess({
-      ...process.env,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      LOG_LEVEL: 'info',
-      FACE_ROLE: 'camera',
-      FACE_TOKEN: TOKEN,
-      FACE_CAMERA_API_URL: api.base,
-      // A camera that never answers, beside the one that does.
-      FACE_CAMERAS: `hall=${server.url('hall')},attic=rtsp://127.0.0.1:${dead}/none`,
-      FACE_CAMERA_STALL_S: '3',
-    });
+    // A camera that never answers, beside the one that does.
+    const worker = await startCameraWorker(api.base, TOKEN, { hall: server.url('hall'), attic: `rtsp://127.0.0.1:${dead}/none` }, { FACE_CAMERA_STALL_S: '3' });
     try {
       const first = await until('the first passage in the hall', async () => ((await history('hall')).length === 1 ? (await history('hall'))[0] : undefined), 40_000);
       // The server dies; the worker reconnects with backoff until it is back, with another part of the day.
