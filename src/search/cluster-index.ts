@@ -81,6 +81,8 @@ export class ClusterIndex implements SearchShards {
   private readonly clients: ShardClient[];
   private readonly seen: Seen[];
   private readonly serverOf: number[];
+  /** Servers whose last strangers' search failed (logged once). */
+  private readonly strangersMissed = new Set<number>();
   private timer?: NodeJS.Timeout;
 
   private constructor(private readonly opts: ClusterOptions) {
@@ -218,18 +220,23 @@ export class ClusterIndex implements SearchShards {
   /**
    * The strangers' sightings on every server that is up, as one strangers' index: the best `n`
    * of theirs per query, and the sum of what they searched. A server that misses the call is
-   * left out (a returning stranger whose sightings it holds may start a new person, which merges
-   * with theirs at a later sighting matching both) and is out until a state poll finds it back.
+   * left out of that step (a returning stranger whose sightings it holds may start a new person,
+   * which merges with theirs at a later sighting matching both), logged once until it answers
+   * again; its faces' search is not affected.
    */
   async searchStrangers(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]> {
     const answers = await Promise.all(
       this.clients.map(async (client, i) => {
         if (!this.seen[i].up) return undefined;
         try {
-          return await client.strangers(rows, n, upTo, since, this.opts.deadlineMs);
+          const answer = await client.strangers(rows, n, upTo, since, this.opts.deadlineMs);
+          if (this.strangersMissed.delete(i)) this.opts.log.info({ server: this.opts.servers[i].url }, "shard server answers strangers' searches again");
+          return answer;
         } catch (err) {
-          this.opts.log.warn({ server: this.opts.servers[i].url, err: (err as Error).message }, "shard server missed a strangers' search; grouping without it");
-          this.seen[i].up = false;
+          if (!this.strangersMissed.has(i)) {
+            this.strangersMissed.add(i);
+            this.opts.log.warn({ server: this.opts.servers[i].url, err: (err as Error).message }, "shard server missed a strangers' search; grouping without it");
+          }
           return undefined;
         }
       }),

@@ -81,7 +81,7 @@ export interface StrangerSearch {
 /**
  * Threads of the strangers' index pool. One: a grouping step searches one sighting at a time
  * (under its lock), and a scan of its representatives is small beside a sighting's cost
- * (3.7 ms at a million on one thread, bench/RESULTS.md "Persons formed by strangers").
+ * (1.7 ms at a million on one thread, bench/RESULTS.md "Persons formed by strangers").
  */
 export const STRANGER_INDEX_THREADS = 1;
 
