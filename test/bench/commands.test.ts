@@ -10,7 +10,7 @@
  * its sequence), `bench:failover` (Debian's Patroni and etcd; `npm run
  * test:failover` runs one round).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,11 +20,13 @@ import { findProjectRoot } from '../../src/config/index.js';
 import { haveLfw, haveSharedFaces } from '../harness/images.js';
 import { buildDist } from '../harness/process.js';
 import { findHaproxy } from '../harness/reliability/proxy-cluster.js';
+import { rtspMissing } from '../harness/rtsp.js';
 
 const root = findProjectRoot();
 const run = promisify(execFile);
 const venv = existsSync(path.join(root, 'bench/.venv/bin/python'));
 const haproxy = findHaproxy().bin !== undefined;
+const cameraTools = (await rtspMissing()) === undefined && spawnSync('ffmpeg', ['-version']).status === 0;
 
 /** Prerequisites a fresh clone may lack; CI provides each (.ci/run), so there a missing one fails. */
 const NEEDS = {
@@ -32,6 +34,7 @@ const NEEDS = {
   faces: { have: haveSharedFaces, why: '../shared/testdata/faces' },
   venv: { have: venv, why: 'bench/.venv (sh bench/search/ann-setup.sh && bench/.venv/bin/pip install -r bench/peers/requirements.txt)' },
   haproxy: { have: haproxy, why: "Debian's haproxy" },
+  cameras: { have: cameraTools, why: "Debian's ffmpeg, python3-gi and gir1.2-gst-rtsp-server-1.0" },
 } as const;
 
 interface BenchCommand {
@@ -87,7 +90,7 @@ const COMMANDS: BenchCommand[] = [
     script: 'bench:cameras',
     args: (out) => ['--passages', '2', '--cameras', '1', '--faces', '1', '--window', '2', '--minutes', '0.3', '--flap-s', '6', '--json', path.join(out, 'cam.json')],
     done: /cameras bench done/,
-    needs: ['lfw'],
+    needs: ['lfw', 'cameras'],
     timeoutS: 300,
   },
   { script: 'bench:change-log', args: () => ['--faces', '100', '--writes', '10'], done: /\| path \|/ },
