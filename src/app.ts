@@ -124,6 +124,20 @@ function pruneIdempotencyKeys(keys: IdempotencyStore, log: Logger): NodeJS.Timeo
   return timer;
 }
 
+/**
+ * Listens accepting the operator token alone (shard servers, camera workers, whose routes are
+ * between the nodes of one deployment); `undo` releases what was opened when it cannot.
+ */
+async function serveOperatorOnly(config: Config, registry: RouteRegistry, metrics: ServiceMetrics, log: Logger, undo: () => Promise<void>) {
+  const operator = new StaticTokenVerifier(config.token);
+  try {
+    return await serve(config, registry, operator, operator, metrics, log);
+  } catch (err) {
+    await undo();
+    throw err;
+  }
+}
+
 /** Listens with the configured limits; every role serves through this. */
 function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier, operatorVerifier: TokenVerifier, metrics: ServiceMetrics, log: Logger) {
   return listen({
@@ -383,16 +397,10 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
     serviceVersion: serviceVersion(),
     writer,
   });
-  const operator = new StaticTokenVerifier(config.token);
-  let server;
-  try {
-    server = await serve(config, registry, operator, operator, metrics, log);
-  } catch (err) {
+  const listening = await serveOperatorOnly(config, registry, metrics, log, async () => {
     await sync.stop();
     strangers?.close();
-    throw err;
-  }
-  const listening = server;
+  });
   let closing: Promise<void> | undefined;
   return {
     port: listening.port,
@@ -434,16 +442,10 @@ export async function startCameraWorker({ config, engine, log = rootLog }: { con
   const cameras = new Cameras(list, engine, new HttpSightingWriter(apiUrl, config.token), cameraOptions(config), log);
   metrics.watchCameras(cameras);
   const registry = buildCameraRegistry({ engine, cameras, metrics, serviceVersion: serviceVersion() });
-  const operator = new StaticTokenVerifier(config.token);
-  let server;
-  try {
-    server = await serve(config, registry, operator, operator, metrics, log);
-  } catch (err) {
+  const listening = await serveOperatorOnly(config, registry, metrics, log, async () => {
     await cameras.stop();
     metrics.close();
-    throw err;
-  }
-  const listening = server;
+  });
   let closing: Promise<void> | undefined;
   return {
     port: listening.port,

@@ -132,13 +132,18 @@ export function buildShardRegistry(deps: ShardRouteDeps): RouteRegistry {
   registerShardServer(registry, deps);
   registerShardsReport(registry, deps.view);
   registerShardsControl(registry, deps.control);
-  registerHealth(registry, { role: 'shard', index: deps.view, writer: deps.writer });
-  registerMetrics(registry, deps.metrics);
-  registerDocs(registry, {
+  return withNodeRoutes(registry, { role: 'shard', index: deps.view, writer: deps.writer }, deps.metrics, {
     title: 'Face recognition service: shard server',
     serviceVersion: deps.serviceVersion,
     description: 'A shard server of a face recognition cluster: it holds some search shards, follows the change log for them, and answers API nodes.',
   });
+}
+
+/** What every node other than an API node serves besides its own routes: /health, /metrics and its documentation. */
+function withNodeRoutes(registry: RouteRegistry, health: HealthDeps, metrics: ServiceMetrics, docs: Parameters<typeof registerDocs>[1]): RouteRegistry {
+  registerHealth(registry, health);
+  registerMetrics(registry, metrics);
+  registerDocs(registry, docs);
   return registry;
 }
 
@@ -151,13 +156,9 @@ export interface CameraRouteDeps {
 
 /** The routes of a camera worker (FACE_ROLE=camera): its health, with the cameras' states, and metrics. */
 export function buildCameraRegistry(deps: CameraRouteDeps): RouteRegistry {
-  const registry = new RouteRegistry();
-  registerHealth(registry, { role: 'camera', engine: deps.engine, cameras: deps.cameras });
-  registerMetrics(registry, deps.metrics);
-  registerDocs(registry, {
+  return withNodeRoutes(new RouteRegistry(), { role: 'camera', engine: deps.engine, cameras: deps.cameras }, deps.metrics, {
     title: 'Face recognition service: camera worker',
     serviceVersion: deps.serviceVersion,
     description: 'A camera worker: it reads camera streams, follows the faces in view and writes one sighting per person passing by to an API node.',
   });
-  return registry;
 }

@@ -30,6 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { HistoryStore, Representative } from '../db/history-store.js';
 import type { Logger } from '../log.js';
+import { oneAtATime } from '../one-at-a-time.js';
 import { openFaceIndex, type FaceIndex, type IndexOptions } from '../native/face-index.js';
 
 export type { Representative } from '../db/history-store.js';
@@ -113,7 +114,7 @@ export class StrangerIndex implements StrangerSearch {
   private readonly bySighting = new Map<number, Omit<Representative, 'vector'>>();
   private position = 0;
   private last = 0;
-  private reading: Promise<void> = Promise.resolve();
+  private readonly reading = oneAtATime();
   private timers: NodeJS.Timeout[] = [];
 
   private constructor(
@@ -188,9 +189,7 @@ export class StrangerIndex implements StrangerSearch {
         }
       }
     };
-    const run = this.reading.then(read, read);
-    this.reading = run.catch(() => undefined);
-    return run;
+    return this.reading(read);
   }
 
   async search(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]> {

@@ -8,6 +8,7 @@ import type { HistoryEvent, HistoryStore, Sighting, SightingFace } from '../db/h
 import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
+import { oneAtATime, type OneAtATime } from '../one-at-a-time.js';
 import type { StrangerSearch } from '../search/stranger-index.js';
 import { identifyAccepts, type ThresholdPreset } from './calibration.js';
 import { boxOf } from './analysis.js';
@@ -64,23 +65,14 @@ export interface Grouping {
   /** Thumbnails (and embeddings) are deleted after this many seconds; 0: kept. Older sightings are not matched. */
   retentionS: number;
   /** Runs this process's grouping steps one at a time, so they wait here rather than each holding a connection while it waits for the database's lock. */
-  exclusive: <T>(step: () => Promise<T>) => Promise<T>;
+  exclusive: OneAtATime;
   /** The newest strangers' sighting this process has seen: the next look for newer ones starts there. */
   seen: { last: number };
 }
 
 /** A grouping over `strangers`, its steps one at a time in this process. */
 export function grouping(opts: Omit<Grouping, 'exclusive' | 'seen'>): Grouping {
-  let queue: Promise<unknown> = Promise.resolve();
-  return {
-    ...opts,
-    exclusive<T>(step: () => Promise<T>): Promise<T> {
-      const run = queue.then(step, step);
-      queue = run.catch(() => undefined);
-      return run;
-    },
-    seen: { last: 0 },
-  };
+  return { ...opts, exclusive: oneAtATime(), seen: { last: 0 } };
 }
 
 /** Representatives searched per face: enough to find every person within reach, each with its best few. */

@@ -118,17 +118,18 @@ export const MAY_IMPORT: Record<string, readonly string[]> = {
   log: [],
   config: [],
   'durable-fs': [],
+  'one-at-a-time': [],
   auth: ['errors'],
   // db/tokens.ts is a token verifier (auth.ts); photo blobs are written durably.
   db: ['errors', 'log', 'config', 'auth', 'durable-fs'],
   native: ['errors', 'log', 'config'],
   // The search tier: shards, the follower of the change log and its waiters, snapshots, healing, the
   // cluster's client and wire format, the shard server. Services (enrol, identify, ...) use it.
-  search: ['db', 'native', 'errors', 'log', 'config', 'durable-fs'],
+  search: ['db', 'native', 'errors', 'log', 'config', 'durable-fs', 'one-at-a-time'],
   // Cameras: a stream decoded, faces followed, one sighting per passage; the sighting is written
   // by a writer the composition root gives (identify in this process, or over HTTP).
   camera: ['native', 'errors', 'log', 'config'],
-  services: ['search', 'db', 'native', 'camera', 'errors', 'log', 'config'],
+  services: ['search', 'db', 'native', 'camera', 'errors', 'log', 'config', 'one-at-a-time'],
   // Parse, call a service (the search tier's included), render.
   routes: ['services', 'search', 'http', 'metrics', 'errors'],
   // The only importer of uWebSockets.js; it knows routes only through the registry.
