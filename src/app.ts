@@ -25,8 +25,11 @@ import { IdempotencyStore } from './db/idempotency.js';
 import { WriterWatch } from './db/writer.js';
 import { PhotoBlobs, PhotoStore } from './db/photos.js';
 import { ReembedStore } from './db/reembed-store.js';
-import { DbTokenVerifier } from './db/tokens.js';
+import { AuditLog } from './db/audit.js';
+import { TenantStore } from './db/tenants.js';
+import { DbTokenVerifier, TokenStore } from './db/tokens.js';
 import type { RouteRegistry } from './http/registry.js';
+import { FairShare } from './http/fair-share.js';
 import { listen } from './http/server.js';
 import { log as rootLog, type Logger } from './log.js';
 import { ServiceMetrics } from './metrics/service-metrics.js';
@@ -131,7 +134,7 @@ function pruneIdempotencyKeys(keys: IdempotencyStore, log: Logger): NodeJS.Timeo
 async function serveOperatorOnly(config: Config, registry: RouteRegistry, metrics: ServiceMetrics, log: Logger, undo: () => Promise<void>) {
   const operator = new StaticTokenVerifier(config.token);
   try {
-    return await serve(config, registry, operator, operator, metrics, log);
+    return await serve(config, registry, operator, metrics, log);
   } catch (err) {
     await undo();
     throw err;
@@ -139,13 +142,13 @@ async function serveOperatorOnly(config: Config, registry: RouteRegistry, metric
 }
 
 /** Listens with the configured limits; every role serves through this. */
-function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier, operatorVerifier: TokenVerifier, metrics: ServiceMetrics, log: Logger) {
+function serve(config: Config, registry: RouteRegistry, verifier: TokenVerifier, metrics: ServiceMetrics, log: Logger) {
   return listen({
     host: config.host,
     port: config.port,
     registry,
     verifier,
-    operatorVerifier,
+    fairShare: new FairShare(config.fairShare),
     limits: {
       maxBodyBytes: config.maxBodyBytes,
       maxUploadBytes: config.maxUploadBytes,
@@ -234,6 +237,9 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
     // ... writes see them as they are: a face stored during a migration is searchable at once.
     writes: search.writes,
     control: held ? new ShardControl(held.index, held.sync, view) : undefined,
+    tenants: new TenantStore(db.sql, photos),
+    tokens: new TokenStore(db.sql),
+    audit: new AuditLog(db.sql),
   };
   return { search, migration, database, replica };
 }
@@ -280,8 +286,6 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     (outcome) => metrics.photoFetched(outcome),
   );
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
-  // Operator tokens from the database stand beside FACE_TOKEN on the routes that change how the service runs.
-  const dbOperatorTokens = db ? new DbTokenVerifier(db.sql, undefined, { log, scope: 'operator' }) : undefined;
   const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log) : undefined;
   const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
@@ -319,9 +323,8 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     ...(config.cameras.list ? { cameras: cameraStates } : {}),
   });
   const staticToken = new StaticTokenVerifier(config.token);
-  const operatorVerifier = new AnyTokenVerifier([staticToken, ...(dbOperatorTokens ? [dbOperatorTokens] : [])]);
   const verifier = new AnyTokenVerifier([staticToken, ...(dbTokens ? [dbTokens] : []), ...verifiers]);
-  const server = await serve(config, registry, verifier, operatorVerifier, metrics, log);
+  const server = await serve(config, registry, verifier, metrics, log);
   migration?.start();
   if (config.cameras.list && database) {
     cameras = startCameras(config.cameras.list, database);
@@ -354,7 +357,6 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
         metrics.close();
         engine.close();
         await dbTokens?.close();
-        await dbOperatorTokens?.close();
       })();
       return closing;
     },
@@ -393,6 +395,7 @@ export async function startShardServer({ config, db, log = rootLog }: { config: 
     maxN: config.identify.maxN,
     view,
     control,
+    audit: new AuditLog(db.sql),
     metrics,
     serviceVersion: serviceVersion(),
     writer,

@@ -1,34 +1,73 @@
 /**
- * API token checks: `Authorization: Token <token>`.
+ * API token checks: `Authorization: Token <token>`, and what the token may do.
  *
- * Verification sits behind `TokenVerifier` so that the database-backed token
- * store plugs in beside the bootstrap FACE_TOKEN without touching the HTTP
- * layer. With no verifier able to accept anything, every authenticated route
- * answers 401: the service fails closed rather than open.
+ * A verifier turns a token into the `Principal` it stands for: its tenant,
+ * whether it is an operator's, its access level and galleries, and its fair
+ * share. Verification sits behind `TokenVerifier` so that the database-backed
+ * token store plugs in beside the bootstrap FACE_TOKEN without touching the
+ * HTTP layer. With no verifier able to accept anything, every authenticated
+ * route answers 401: the service fails closed rather than open.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { DomainError } from './errors.js';
 
+/** The first tenant: what a single-tenant deployment and FACE_TOKEN use. */
+export const FIRST_TENANT = 1;
+
+/**
+ * What a token may do within its tenant, each level including the one before:
+ * `analyze` detects and verifies photos (nothing stored is read or written),
+ * `read` also reads what is stored, `write` also changes it.
+ */
+export const ACCESS_LEVELS = ['analyze', 'read', 'write'] as const;
+export type Access = (typeof ACCESS_LEVELS)[number];
+
+export function allows(granted: Access, needed: Access): boolean {
+  return ACCESS_LEVELS.indexOf(granted) >= ACCESS_LEVELS.indexOf(needed);
+}
+
+/** Who a valid token stands for. */
+export interface Principal {
+  /** The token's id in the token store; undefined for FACE_TOKEN. */
+  tokenId?: number;
+  /** The token's name, as the audit log records it. */
+  name: string;
+  tenant: number;
+  /** Also reaches the operator routes (/metrics, /v0/admin/*, /v0/shard/*). */
+  operator: boolean;
+  access: Access;
+  /** The galleries of its tenant it may name; undefined: all of them. */
+  galleries?: readonly string[];
+  /** Its own fair share; undefined fields fall back to the service's defaults. */
+  limits: { ratePerS?: number; photosInFlight?: number };
+}
+
 export interface TokenVerifier {
-  /** True when the token grants access. Must not throw for unknown tokens. */
-  verify(token: string): Promise<boolean>;
+  /** What the token stands for, or undefined when it grants nothing. Must not throw for unknown tokens. */
+  verify(token: string): Promise<Principal | undefined>;
 }
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
 
+/** The bootstrap token: an operator of the first tenant, with every access and no limit of its own. */
+export const BOOTSTRAP_PRINCIPAL: Principal = { name: 'FACE_TOKEN', tenant: FIRST_TENANT, operator: true, access: 'write', limits: {} };
+
 /** Accepts one configured token; compares digests in constant time so timing reveals nothing about it. */
 export class StaticTokenVerifier implements TokenVerifier {
   private readonly expected: Buffer | undefined;
 
-  constructor(token: string | undefined) {
+  constructor(
+    token: string | undefined,
+    private readonly principal: Principal = BOOTSTRAP_PRINCIPAL,
+  ) {
     this.expected = token ? digest(token) : undefined;
   }
 
-  async verify(token: string): Promise<boolean> {
-    if (!this.expected) return false;
-    return timingSafeEqual(digest(token), this.expected);
+  async verify(token: string): Promise<Principal | undefined> {
+    if (!this.expected) return undefined;
+    return timingSafeEqual(digest(token), this.expected) ? this.principal : undefined;
   }
 }
 
@@ -36,9 +75,12 @@ export class StaticTokenVerifier implements TokenVerifier {
 export class AnyTokenVerifier implements TokenVerifier {
   constructor(private readonly verifiers: TokenVerifier[]) {}
 
-  async verify(token: string): Promise<boolean> {
-    for (const v of this.verifiers) if (await v.verify(token)) return true;
-    return false;
+  async verify(token: string): Promise<Principal | undefined> {
+    for (const v of this.verifiers) {
+      const p = await v.verify(token);
+      if (p) return p;
+    }
+    return undefined;
   }
 }
 
@@ -59,14 +101,32 @@ export function callerOf(header: string | undefined): Buffer | undefined {
   return token === undefined ? undefined : createHash('sha256').update(token).digest();
 }
 
-export async function authenticate(header: string | undefined, verifier: TokenVerifier): Promise<void> {
+/** The principal of a request's token; 401 AUTH_FAILED when there is none or it grants nothing. */
+export async function authenticate(header: string | undefined, verifier: TokenVerifier): Promise<Principal> {
   const token = tokenFromHeader(header);
   if (token === undefined) {
     throw new DomainError('AUTH_FAILED', 'Missing or malformed Authorization header; expected "Token <token>"', {
       headers: { 'WWW-Authenticate': 'Token' },
     });
   }
-  if (!(await verifier.verify(token))) {
-    throw new DomainError('AUTH_FAILED', 'Invalid token', { headers: { 'WWW-Authenticate': 'Token' } });
-  }
+  const principal = await verifier.verify(token);
+  if (!principal) throw new DomainError('AUTH_FAILED', 'Invalid token', { headers: { 'WWW-Authenticate': 'Token' } });
+  return principal;
+}
+
+/** 403 FORBIDDEN naming what the token lacks. */
+export function forbidden(missing: string, detail: string): DomainError {
+  return new DomainError('FORBIDDEN', `This token lacks the ${missing} scope: ${detail}`);
+}
+
+/**
+ * The galleries a request names, checked against the token's: 403 when it names one the token
+ * may not, or names none (the whole tenant) while the token is limited to some.
+ */
+export function checkGalleries(principal: Pick<Principal, 'galleries'>, named: readonly string[]): void {
+  const allowed = principal.galleries;
+  if (!allowed) return;
+  if (named.length === 0) throw forbidden('gallery', `it reaches only the galleries ${allowed.join(', ')}; name one of them`);
+  const outside = named.filter((g) => !allowed.includes(g));
+  if (outside.length) throw forbidden('gallery', `it does not reach the gallery ${outside.join(', ')}`);
 }

@@ -10,6 +10,8 @@
 /** Stable error codes, shown to clients as the body's `error`. */
 export type ErrorCode =
   | 'AUTH_FAILED'
+  | 'FORBIDDEN'
+  | 'RATE_LIMITED'
   | 'BAD_PARAM'
   | 'MALFORMED_JSON'
   | 'MALFORMED_BODY'

@@ -13,6 +13,7 @@ import { startCameraWorker, startServer, startShardServer, type RunningServer } 
 import { loadConfig } from './config/index.js';
 import { readLayout } from './db/layout.js';
 import { openDatabase } from './db/open.js';
+import { SERVICE_ACTOR } from './db/audit.js';
 import { TokenStore } from './db/tokens.js';
 import { createLogger } from './log.js';
 import { engineOptionsFrom, openEngine } from './native/engine.js';
@@ -52,7 +53,7 @@ async function startWithDatabase(config: Config, log: Logger): Promise<Started> 
   try {
     if (database.embedded && (await new TokenStore(database.db.sql).count()) === 0) {
       // First start of a self-contained install: without a token nobody could use it.
-      const { id, token } = await new TokenStore(database.db.sql).create('admin', { operator: true });
+      const { id, token } = await new TokenStore(database.db.sql).create(SERVICE_ACTOR, 'admin', { operator: true });
       log.info({ tokenId: id }, 'created the first API token (admin, operator); it is printed once on stdout and not stored');
       process.stdout.write(
         `\nAdmin API token (shown once, keep it): ${token}\n` +

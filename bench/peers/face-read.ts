@@ -4,7 +4,7 @@
  * that the peers differ from each other and from the service only in their
  * HTTP layer.
  */
-import { StaticTokenVerifier, tokenFromHeader } from '../../src/auth.js';
+import { FIRST_TENANT, StaticTokenVerifier, tokenFromHeader } from '../../src/auth.js';
 import { loadConfig } from '../../src/config/index.js';
 import { connect } from '../../src/db/client.js';
 import { FaceStore } from '../../src/db/faces.js';
@@ -40,7 +40,7 @@ export function openFaceReader(): FaceReader {
         if (method !== 'GET' || !m) return notFound;
         const token = tokenFromHeader(authorization);
         if (!token || !(await verifier.verify(token))) return { status: 401, body: { error: { code: 'AUTH_FAILED' } } };
-        const face = await store.getFace(Number(m[1]));
+        const face = await store.getFace({ tenant: FIRST_TENANT }, Number(m[1]));
         if (!face) return notFound;
         return { status: 200, body: renderFace(face, baseUrl({ host: host ?? '' })) };
       } catch {

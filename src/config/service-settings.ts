@@ -223,6 +223,25 @@ export const SERVICE_SETTINGS = {
       doc: 'a shard is snapshotted after this many changes; the change log is pruned below the oldest snapshot',
     }),
   },
+  fairShare: {
+    ratePerS: set({
+      env: 'FACE_TOKEN_RATE_PER_S',
+      kind: number(0, 1_000_000),
+      default: 0,
+      shown: '0 (no limit)',
+      doc: 'requests per second of each token unless its tenant or itself sets another; over it the answer is 429 `RATE_LIMITED` with `Retry-After`',
+    }),
+    // No limit unless set: one application alone may use every engine slot, as before tenants.
+    // Where tenants share a deployment, a limit below FACE_MAX_ENGINE_INFLIGHT leaves slots to
+    // the others, who then wait their turn in the engine instead of being shed with 503.
+    photosInFlight: set({
+      env: 'FACE_TOKEN_PHOTOS_IN_FLIGHT',
+      kind: integer(0),
+      default: 0,
+      shown: '0 (no limit)',
+      doc: 'photo requests in progress at once of each token unless its tenant or itself sets another; over it the answer is 429 `RATE_LIMITED`. With several tenants, set it below `FACE_MAX_ENGINE_INFLIGHT` so that one cannot take every slot',
+    }),
+  },
   identify: {
     strict: set({ env: 'FACE_IDENTIFY_STRICT', kind: flag(), default: false, doc: "default of identify's `strict`: answer 503 rather than search with shards missing" }),
     maxN: set({ env: 'FACE_IDENTIFY_MAX_N', kind: integer(1, 10_000), default: 100, doc: 'largest `n` for identify' }),

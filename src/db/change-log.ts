@@ -119,11 +119,18 @@ export async function pruneChanges(sql: Sql, through: number): Promise<number> {
   }
 }
 
+/**
+ * The search scopes of face row `f` (tenants.ts `searchScope`): its tenant's, then its tenant's
+ * name for each gallery it is in besides `default`, sorted. Searches filter by one of them.
+ */
+const scopesOf = (sql: Sql | TransactionSql) => sql`
+  ARRAY['t' || f.tenant_id] || ARRAY(SELECT 't' || m.tenant_id || '/' || m.gallery FROM face_galleries m WHERE m.face_id = f.id ORDER BY m.gallery)`;
+
 /** One page of a face scan for the search index: row k of `vectors` is face `ids[k]`. */
 export interface FacePage {
   ids: Float64Array;
   vectors: Float32Array;
-  /** Each face's galleries besides `default`, sorted. */
+  /** Each face's search scopes (`scopesOf`). */
   galleries: string[][];
 }
 
@@ -156,9 +163,7 @@ export async function scanFaces(
 ): Promise<number> {
   return sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
     const position = await lastPosition(tx);
-    const columns = tx`
-      f.id, f.embedding,
-      ARRAY(SELECT m.gallery FROM face_galleries m WHERE m.face_id = f.id ORDER BY m.gallery) AS galleries`;
+    const columns = tx`f.id, f.embedding, ${scopesOf(tx)} AS galleries`;
     let after = '0';
     for (;;) {
       let rows;
@@ -212,7 +217,7 @@ export type LoggedChange =
  * Up to `limit` changes after `position`, in order. A change whose face is
  * gone (or that says delete) reads `gone`; a face embedded by a recogniser
  * other than `model` reads `other-model` (its re-embedding logs an upsert
- * later). `galleries` are the face's galleries besides `default`, sorted.
+ * later). `galleries` are the face's search scopes (`scopesOf`).
  *
  * With `shards`, only the rows of those shards are read, and the rows without
  * a shard (logged before the log had one, or before the layout was recorded).
@@ -229,7 +234,7 @@ export async function changesAfter(sql: Sql, position: number, limit: number, mo
   const columns = sql`
     c.position, c.face_id, c.op, f.id IS NOT NULL AS present, f.model = ${model} AS current,
     CASE WHEN c.op = 'galleries' OR f.model <> ${model} THEN NULL ELSE f.embedding END AS embedding,
-    ARRAY(SELECT m.gallery FROM face_galleries m WHERE m.face_id = c.face_id ORDER BY m.gallery) AS galleries`;
+    ${scopesOf(sql)} AS galleries`;
   if (shards === undefined) {
     const rows = await sql`
       SELECT ${columns}

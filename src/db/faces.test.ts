@@ -5,7 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
+import { FIRST_TENANT } from '../auth.js';
 import { DomainError } from '../errors.js';
+import { CLI_ACTOR } from './audit.js';
 import { bytesToFloats } from './embedding.js';
 import { FaceStore, type AddFacesInput, type FaceUpdate, type Listing, type NewFace } from './faces.js';
 import { GalleryStore } from './galleries.js';
@@ -28,10 +30,12 @@ beforeAll(async () => {
 });
 
 // The writes as their callers mostly read them: what was written, and whether anything was.
-const add = async (input: AddFacesInput) => (await store.addFaces(input)).value;
-const update = async (id: number, u: FaceUpdate) => (await store.updateFace(id, u))?.value;
-const del = async (id: number) => (await store.deleteFace(id)) !== undefined;
-const dropGallery = async (name: string) => (await galleries.delete(name)) !== undefined;
+// Every call as the first tenant's; tenants.test.ts holds what crosses tenants.
+const T = { tenant: FIRST_TENANT };
+const add = async (input: Omit<AddFacesInput, 'tenant'>) => (await store.addFaces({ tenant: FIRST_TENANT, ...input })).value;
+const update = async (id: number, u: FaceUpdate) => (await store.updateFace(T, id, u))?.value;
+const del = async (id: number) => (await store.deleteFace(T, id)) !== undefined;
+const dropGallery = async (name: string) => (await galleries.delete(FIRST_TENANT, name, CLI_ACTOR)) !== undefined;
 
 afterAll(async () => {
   await tdb?.drop();
@@ -77,7 +81,7 @@ async function expectConsistent() {
 
 describe('adding faces', () => {
   it('stores faces, memberships and the photo in one go', async () => {
-    await galleries.create('staff');
+    await galleries.create(FIRST_TENANT, 'staff');
     const bytes = photo();
     const out = await add({ photo: bytes, faces: [face(1), face(50)], meta: 'alice', galleries: ['staff', 'default', 'staff'] });
     expect(out.map((f) => f.id)).toEqual([1, 2]);
@@ -129,7 +133,7 @@ describe('adding faces', () => {
 
 describe('updating a face', () => {
   it('changes meta, person and galleries; default always stays', async () => {
-    for (const g of ['a', 'b', 'c']) await galleries.create(g);
+    for (const g of ['a', 'b', 'c']) await galleries.create(FIRST_TENANT, g);
     const [f] = await add({ photo: photo(), faces: [face()], meta: 'old', galleries: ['a'] });
     let u = await update(f.id, { meta: 'new', personId: 42, galleries: { add: ['b'] } });
     expect(u).toMatchObject({ meta: 'new', galleries: ['default', 'a', 'b'] });
@@ -147,12 +151,12 @@ describe('updating a face', () => {
   });
 
   it('rejects unknown galleries without changing anything, and reports unknown faces', async () => {
-    await galleries.create('a');
+    await galleries.create(FIRST_TENANT, 'a');
     const [f] = await add({ photo: photo(), faces: [face()], meta: 'm', galleries: ['a'] });
     const err = await update(f.id, { meta: 'changed', galleries: { set: ['ghost'] } }).catch((e) => e);
     expect(err.code).toBe('NOT_FOUND');
     expect(err.message).toContain('ghost');
-    expect(await store.getFace(f.id)).toMatchObject({ meta: 'm', galleries: ['default', 'a'] });
+    expect(await store.getFace(T, f.id)).toMatchObject({ meta: 'm', galleries: ['default', 'a'] });
     expect(await update(9999, { meta: 'x' })).toBeUndefined();
   });
 });
@@ -173,19 +177,19 @@ describe('deleting', () => {
   });
 
   it('deletes a gallery with its faces and their unused photos, and nothing else', async () => {
-    await galleries.create('doomed');
-    await galleries.create('kept');
+    await galleries.create(FIRST_TENANT, 'doomed');
+    await galleries.create(FIRST_TENANT, 'kept');
     const shared = photo();
     const [inDoomed] = await add({ photo: shared, faces: [face(1)], meta: 'a', galleries: ['doomed'] });
     const [outside] = await add({ photo: shared, faces: [face(2)], meta: 'b', galleries: ['kept'] });
     const only = photo();
     await add({ photo: only, faces: [face(3), face(4)], meta: 'c', galleries: ['doomed', 'kept'] });
     expect(await dropGallery('doomed')).toBe(true);
-    expect(await store.getFace(inDoomed.id)).toBeUndefined();
-    expect(await store.getFace(outside.id)).toMatchObject({ galleries: ['default', 'kept'] });
+    expect(await store.getFace(T, inDoomed.id)).toBeUndefined();
+    expect(await store.getFace(T, outside.id)).toMatchObject({ galleries: ['default', 'kept'] });
     expect(await blobs.exists(sha256Hex(shared))).toBe(true);
     expect(await blobs.exists(sha256Hex(only))).toBe(false);
-    expect(await galleries.list()).toEqual(['default', 'kept']);
+    expect(await galleries.list(FIRST_TENANT)).toEqual(['default', 'kept']);
     expect(await dropGallery('doomed')).toBe(false);
     await expectConsistent();
   });
@@ -193,16 +197,16 @@ describe('deleting', () => {
 
 describe('galleries', () => {
   it('lists default first and refuses duplicates', async () => {
-    expect(await galleries.create('zeta')).toBe(true);
-    expect(await galleries.create('Alpha')).toBe(true);
-    expect(await galleries.create('zeta')).toBe(false);
-    expect(await galleries.list()).toEqual(['default', 'Alpha', 'zeta']);
+    expect(await galleries.create(FIRST_TENANT, 'zeta')).toBe(true);
+    expect(await galleries.create(FIRST_TENANT, 'Alpha')).toBe(true);
+    expect(await galleries.create(FIRST_TENANT, 'zeta')).toBe(false);
+    expect(await galleries.list(FIRST_TENANT)).toEqual(['default', 'Alpha', 'zeta']);
   });
 });
 
 describe('listings', () => {
   async function seed() {
-    await galleries.create('g');
+    await galleries.create(FIRST_TENANT, 'g');
     // ids 1..7; metas: odd ids "odd", even ids "even"; ids 2, 3, 6 in g
     for (let i = 1; i <= 7; i++) {
       await add({ photo: photo(), faces: [face(i)], meta: i % 2 ? 'odd' : 'even', galleries: [2, 3, 6].includes(i) ? ['g'] : [] });
@@ -211,70 +215,70 @@ describe('listings', () => {
 
   it('lists everything newest first without a limit, with no page links', async () => {
     await seed();
-    const { items, links } = await drain(await store.listFaces({}, {}, 2));
+    const { items, links } = await drain(await store.listFaces(T, {}, {}, 2));
     expect(items.map((f) => f.id)).toEqual([7, 6, 5, 4, 3, 2, 1]);
     expect(links).toEqual({});
   });
 
   it('pages forward with max_id and back with min_id', async () => {
     await seed();
-    const p1 = await drain(await store.listFaces({}, { limit: 3 }));
+    const p1 = await drain(await store.listFaces(T, {}, { limit: 3 }));
     expect(p1.items.map((f) => f.id)).toEqual([7, 6, 5]);
     expect(p1.links).toEqual({ nextMaxId: 5 });
-    const p2 = await drain(await store.listFaces({}, { limit: 3, maxId: 5 }));
+    const p2 = await drain(await store.listFaces(T, {}, { limit: 3, maxId: 5 }));
     expect(p2.items.map((f) => f.id)).toEqual([4, 3, 2]);
     expect(p2.links).toEqual({ nextMaxId: 2, prevMinId: 4 });
-    const p3 = await drain(await store.listFaces({}, { limit: 3, maxId: 2 }));
+    const p3 = await drain(await store.listFaces(T, {}, { limit: 3, maxId: 2 }));
     expect(p3.items.map((f) => f.id)).toEqual([1]);
     expect(p3.links).toEqual({ prevMinId: 1 });
-    const back = await drain(await store.listFaces({}, { limit: 3, minId: 1 }));
+    const back = await drain(await store.listFaces(T, {}, { limit: 3, minId: 1 }));
     expect(back.items.map((f) => f.id)).toEqual([4, 3, 2]);
-    const back2 = await drain(await store.listFaces({}, { limit: 3, minId: 4 }));
+    const back2 = await drain(await store.listFaces(T, {}, { limit: 3, minId: 4 }));
     expect(back2.items.map((f) => f.id)).toEqual([7, 6, 5]);
     expect(back2.links).toEqual({ nextMaxId: 5 });
   });
 
   it('filters by meta and by gallery, and 404s an unknown gallery', async () => {
     await seed();
-    expect((await drain(await store.listFaces({ meta: 'even' }, {}))).items.map((f) => f.id)).toEqual([6, 4, 2]);
-    expect((await drain(await store.listFaces({ meta: 'EVEN' }, {}))).items).toEqual([]);
-    expect((await drain(await store.listFaces({ gallery: 'g' }, {}))).items.map((f) => f.id)).toEqual([6, 3, 2]);
-    expect((await drain(await store.listFaces({ gallery: 'default' }, {}))).items).toHaveLength(7);
-    expect((await drain(await store.listFaces({ gallery: 'g', meta: 'odd' }, {}))).items.map((f) => f.id)).toEqual([3]);
-    const g = await drain(await store.listFaces({ gallery: 'g' }, { limit: 2 }));
+    expect((await drain(await store.listFaces(T, { meta: 'even' }, {}))).items.map((f) => f.id)).toEqual([6, 4, 2]);
+    expect((await drain(await store.listFaces(T, { meta: 'EVEN' }, {}))).items).toEqual([]);
+    expect((await drain(await store.listFaces(T, { gallery: 'g' }, {}))).items.map((f) => f.id)).toEqual([6, 3, 2]);
+    expect((await drain(await store.listFaces(T, { gallery: 'default' }, {}))).items).toHaveLength(7);
+    expect((await drain(await store.listFaces(T, { gallery: 'g', meta: 'odd' }, {}))).items.map((f) => f.id)).toEqual([3]);
+    const g = await drain(await store.listFaces(T, { gallery: 'g' }, { limit: 2 }));
     expect(g.items.map((f) => f.id)).toEqual([6, 3]);
     expect(g.links).toEqual({ nextMaxId: 3 });
-    await expect(store.listFaces({ gallery: 'nope' }, {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(store.listFaces(T, { gallery: 'nope' }, {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it('summarises metas by their first face, overall and per gallery', async () => {
     await seed();
-    const all = await drain(await store.listMeta({}, {}));
+    const all = await drain(await store.listMeta(T, {}, {}));
     expect(all.items.map((m) => [m.meta, m.count, m.face.id])).toEqual([
       ['even', 3, 2],
       ['odd', 4, 1],
     ]);
-    const inG = await drain(await store.listMeta({ gallery: 'g' }, {}));
+    const inG = await drain(await store.listMeta(T, { gallery: 'g' }, {}));
     expect(inG.items.map((m) => [m.meta, m.count, m.face.id])).toEqual([
       ['odd', 1, 3],
       ['even', 2, 2],
     ]);
-    const paged = await drain(await store.listMeta({}, { limit: 1 }));
+    const paged = await drain(await store.listMeta(T, {}, { limit: 1 }));
     expect(paged.items.map((m) => m.meta)).toEqual(['even']);
     expect(paged.links).toEqual({ nextMaxId: 2 });
-    const next = await drain(await store.listMeta({}, { limit: 1, maxId: 2 }));
+    const next = await drain(await store.listMeta(T, {}, { limit: 1, maxId: 2 }));
     expect(next.items.map((m) => m.meta)).toEqual(['odd']);
     expect(next.links).toEqual({ prevMinId: 1 });
   });
 
   it('stops reading when the consumer stops early, leaving the pool usable', async () => {
     await seed();
-    const listing = await store.listFaces({}, {}, 1);
+    const listing = await store.listFaces(T, {}, {}, 1);
     for await (const batch of listing.batches) {
       expect(batch).toHaveLength(1);
       break;
     }
-    expect(await store.getFace(1)).toBeDefined();
+    expect(await store.getFace(T, 1)).toBeDefined();
   });
 });
 
@@ -309,7 +313,7 @@ describe('crash leftovers', () => {
     await tdb.db.sql`DELETE FROM faces WHERE id = ${g.id}`;
     await tdb.db.sql`INSERT INTO photo_gc (hash) VALUES (${sha256Hex(used)}), (${sha256Hex(unused)})`;
     await photos.collect();
-    expect(await store.getFace(f.id)).toBeDefined();
+    expect(await store.getFace(T, f.id)).toBeDefined();
     expect(await blobs.exists(sha256Hex(used))).toBe(true);
     expect(await blobs.exists(sha256Hex(unused))).toBe(false);
     await expectConsistent();
@@ -318,15 +322,15 @@ describe('crash leftovers', () => {
 
 describe('concurrency', () => {
   it('50 parallel adds and deletes over shared photos and galleries stay consistent', async () => {
-    await galleries.create('x');
-    await galleries.create('y');
+    await galleries.create(FIRST_TENANT, 'x');
+    await galleries.create(FIRST_TENANT, 'y');
     const photos = Array.from({ length: 5 }, photo);
     const ops: Promise<unknown>[] = [];
     const added: number[] = [];
     for (let i = 0; i < 50; i++) {
       ops.push(
         store
-          .addFaces({ photo: photos[i % 5], faces: [face(i)], meta: `m${i % 3}`, galleries: i % 2 ? ['x'] : ['x', 'y'] })
+          .addFaces({ tenant: FIRST_TENANT, photo: photos[i % 5], faces: [face(i)], meta: `m${i % 3}`, galleries: i % 2 ? ['x'] : ['x', 'y'] })
           .then(async ({ value: [f] }) => {
             added.push(f.id);
             // Some faces outside y (which is being deleted meanwhile) are deleted again at once, racing the adds of the same photos.
@@ -344,7 +348,7 @@ describe('concurrency', () => {
              (SELECT count(*) FROM face_galleries WHERE gallery = 'y')::int AS y`;
     expect(counts.y).toBe(0);
     expect(added).toHaveLength(50);
-    const listed = await drain(await store.listFaces({}, {}));
+    const listed = await drain(await store.listFaces(T, {}, {}));
     expect(listed.items).toHaveLength(counts.faces);
     // Deleting everything leaves no photo, row or blob behind.
     await Promise.all(listed.items.map((f) => del(f.id)));

@@ -2,6 +2,10 @@
  * Faces: adding the faces of one photo, reading, changing and deleting them,
  * and listing them (by meta, gallery, or per-meta summaries).
  *
+ * Every read and write is within a `Reach`: the caller's tenant, and for a
+ * token limited to some galleries, the faces in one of them. A face outside it
+ * answers as one that does not exist.
+ *
  * Invariants:
  * - A face, its gallery memberships and its photo row are written in one
  *   transaction, with the photo's blob durable before commit (photos.ts).
@@ -54,7 +58,14 @@ export interface NewFace {
   embedding: Float32Array;
 }
 
+/** Whose faces a call may see: a tenant's, or only those in some of its galleries (a token limited to them). */
+export interface Reach {
+  tenant: number;
+  galleries?: readonly string[];
+}
+
 export interface AddFacesInput {
+  tenant: number;
   photo: Buffer;
   /** Set when the photo was fetched from a URL. */
   photoUrl?: string;
@@ -88,6 +99,15 @@ export type { Listing, Page, PageLinks } from './paging.js';
 /** The fields a face and a history event share, from a row that selects them under these names. */
 export function placementOf(r: Row): Placement {
   return { meta: r.meta, photo: r.photo, photo_hash: r.photo_hash, timestamp: r.timestamp, x1: r.x1, y1: r.y1, x2: r.x2, y2: r.y2 };
+}
+
+/** The faces of `reach` among rows of faces named `alias`. */
+function within(sql: Sql | TransactionSql, reach: Reach, alias = 'f') {
+  const f = sql(alias);
+  const limited = reach.galleries
+    ? sql`AND EXISTS (SELECT 1 FROM face_galleries r WHERE r.face_id = ${f}.id AND r.tenant_id = ${reach.tenant} AND r.gallery = ANY(${reach.galleries as string[]}))`
+    : sql``;
+  return sql`${f}.tenant_id = ${reach.tenant} ${limited}`;
 }
 
 function toFace(r: Row): StoredFace {
@@ -140,9 +160,10 @@ export class FaceStore {
     let blob: string | undefined;
     try {
       return await transaction(this.sql, async (tx) => {
-        await shareGalleries(tx, galleries);
+        await shareGalleries(tx, input.tenant, galleries);
         const hash = await this.photos.keepIn(tx, input.photo, (h) => (blob = h));
         const rows = input.faces.map((f) => ({
+          tenant_id: input.tenant,
           meta: input.meta,
           photo: input.photoUrl ?? null,
           photo_hash: hash,
@@ -156,12 +177,12 @@ export class FaceStore {
           model,
         }));
         const ids = await tx`
-          INSERT INTO faces ${tx(rows, 'meta', 'photo', 'photo_hash', 'x1', 'y1', 'x2', 'y2', 'cam_id', 'dim', 'embedding', 'model')}
+          INSERT INTO faces ${tx(rows, 'tenant_id', 'meta', 'photo', 'photo_hash', 'x1', 'y1', 'x2', 'y2', 'cam_id', 'dim', 'embedding', 'model')}
           RETURNING id`;
         const faceIds = ids.map((r) => r.id as string);
         if (galleries.length > 0) {
-          const pairs = faceIds.flatMap((id) => galleries.map((gallery) => ({ face_id: id, gallery })));
-          await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'gallery')}`;
+          const pairs = faceIds.flatMap((id) => galleries.map((gallery) => ({ face_id: id, tenant_id: input.tenant, gallery })));
+          await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'tenant_id', 'gallery')}`;
         }
         const faces = (await tx`SELECT ${faceColumns(tx)} FROM faces f WHERE f.id IN ${tx(faceIds)} ORDER BY f.id`).map(toFace);
         if (within) await within(tx, faces);
@@ -174,23 +195,29 @@ export class FaceStore {
     }
   }
 
-  /** The persons of these faces (those that have one), each once. */
-  async personsOf(ids: number[]): Promise<number[]> {
+  /** The persons of these faces of `reach` (those that have one), each once. */
+  async personsOf(reach: Reach, ids: number[]): Promise<number[]> {
     if (ids.length === 0) return [];
-    const rows = await this.sql`SELECT DISTINCT person_id FROM faces WHERE id = ANY(${ids}::bigint[]) AND person_id IS NOT NULL`;
+    const rows = await this.sql`SELECT DISTINCT f.person_id FROM faces f WHERE f.id = ANY(${ids}::bigint[]) AND ${within(this.sql, reach)} AND f.person_id IS NOT NULL`;
     return rows.map((r) => Number(r.person_id));
   }
 
-  /** Faces by id, in the order asked; ids that do not exist are left out. One query for all. */
-  async getFaces(ids: number[]): Promise<StoredFace[]> {
+  /** True when a face of `reach` came from the photo `hash`: the photos a caller may read back. */
+  async hasPhoto(reach: Reach, hash: string): Promise<boolean> {
+    const [row] = await this.sql`SELECT 1 FROM faces f WHERE f.photo_hash = ${hash} AND ${within(this.sql, reach)} LIMIT 1`;
+    return !!row;
+  }
+
+  /** Faces of `reach` by id, in the order asked; others are left out. One query for all. */
+  async getFaces(reach: Reach, ids: number[]): Promise<StoredFace[]> {
     if (ids.length === 0) return [];
-    const rows = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id IN ${this.sql(ids)}`;
+    const rows = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id IN ${this.sql(ids)} AND ${within(this.sql, reach)}`;
     const byId = new Map(rows.map((r) => [Number(r.id), toFace(r)]));
     return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
-  async getFace(id: number): Promise<StoredFace | undefined> {
-    const [row] = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id = ${id}`;
+  async getFace(reach: Reach, id: number): Promise<StoredFace | undefined> {
+    const [row] = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id = ${id} AND ${within(this.sql, reach)}`;
     return row ? toFace(row) : undefined;
   }
 
@@ -199,12 +226,12 @@ export class FaceStore {
    * galleries are a 404 naming them and change nothing. Only a gallery change
    * concerns search, so only it is logged.
    */
-  async updateFace(id: number, update: FaceUpdate): Promise<Written<StoredFace> | undefined> {
+  async updateFace(reach: Reach, id: number, update: FaceUpdate): Promise<Written<StoredFace> | undefined> {
     return transaction(this.sql, async (tx) => {
       const change = update.galleries;
       const names = change ? extraGalleries('add' in change ? change.add : 'del' in change ? change.del : change.set) : [];
-      await shareGalleries(tx, names);
-      const [locked] = await tx`SELECT id FROM faces WHERE id = ${id} FOR UPDATE`;
+      await shareGalleries(tx, reach.tenant, names);
+      const [locked] = await tx`SELECT f.id FROM faces f WHERE f.id = ${id} AND ${within(tx, reach)} FOR UPDATE`;
       if (!locked) return undefined;
       if (update.meta !== undefined) await tx`UPDATE faces SET meta = ${update.meta} WHERE id = ${id}`;
       if (update.personId !== undefined) {
@@ -218,8 +245,8 @@ export class FaceStore {
           await tx`DELETE FROM face_galleries WHERE face_id = ${id} AND gallery IN ${tx(names)}`;
         }
         if (!('del' in change) && names.length) {
-          const pairs = names.map((gallery) => ({ face_id: id, gallery }));
-          await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'gallery')} ON CONFLICT DO NOTHING`;
+          const pairs = names.map((gallery) => ({ face_id: id, tenant_id: reach.tenant, gallery }));
+          await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'tenant_id', 'gallery')} ON CONFLICT DO NOTHING`;
         }
       }
       const [row] = await tx`SELECT ${faceColumns(tx)} FROM faces f WHERE f.id = ${id}`;
@@ -229,9 +256,9 @@ export class FaceStore {
   }
 
   /** Undefined when there was no such face. The photo goes too when this was its last face. */
-  async deleteFace(id: number): Promise<{ position: number } | undefined> {
+  async deleteFace(reach: Reach, id: number): Promise<{ position: number } | undefined> {
     const deleted = await transaction(this.sql, async (tx) => {
-      const gone = await tx`DELETE FROM faces WHERE id = ${id} RETURNING photo_hash`;
+      const gone = await tx`DELETE FROM faces f WHERE f.id = ${id} AND ${within(tx, reach)} RETURNING f.photo_hash`;
       if (gone.length === 0) return undefined;
       const hash = gone[0].photo_hash as string;
       await queuePhotos(tx, [hash]);
@@ -246,9 +273,9 @@ export class FaceStore {
    * Deletes every face whose meta is `meta`, in one transaction, then collects the photos no
    * face uses any more. Undefined when there was none.
    */
-  async deleteByMeta(meta: string): Promise<{ ids: number[]; position: number } | undefined> {
+  async deleteByMeta(reach: Reach, meta: string): Promise<{ ids: number[]; position: number } | undefined> {
     const deleted = await transaction(this.sql, async (tx) => {
-      const gone = await tx`DELETE FROM faces WHERE meta = ${meta} RETURNING id, photo_hash`;
+      const gone = await tx`DELETE FROM faces f WHERE f.meta = ${meta} AND ${within(tx, reach)} RETURNING f.id, f.photo_hash`;
       if (gone.length === 0) return undefined;
       const hashes = [...new Set(gone.map((r) => r.photo_hash as string))];
       await queuePhotos(tx, hashes);
@@ -261,13 +288,13 @@ export class FaceStore {
   }
 
   /** Faces matching `filter`, ids descending, streamed from a cursor. Unknown gallery → 404. */
-  async listFaces(filter: FaceFilter, page: Page, batchSize = 500): Promise<Listing<StoredFace>> {
-    if (filter.gallery !== undefined) await this.requireGallery(filter.gallery);
+  async listFaces(reach: Reach, filter: FaceFilter, page: Page, batchSize = 500): Promise<Listing<StoredFace>> {
+    if (filter.gallery !== undefined) await this.requireGallery(reach.tenant, filter.gallery);
     const g = filter.gallery;
     const scoped = g !== undefined && g !== DEFAULT_GALLERY;
-    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.gallery = ${g}` : s`faces f`);
+    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.tenant_id = ${reach.tenant} AND s.gallery = ${g}` : s`faces f`);
     const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
-    const match = (s: Sql) => (filter.meta !== undefined ? s`f.meta = ${filter.meta}` : s`true`);
+    const match = (s: Sql) => s`${within(s, reach)} AND ${filter.meta !== undefined ? s`f.meta = ${filter.meta}` : s`true`}`;
     return pagedListing(this.sql, this.stream, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${idCol(s)} ${order} ${extra}`,
       rows: (s, where) => s`SELECT ${faceColumns(s)} FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${idCol(s)} DESC`,
@@ -281,17 +308,17 @@ export class FaceStore {
    * One summary per distinct meta, represented by its first (lowest id) face,
    * ordered by that face's id descending; paging cursors are those ids.
    */
-  async listMeta(filter: { gallery?: string }, page: Page, batchSize = 200): Promise<Listing<MetaSummary>> {
-    if (filter.gallery !== undefined) await this.requireGallery(filter.gallery);
+  async listMeta(reach: Reach, filter: { gallery?: string }, page: Page, batchSize = 200): Promise<Listing<MetaSummary>> {
+    if (filter.gallery !== undefined) await this.requireGallery(reach.tenant, filter.gallery);
     const g = filter.gallery;
     const scoped = g !== undefined && g !== DEFAULT_GALLERY;
-    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.gallery = ${g}` : s`faces f`);
+    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.tenant_id = ${reach.tenant} AND s.gallery = ${g}` : s`faces f`);
     const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
     const same = (s: Sql) =>
       scoped
-        ? s`FROM faces o JOIN face_galleries os ON os.face_id = o.id AND os.gallery = ${g} WHERE o.meta = f.meta`
-        : s`FROM faces o WHERE o.meta = f.meta`;
-    const first = (s: Sql) => s`NOT EXISTS (SELECT 1 ${same(s)} AND o.id < f.id)`;
+        ? s`FROM faces o JOIN face_galleries os ON os.face_id = o.id AND os.tenant_id = ${reach.tenant} AND os.gallery = ${g} WHERE o.meta = f.meta AND ${within(s, reach, 'o')}`
+        : s`FROM faces o WHERE o.meta = f.meta AND ${within(s, reach, 'o')}`;
+    const first = (s: Sql) => s`${within(s, reach)} AND NOT EXISTS (SELECT 1 ${same(s)} AND o.id < f.id)`;
     return pagedListing(this.sql, this.stream, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${first(s)} AND ${where} ORDER BY ${idCol(s)} ${order} ${extra}`,
       rows: (s, where) => s`
@@ -303,7 +330,7 @@ export class FaceStore {
     });
   }
 
-  private async requireGallery(name: string): Promise<void> {
-    if (!(await galleryExists(this.sql, name))) throw unknownGallery([name], 'gallery');
+  private async requireGallery(tenant: number, name: string): Promise<void> {
+    if (!(await galleryExists(this.sql, tenant, name))) throw unknownGallery([name], 'gallery');
   }
 }

@@ -1,13 +1,16 @@
 /**
- * Galleries: named sets of faces (001-face-database.sql). Membership of
- * `default` is implicit: every face is in it, always, and it cannot be
- * deleted. Deleting any other gallery deletes its faces.
+ * Galleries: named sets of faces (001-face-database.sql), named within their
+ * tenant (013-tenants.sql): two tenants' galleries of one name are two
+ * galleries. Membership of `default` is implicit: every face is in its
+ * tenant's, always, and it cannot be deleted. Deleting any other gallery
+ * deletes its faces.
  *
  * Lock order, as everywhere: gallery rows (KEY SHARE for writers adding to a
  * gallery, UPDATE for its deletion), then face rows, then photo locks, then
  * the change-log lock.
  */
 import { DomainError } from '../errors.js';
+import { audit, type Actor } from './audit.js';
 import { logChanges } from './change-log.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
 import type { PhotoStore } from './photos.js';
@@ -29,17 +32,17 @@ export function extraGalleries(names: readonly string[]): string[] {
  * being deleted until commit (KEY SHARE); unknown ones are a 404 naming them.
  * `names` come from `extraGalleries`.
  */
-export async function shareGalleries(tx: TransactionSql, names: string[]): Promise<void> {
+export async function shareGalleries(tx: TransactionSql, tenant: number, names: string[]): Promise<void> {
   if (names.length === 0) return;
-  const found = await tx`SELECT name FROM galleries WHERE name IN ${tx(names)} FOR KEY SHARE`;
+  const found = await tx`SELECT name FROM galleries WHERE tenant_id = ${tenant} AND name IN ${tx(names)} FOR KEY SHARE`;
   const have = new Set(found.map((r) => r.name as string));
   const missing = names.filter((g) => !have.has(g));
   if (missing.length) throw unknownGallery(missing);
 }
 
-export async function galleryExists(sql: Sql, name: string): Promise<boolean> {
+export async function galleryExists(sql: Sql, tenant: number, name: string): Promise<boolean> {
   if (name === DEFAULT_GALLERY) return true;
-  const [row] = await sql`SELECT 1 FROM galleries WHERE name = ${name}`;
+  const [row] = await sql`SELECT 1 FROM galleries WHERE tenant_id = ${tenant} AND name = ${name}`;
   return !!row;
 }
 
@@ -49,45 +52,48 @@ export class GalleryStore {
     private readonly photos: PhotoStore,
   ) {}
 
-  /** Default first, then the others sorted. */
-  async list(): Promise<string[]> {
-    const rows = await this.sql`SELECT name FROM galleries ORDER BY name = ${DEFAULT_GALLERY} DESC, name`;
+  /** The tenant's galleries (those of `only` when given), default first, then the others sorted. */
+  async list(tenant: number, only?: readonly string[]): Promise<string[]> {
+    const rows = await this.sql`
+      SELECT name FROM galleries WHERE tenant_id = ${tenant} ${only ? this.sql`AND name = ANY(${only as string[]})` : this.sql``}
+      ORDER BY name = ${DEFAULT_GALLERY} DESC, name`;
     return rows.map((r) => r.name as string);
   }
 
-  exists(name: string): Promise<boolean> {
-    return galleryExists(this.sql, name);
+  exists(tenant: number, name: string): Promise<boolean> {
+    return galleryExists(this.sql, tenant, name);
   }
 
-  /** The first gallery of `names` that does not exist, checked one by one (cheap, before any inference). */
-  async firstMissing(names: readonly string[]): Promise<string | undefined> {
-    for (const g of extraGalleries(names)) if (!(await this.exists(g))) return g;
+  /** The first gallery of `names` the tenant does not have, checked one by one (cheap, before any inference). */
+  async firstMissing(tenant: number, names: readonly string[]): Promise<string | undefined> {
+    for (const g of extraGalleries(names)) if (!(await this.exists(tenant, g))) return g;
     return undefined;
   }
 
-  /** False when a gallery of that name exists already. */
-  async create(name: string): Promise<boolean> {
+  /** False when the tenant has a gallery of that name already. */
+  async create(tenant: number, name: string): Promise<boolean> {
     if (!GALLERY_NAME.test(name)) throw new DomainError('BAD_PARAM', `Invalid gallery name: ${name}`, { param: 'gallery' });
-    const rows = await this.sql`INSERT INTO galleries (name) VALUES (${name}) ON CONFLICT DO NOTHING RETURNING name`;
+    const rows = await this.sql`INSERT INTO galleries (tenant_id, name) VALUES (${tenant}, ${name}) ON CONFLICT DO NOTHING RETURNING name`;
     return rows.length > 0;
   }
 
   /**
-   * Deletes the gallery and every face in it, in one transaction, then
+   * Deletes the tenant's gallery and every face in it, in one transaction recorded in the
+   * audit log as `actor`'s, then
    * collects the photos no face uses any more. Undefined when it does not
    * exist; otherwise the last change-log position written (none for an empty
    * gallery). Any number of faces: the change log takes them in chunks.
    */
-  async delete(name: string): Promise<{ deleted: number; position?: number } | undefined> {
+  async delete(tenant: number, name: string, actor: Actor): Promise<{ deleted: number; position?: number } | undefined> {
     if (name === DEFAULT_GALLERY) throw new DomainError('BAD_PARAM', 'The default gallery cannot be deleted', { param: 'gallery' });
     const found = await transaction(this.sql, async (tx) => {
       // Locked first: adds into this gallery (KEY SHARE) wait, then find it gone.
-      const [g] = await tx`SELECT name FROM galleries WHERE name = ${name} FOR UPDATE`;
+      const [g] = await tx`SELECT name FROM galleries WHERE tenant_id = ${tenant} AND name = ${name} FOR UPDATE`;
       if (!g) return undefined;
       const gone = await tx`
         WITH gone AS (
           DELETE FROM faces f USING face_galleries m
-          WHERE m.gallery = ${name} AND m.face_id = f.id
+          WHERE m.tenant_id = ${tenant} AND m.gallery = ${name} AND m.face_id = f.id
           RETURNING f.id, f.photo_hash
         ),
         queued AS (
@@ -95,7 +101,8 @@ export class GalleryStore {
           ON CONFLICT (hash) DO UPDATE SET ticket = nextval('photo_gc_ticket')
         )
         SELECT id FROM gone ORDER BY id`;
-      await tx`DELETE FROM galleries WHERE name = ${name}`;
+      await tx`DELETE FROM galleries WHERE tenant_id = ${tenant} AND name = ${name}`;
+      await audit(tx, actor, 'gallery.delete', name, { tenant, faces: gone.length });
       return { deleted: gone.length, position: await logChanges(tx, gone.map((r) => r.id as string), 'delete') };
     });
     if (!found) return undefined;

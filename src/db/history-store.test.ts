@@ -9,6 +9,7 @@ import { FaceStore } from './faces.js';
 import { PhotoBlobs, PhotoStore } from './photos.js';
 import { ensureSightingPartitions } from './history-partitions.js';
 import { HistoryStore, type HistoryEvent, type HistoryFilter, type HistoryListing, type SightingFace } from './history-store.js';
+import { FIRST_TENANT } from '../auth.js';
 
 let tdb: TestDatabase;
 let dir: string;
@@ -49,7 +50,7 @@ async function addFace(meta: string): Promise<number> {
   const photo = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), randomBytes(32)]);
   const {
     value: [f],
-  } = await faces.addFaces({ photo, faces: [{ box, embedding: Float32Array.of(1, 0, 0, 0) }], meta, galleries: [] });
+  } = await faces.addFaces({ tenant: FIRST_TENANT, photo, faces: [{ box, embedding: Float32Array.of(1, 0, 0, 0) }], meta, galleries: [] });
   return f.id;
 }
 
@@ -81,7 +82,7 @@ describe('recording sightings', () => {
 
   it('a match deleted before the sighting is written counts as no match', async () => {
     const gone = await addFace('gone');
-    await faces.deleteFace(gone);
+    await faces.deleteFace({ tenant: FIRST_TENANT }, gone);
     const [e] = await history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: gone })] });
     expect(e.face_id).toBeNull();
     expect(e.meta).toBe('');

@@ -10,6 +10,7 @@ import { FaceStore } from './faces.js';
 import { HistoryStore } from './history-store.js';
 import { PhotoBlobs, PhotoStore } from './photos.js';
 import { ReadReplica } from './read-replica.js';
+import { FIRST_TENANT } from '../auth.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -63,13 +64,13 @@ describe('read URL pointing at the primary', () => {
     const writer = new FaceStore(tdb.db.sql, photos, { model: 'test', stream: tdb.db.stream });
     const reader = new FaceStore(tdb.db.sql, photos, { model: 'test', stream: replica.reads });
     const embedding = new Float32Array(128).fill(0.1);
-    await writer.addFaces({
+    await writer.addFaces({ tenant: FIRST_TENANT,
       photo: Buffer.from('photo'),
       meta: 'replica-listed',
       galleries: [],
       faces: [{ box: { x1: 1, y1: 2, x2: 30, y2: 40 }, embedding }],
     });
-    const listing = await reader.listFaces({ meta: 'replica-listed' }, { limit: 10 });
+    const listing = await reader.listFaces({ tenant: FIRST_TENANT }, { meta: 'replica-listed' }, { limit: 10 });
     const listed = [];
     for await (const batch of listing.batches) listed.push(...batch);
     expect(listed.map((f) => f.meta)).toEqual(['replica-listed']);

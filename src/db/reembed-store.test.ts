@@ -9,6 +9,7 @@ import { FaceStore } from './faces.js';
 import { PhotoBlobs, PhotoStore } from './photos.js';
 import { listMigrations, migrate } from './migrate.js';
 import { ReembedStore } from './reembed-store.js';
+import { FIRST_TENANT } from '../auth.js';
 
 let tdb: TestDatabase;
 let dir: string;
@@ -39,7 +40,7 @@ const box = (i: number) => ({ x1: i, y1: i, x2: i + 10, y2: i + 10 });
 /** `n` faces on one photo, embedded by the `old` recogniser (4-d); their ids. */
 async function addOld(n: number): Promise<number[]> {
   const faces = Array.from({ length: n }, (_, i) => ({ box: box(i), embedding: Float32Array.of(1, 0, 0, 0) }));
-  return (await old.addFaces({ photo: photo(), faces, meta: '', galleries: [] })).value.map((f) => f.id);
+  return (await old.addFaces({ tenant: FIRST_TENANT, photo: photo(), faces, meta: '', galleries: [] })).value.map((f) => f.id);
 }
 
 describe('the 004 migration', () => {
@@ -71,7 +72,7 @@ describe('ReembedStore', () => {
     expect(await reembed.anyOther('new')).toBe(false);
     const ids = [...(await addOld(3)), ...(await addOld(2))];
     const fresh = new FaceStore(tdb.db.sql, new PhotoStore(tdb.db.sql, blobs), { model: 'new' });
-    await fresh.addFaces({ photo: photo(), faces: [{ box: box(0), embedding: Float32Array.of(0, 1) }], meta: '', galleries: [] });
+    await fresh.addFaces({ tenant: FIRST_TENANT, photo: photo(), faces: [{ box: box(0), embedding: Float32Array.of(0, 1) }], meta: '', galleries: [] });
     expect(await reembed.anyOther('new')).toBe(true);
     expect(await reembed.anyOther('old')).toBe(true);
     expect(await reembed.census('new')).toEqual({ from: ['old'], done: 1, pending: 5, failed: 0, total: 6 });
@@ -117,7 +118,7 @@ describe('ReembedStore', () => {
   it('leaves faces that were re-embedded or deleted meanwhile alone', async () => {
     const ids = await addOld(3);
     await reembed.save('new', [{ id: ids[0], embedding: Float32Array.of(1, 0) }]);
-    await old.deleteFace(ids[1]);
+    await old.deleteFace({ tenant: FIRST_TENANT }, ids[1]);
     const written = await reembed.save('new', [
       { id: ids[0], embedding: Float32Array.of(0, 1) },
       { id: ids[1], reason: 'PHOTO_MISSING: the stored photo file is gone' },

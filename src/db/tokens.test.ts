@@ -1,13 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { DbTokenVerifier, TokenStore, tokenHash } from './tokens.js';
+import { AuditLog, CLI_ACTOR } from './audit.js';
+import { TenantStore } from './tenants.js';
 
 let tdb: TestDatabase;
 let store: TokenStore;
+let tenants: TenantStore;
 
 beforeAll(async () => {
   tdb = await freshDatabase();
   store = new TokenStore(tdb.db.sql);
+  tenants = new TenantStore(tdb.db.sql);
 });
 
 afterAll(async () => {
@@ -16,7 +20,7 @@ afterAll(async () => {
 
 describe('token store', () => {
   it('keeps only the SHA-256 of a token', async () => {
-    const { id, token } = await store.create('ops');
+    const { id, token } = await store.create(CLI_ACTOR, 'ops');
     expect(token).toMatch(/^fs_[A-Za-z0-9_-]{43}$/);
     const [row] = await tdb.db.sql`SELECT hash FROM tokens WHERE id = ${id}`;
     expect(row.hash).toBe(tokenHash(token));
@@ -25,30 +29,64 @@ describe('token store', () => {
   });
 
   it('lists tokens with their state and revokes by id', async () => {
-    const { id } = await store.create('temp');
+    const { id } = await store.create(CLI_ACTOR, 'temp');
     expect((await store.list()).find((t) => t.id === id)).toMatchObject({ name: 'temp', revoked_at: null });
-    expect(await store.revoke(id)).toBe(true);
-    expect(await store.revoke(id)).toBe(false);
-    expect(await store.revoke(99_999)).toBe(false);
+    expect(await store.revoke(CLI_ACTOR, id)).toBe(true);
+    expect(await store.revoke(CLI_ACTOR, id)).toBe(false);
+    expect(await store.revoke(CLI_ACTOR, 99_999)).toBe(false);
     expect((await store.list()).find((t) => t.id === id)?.revoked_at).toMatch(/Z$/);
   });
 });
+
+/** True once the verifier refuses (or, with `accepted`, accepts) `token`, within a second: a notice arrives in milliseconds. */
+async function refusedSoon(verifier: DbTokenVerifier, token: string, accepted = false): Promise<boolean> {
+  for (let i = 0; i < 100; i++) {
+    if (((await verifier.verify(token)) !== undefined) === accepted) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return false;
+}
 
 describe('database token verifier', () => {
   it('accepts active tokens, refuses unknown and revoked ones, and notices revocation at once', async () => {
     const verifier = new DbTokenVerifier(tdb.db.sql, store, { ttlMs: 60_000 });
     try {
-      const { id, token } = await store.create('cached');
-      expect(await verifier.verify(token)).toBe(true);
-      expect(await verifier.verify('fs_unknown')).toBe(false);
+      const { id, token } = await store.create(CLI_ACTOR, 'cached');
+      expect(await verifier.verify(token)).toMatchObject({ tokenId: id, name: 'cached', tenant: 1, operator: false, access: 'write' });
+      expect(await verifier.verify('fs_unknown')).toBeUndefined();
       // A long TTL: only the revocation notice can make the next answer false.
-      await store.revoke(id);
-      let ok = true;
-      for (let i = 0; i < 100 && ok; i++) {
-        ok = await verifier.verify(token);
-        if (ok) await new Promise((r) => setTimeout(r, 10));
-      }
-      expect(ok).toBe(false);
+      await store.revoke(CLI_ACTOR, id);
+      expect(await refusedSoon(verifier, token)).toBe(true);
+    } finally {
+      await verifier.close();
+    }
+  });
+
+  it("answers with the token's tenant, scopes and limits, its tenant's limits under its own", async () => {
+    const verifier = new DbTokenVerifier(tdb.db.sql, store, { ttlMs: 60_000 });
+    try {
+      await tenants.create(CLI_ACTOR, 'shop', { rate_per_s: 5, photos_in_flight: 2 });
+      const { id, token } = await store.create(CLI_ACTOR, 'shop-reader', { access: 'read', galleries: ['b', 'a', 'a'], photosInFlight: 1 }, 'shop');
+      expect(await verifier.verify(token)).toMatchObject({
+        tokenId: id,
+        tenant: await tenants.idOf('shop'),
+        access: 'read',
+        galleries: ['a', 'b'],
+        limits: { ratePerS: 5, photosInFlight: 1 },
+      });
+      await expect(store.create(CLI_ACTOR, 'nowhere', {}, 'no-such-tenant')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+      await expect(store.create(CLI_ACTOR, 'bad', { galleries: ['not a name'] })).rejects.toMatchObject({ code: 'BAD_PARAM' });
+      // A tenant disabled refuses its tokens at once (the same notice as a revocation), and enabled serves them again.
+      await tenants.setDisabled(CLI_ACTOR, 'shop', true);
+      expect(await refusedSoon(verifier, token)).toBe(true);
+      await tenants.setDisabled(CLI_ACTOR, 'shop', false);
+      expect(await refusedSoon(verifier, token, true)).toBe(true);
+      // Deleted: its tokens go with it.
+      await tenants.delete(CLI_ACTOR, 'shop');
+      expect(await refusedSoon(verifier, token)).toBe(true);
+      expect((await store.list()).some((t) => t.id === id)).toBe(false);
+      const actions = (await new AuditLog(tdb.db.sql).entries(10)).map((e) => `${e.action} ${e.target}`);
+      expect(actions.slice(0, 4)).toEqual(['tenant.delete shop', 'tenant.enable shop', 'tenant.disable shop', `token.create ${id}`]);
     } finally {
       await verifier.close();
     }
@@ -58,27 +96,27 @@ describe('database token verifier', () => {
     // Counts the lookups that reach the database; the store itself is the real one.
     class CountingStore extends TokenStore {
       lookups = 0;
-      override async isActive(token: string): Promise<boolean> {
+      override async principalOf(token: string) {
         this.lookups++;
-        return super.isActive(token);
+        return super.principalOf(token);
       }
     }
     const counting = new CountingStore(tdb.db.sql);
     const verifier = new DbTokenVerifier(tdb.db.sql, counting, { ttlMs: 60_000, maxEntries: 50, maxNegativeEntries: 100 });
     try {
-      const { token } = await store.create('flooded');
-      expect(await verifier.verify(token)).toBe(true);
+      const { token } = await store.create(CLI_ACTOR, 'flooded');
+      expect(await verifier.verify(token)).toBeDefined();
       expect(counting.lookups).toBe(1);
       // Ten times the refusal cache's size in random tokens, each a database lookup of its own.
-      for (let i = 0; i < 1000; i++) expect(await verifier.verify(`fs_random_${i}_${Math.random()}`)).toBe(false);
+      for (let i = 0; i < 1000; i++) expect(await verifier.verify(`fs_random_${i}_${Math.random()}`)).toBeUndefined();
       expect(counting.lookups).toBe(1001);
       expect(verifier.cached()).toEqual({ accepted: 1, refused: 100 });
       // The valid token is still answered from the cache: no further lookup.
-      expect(await verifier.verify(token)).toBe(true);
+      expect(await verifier.verify(token)).toBeDefined();
       expect(counting.lookups).toBe(1001);
       // A refused token repeated within the TTL is answered from its own cache too.
-      expect(await verifier.verify('fs_random_999_x')).toBe(false);
-      expect(await verifier.verify('fs_random_999_x')).toBe(false);
+      expect(await verifier.verify('fs_random_999_x')).toBeUndefined();
+      expect(await verifier.verify('fs_random_999_x')).toBeUndefined();
       expect(counting.lookups).toBe(1002);
     } finally {
       await verifier.close();

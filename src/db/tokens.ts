@@ -12,25 +12,42 @@
  * evict the few valid tokens, sending every real request to the database.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { TokenVerifier } from '../auth.js';
+import type { Access, Principal, TokenVerifier } from '../auth.js';
 import { DomainError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { Sql } from './client.js';
+import { audit, type Actor } from './audit.js';
+import { transaction, type Sql } from './client.js';
+import { GALLERY_NAME } from './galleries.js';
 
-const CHANNEL = 'face_tokens_changed';
+/** Notified on commit of anything that changes what a token stands for: a revocation, a tenant disabled or deleted. */
+export const TOKENS_CHANGED = 'face_tokens_changed';
 const UNIQUE_VIOLATION = '23505';
+const FOREIGN_KEY_VIOLATION = '23503';
+
+/** What a token may do, besides its tenant (013-tenants.sql). */
+export interface TokenGrant {
+  /** Also allowed the operator routes (/metrics, /v0/admin/*). */
+  operator?: boolean;
+  /** Default `write`. */
+  access?: Access;
+  /** Only these galleries of its tenant; all when absent. */
+  galleries?: string[];
+  ratePerS?: number;
+  photosInFlight?: number;
+}
 
 export interface TokenRecord {
   id: number;
   name: string;
-  /** Also allowed the operator routes (/metrics, /v0/admin/*). */
+  tenant: string;
   operator: boolean;
+  access: Access;
+  galleries: string[] | null;
+  rate_per_s: number | null;
+  photos_in_flight: number | null;
   created: string;
   revoked_at: string | null;
 }
-
-/** Which tokens a verifier accepts: any active one, or only operator tokens. */
-export type TokenScope = 'any' | 'operator';
 
 export function tokenHash(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
@@ -44,40 +61,69 @@ export function newToken(): string {
 export class TokenStore {
   constructor(private readonly sql: Sql) {}
 
-  /** A new token; CONFLICT when an active token already has this name. */
-  async create(name: string, opts: { operator?: boolean } = {}): Promise<{ id: number; token: string }> {
+  /**
+   * A new token of tenant `tenant` (its name); CONFLICT when an active token already has this
+   * name, NOT_FOUND when the tenant does not exist, BAD_PARAM for a gallery name no gallery can have.
+   */
+  async create(actor: Actor, name: string, grant: TokenGrant = {}, tenant = 'default'): Promise<{ id: number; token: string }> {
+    const bad = grant.galleries?.find((g) => !GALLERY_NAME.test(g));
+    if (bad !== undefined) throw new DomainError('BAD_PARAM', `Invalid gallery name: ${bad}`, { param: 'galleries' });
+    if (grant.galleries?.length === 0) throw new DomainError('BAD_PARAM', 'A token limited to galleries needs at least one', { param: 'galleries' });
     const token = newToken();
     try {
-      const [row] = await this.sql`
-        INSERT INTO tokens (name, hash, operator) VALUES (${name}, ${tokenHash(token)}, ${opts.operator ?? false}) RETURNING id`;
-      return { id: Number(row.id), token };
+      return await transaction(this.sql, async (tx) => {
+        const [row] = await tx`
+        INSERT INTO tokens (name, hash, operator, tenant_id, access, galleries, rate_per_s, photos_in_flight)
+        SELECT ${name}, ${tokenHash(token)}, ${grant.operator ?? false}, t.id, ${grant.access ?? 'write'},
+          ${grant.galleries ? [...new Set(grant.galleries)].sort() : null}, ${grant.ratePerS ?? null}, ${grant.photosInFlight ?? null}
+        FROM tenants t WHERE t.name = ${tenant}
+        RETURNING id`;
+        if (!row) throw new DomainError('NOT_FOUND', `Unknown tenant: ${tenant}`, { param: 'tenant' });
+        const id = Number(row.id);
+        await audit(tx, actor, 'token.create', `${id}`, { name, tenant, ...grant });
+        return { id, token };
+      });
     } catch (err) {
       if ((err as { code?: string }).code === UNIQUE_VIOLATION) {
         throw new DomainError('CONFLICT', `an active token is already named ${JSON.stringify(name)}; pick another name or revoke that one`, {
           param: 'name',
         });
       }
+      if ((err as { code?: string }).code === FOREIGN_KEY_VIOLATION) throw new DomainError('NOT_FOUND', `Unknown tenant: ${tenant}`, { param: 'tenant' });
       throw err;
     }
   }
 
   async list(): Promise<TokenRecord[]> {
     const rows = await this.sql`
-      SELECT id, name, operator,
-        to_char(created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
-        to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS revoked_at
-      FROM tokens ORDER BY id`;
-    return rows.map((r) => ({ id: Number(r.id), name: r.name, operator: r.operator, created: r.created, revoked_at: r.revoked_at }));
+      SELECT k.id, k.name, t.name AS tenant, k.operator, k.access, k.galleries, k.rate_per_s, k.photos_in_flight,
+        to_char(k.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
+        to_char(k.revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS revoked_at
+      FROM tokens k JOIN tenants t ON t.id = k.tenant_id ORDER BY k.id`;
+    return rows.map((r) => ({
+      id: Number(r.id),
+      name: r.name,
+      tenant: r.tenant,
+      operator: r.operator,
+      access: r.access,
+      galleries: r.galleries,
+      rate_per_s: r.rate_per_s,
+      photos_in_flight: r.photos_in_flight,
+      created: r.created,
+      revoked_at: r.revoked_at,
+    }));
   }
 
   /** False when no active token has this id. */
-  async revoke(id: number): Promise<boolean> {
-    return (await this.sql.begin(async (tx) => {
-      const rows = await tx`UPDATE tokens SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL RETURNING id`;
+  async revoke(actor: Actor, id: number): Promise<boolean> {
+    return transaction(this.sql, async (tx) => {
+      const rows = await tx`UPDATE tokens SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL RETURNING name`;
+      if (!rows.length) return false;
       // Delivered on commit, so no verifier re-reads the token before the revocation is visible.
-      if (rows.length) await tx`SELECT pg_notify(${CHANNEL}, ${String(id)})`;
-      return rows.length > 0;
-    })) as boolean;
+      await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${String(id)})`;
+      await audit(tx, actor, 'token.revoke', `${id}`, { name: rows[0].name });
+      return true;
+    });
   }
 
   /** Number of tokens ever created, revoked ones included. */
@@ -86,18 +132,32 @@ export class TokenStore {
     return Number(row.n);
   }
 
-  /** True when the token is active and, for the operator scope, an operator token. */
-  async isActive(token: string, scope: TokenScope = 'any'): Promise<boolean> {
-    const [row] = await this.sql`SELECT operator FROM tokens WHERE hash = ${tokenHash(token)} AND revoked_at IS NULL`;
-    return !!row && (scope === 'any' || row.operator === true);
+  /** What an active token of an enabled tenant stands for; undefined for any other token. */
+  async principalOf(token: string): Promise<Principal | undefined> {
+    const [row] = await this.sql`
+      SELECT k.id, k.name, k.tenant_id, k.operator, k.access, k.galleries,
+        coalesce(k.rate_per_s, t.rate_per_s) AS rate_per_s, coalesce(k.photos_in_flight, t.photos_in_flight) AS photos_in_flight
+      FROM tokens k JOIN tenants t ON t.id = k.tenant_id
+      WHERE k.hash = ${tokenHash(token)} AND k.revoked_at IS NULL AND t.disabled_at IS NULL`;
+    if (!row) return undefined;
+    return {
+      tokenId: Number(row.id),
+      name: row.name,
+      tenant: Number(row.tenant_id),
+      operator: row.operator,
+      access: row.access,
+      ...(row.galleries ? { galleries: row.galleries as string[] } : {}),
+      limits: {
+        ...(row.rate_per_s !== null ? { ratePerS: Number(row.rate_per_s) } : {}),
+        ...(row.photos_in_flight !== null ? { photosInFlight: Number(row.photos_in_flight) } : {}),
+      },
+    };
   }
 }
 
 export interface DbTokenVerifierOptions {
   /** How long an answer is reused when no revocation notice arrives. */
   ttlMs?: number;
-  /** Which tokens are accepted; default any active token. */
-  scope?: TokenScope;
   /** Accepted tokens kept (least recently used dropped first). */
   maxEntries?: number;
   /** Refused tokens kept, in a cache of their own. */
@@ -140,12 +200,11 @@ export class LruCache<V> {
 }
 
 export class DbTokenVerifier implements TokenVerifier {
-  /** Digest → expiry of tokens the database accepted. */
-  private readonly accepted: LruCache<number>;
+  /** Digest → principal and expiry of tokens the database accepted. */
+  private readonly accepted: LruCache<{ principal: Principal; until: number }>;
   /** Digest → expiry of tokens it refused; floods of random tokens churn only this one. */
   private readonly refused: LruCache<number>;
   private readonly ttlMs: number;
-  private readonly scope: TokenScope;
   private unlisten?: () => Promise<void>;
 
   constructor(
@@ -154,10 +213,9 @@ export class DbTokenVerifier implements TokenVerifier {
     opts: DbTokenVerifierOptions = {},
   ) {
     this.ttlMs = opts.ttlMs ?? 5000;
-    this.scope = opts.scope ?? 'any';
     this.accepted = new LruCache(opts.maxEntries ?? 1000);
     this.refused = new LruCache(opts.maxNegativeEntries ?? 1000);
-    const listening = sql.listen(CHANNEL, () => this.clear(), () => this.clear());
+    const listening = sql.listen(TOKENS_CHANGED, () => this.clear(), () => this.clear());
     listening.then(
       (l) => {
         this.unlisten = l.unlisten;
@@ -166,29 +224,30 @@ export class DbTokenVerifier implements TokenVerifier {
     );
   }
 
-  async verify(token: string): Promise<boolean> {
+  async verify(token: string): Promise<Principal | undefined> {
     // Keyed by the digest so the cache never holds a token in the clear.
     const key = tokenHash(token);
     const now = Date.now();
     const good = this.accepted.get(key);
     if (good !== undefined) {
-      if (good > now) return true;
+      if (good.until > now) return good.principal;
       this.accepted.delete(key);
     }
     const bad = this.refused.get(key);
     if (bad !== undefined) {
-      if (bad > now) return false;
+      if (bad > now) return undefined;
       this.refused.delete(key);
     }
-    let ok: boolean;
+    let principal: Principal | undefined;
     try {
-      ok = await this.store.isActive(token, this.scope);
+      principal = await this.store.principalOf(token);
     } catch (err) {
       // Fail closed, but say why: a 401 would tell the client its token is bad.
       throw unavailable('Token store unavailable', 1, err);
     }
-    (ok ? this.accepted : this.refused).set(key, now + this.ttlMs);
-    return ok;
+    if (principal) this.accepted.set(key, { principal, until: now + this.ttlMs });
+    else this.refused.set(key, now + this.ttlMs);
+    return principal;
   }
 
   /** Cached answers: accepted and refused tokens. */

@@ -13,6 +13,8 @@ import { DomainError, type ErrorCode } from '../errors.js';
 /** The status each domain error code is sent with: the one place codes meet HTTP. */
 export const ERROR_STATUS: Record<ErrorCode, number> = {
   AUTH_FAILED: 401,
+  FORBIDDEN: 403,
+  RATE_LIMITED: 429,
   BAD_PARAM: 400,
   MALFORMED_JSON: 400,
   MALFORMED_BODY: 400,

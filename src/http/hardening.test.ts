@@ -32,7 +32,6 @@ async function start(registry: RouteRegistry, limits: Limits = {}, log: Logger =
     port: 0,
     registry,
     verifier: new StaticTokenVerifier(TOKEN),
-    operatorVerifier: new StaticTokenVerifier(TOKEN),
     limits: { maxBodyBytes: 64 * 1024, maxUploadBytes: 32 * 1024, maxInflight: 8, ...limits },
     shutdownTimeoutMs: 2000,
     log,

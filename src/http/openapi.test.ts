@@ -173,7 +173,7 @@ describe('RouteRegistry', () => {
     const common = ['INTERNAL', 'SERVICE_UNAVAILABLE', 'DEADLINE_EXCEEDED'];
     expect(errorCodes({ method: 'GET', auth: false, errors: [] }).sort()).toEqual(['BAD_PARAM', ...common].sort());
     expect(errorCodes({ method: 'POST', auth: true, request: z.object({ a: z.string() }), errors: ['NOT_FOUND'] }).sort()).toEqual(
-      ['AUTH_FAILED', 'BAD_PARAM', 'MALFORMED_JSON', 'MALFORMED_BODY', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'NOT_FOUND', ...common].sort(),
+      ['AUTH_FAILED', 'FORBIDDEN', 'RATE_LIMITED', 'BAD_PARAM', 'MALFORMED_JSON', 'MALFORMED_BODY', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'NOT_FOUND', ...common].sort(),
     );
     const raw = { mediaType: 'application/octet-stream', param: 'b', description: 'bytes' };
     expect(errorCodes({ method: 'POST', auth: 'operator', request: z.object({}), binaryBody: raw, errors: [] })).not.toContain('MALFORMED_JSON');

@@ -9,6 +9,7 @@
  * schema, error codes that exist.
  */
 import { toJSONSchema, type z } from 'zod';
+import type { Access, Principal } from '../auth.js';
 import { DomainError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ERROR_STATUS, HttpError } from './errors.js';
@@ -94,6 +95,8 @@ export interface RouteContext<I, P> {
   headerInput: Readonly<Record<string, unknown>>;
   /** On routes that need a token: who is calling (auth.ts `callerOf`). */
   caller?: Buffer;
+  /** On routes that need a token: what the token stands for (its tenant, access and galleries). */
+  principal?: Principal;
   /** Aborts when the client goes away; pass it to anything slow. */
   signal: AbortSignal;
   log: Logger;
@@ -120,6 +123,11 @@ export interface RouteDef<
    * that change how the service runs rather than the data.
    */
   auth: boolean | 'operator';
+  /**
+   * What a token needs to reach this route (auth.ts `Access`); default `read` for GET, `write`
+   * for the others. A token with less is refused with 403 FORBIDDEN naming the scope.
+   */
+  access?: Access;
   /**
    * Parameters from the body (JSON, multipart, urlencoded) and the query
    * string; on GET and DELETE only the query string.
@@ -205,7 +213,8 @@ const BODY_METHODS = new Set<Method>(['POST', 'PUT', 'PATCH']);
  * Every error code a route can answer with, in ERROR_STATUS's order: its own
  * (`errors`), those the HTTP layer raises by the route's shape, and the
  * common ones.
- * - AUTH_FAILED: a route that needs a token.
+ * - AUTH_FAILED, FORBIDDEN, RATE_LIMITED: a route that needs a token (refused,
+ *   lacking a scope, over its fair share).
  * - BAD_PARAM: any route, as a parameter the route does not take is refused
  *   (http/params.ts), besides invalid path, query and body parameters.
  * - The body parsers' codes: a route that reads a body (a JSON or form body
@@ -214,7 +223,7 @@ const BODY_METHODS = new Set<Method>(['POST', 'PUT', 'PATCH']);
  */
 export function errorCodes(route: Pick<RouteDef, 'method' | 'auth' | 'request' | 'binaryBody' | 'errors'>): ErrorCode[] {
   const codes = new Set<ErrorCode>(route.errors);
-  if (route.auth) codes.add('AUTH_FAILED');
+  if (route.auth) for (const c of ['AUTH_FAILED', 'FORBIDDEN', 'RATE_LIMITED'] as const) codes.add(c);
   codes.add('BAD_PARAM');
   if (route.binaryBody) {
     codes.add('PAYLOAD_TOO_LARGE');
@@ -224,6 +233,17 @@ export function errorCodes(route: Pick<RouteDef, 'method' | 'auth' | 'request' |
   }
   for (const c of COMMON_ERRORS) codes.add(c);
   return (Object.keys(ERROR_STATUS) as ErrorCode[]).filter((c) => codes.has(c));
+}
+
+/** The principal of a request to a route that needs a token. */
+export function principalOf(ctx: { principal?: Principal }): Principal {
+  if (!ctx.principal) throw new Error('principalOf: the route takes no token');
+  return ctx.principal;
+}
+
+/** What a token needs to reach `route`: its declared access, else `read` for GET and `write` for the others. */
+export function neededAccess(route: Pick<RouteDef, 'method' | 'access'>): Access {
+  return route.access ?? (route.method === 'GET' ? 'read' : 'write');
 }
 
 /** The stable code of an error a handler threw, when it carries one. */

@@ -48,7 +48,6 @@ async function start(registry: RouteRegistry, maxInflight = 2, shutdownTimeoutMs
     port: 0,
     registry,
     verifier: new StaticTokenVerifier('t'),
-    operatorVerifier: new StaticTokenVerifier('t'),
     limits: { maxBodyBytes: 4096, maxUploadBytes: 1024, maxInflight },
     shutdownTimeoutMs,
     log: createLogger('silent'),

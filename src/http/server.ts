@@ -25,13 +25,14 @@ import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import type { Logger } from '../log.js';
-import { authenticate, callerOf, type TokenVerifier } from '../auth.js';
+import { allows, authenticate, callerOf, forbidden, type Principal, type TokenVerifier } from '../auth.js';
 import { unavailable } from '../errors.js';
 import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
 import { HttpError, INTERNAL_REASON, toHttpError } from './errors.js';
+import type { FairShare } from './fair-share.js';
 import { ActivityTracker, ConcurrencyLimiter, MemoryBudget } from './limiter.js';
 import { assertText, declaredHeaders, foldBrackets, parseParams, queryToParams, rejectUnknownFields, type RawParams } from './params.js';
-import { Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
+import { neededAccess, Reply, StreamReply, type AnyRoute, type RouteRegistry, type ServerState } from './registry.js';
 import { Router } from './router.js';
 
 /** How long a streamed response may wait for a client that has stopped reading. */
@@ -42,9 +43,10 @@ export interface HttpServerOptions {
   /** 0 picks a free port, reported back in `HttpServer.port`. */
   port: number;
   registry: RouteRegistry;
+  /** Who a token stands for; operator routes need a principal that is an operator. */
   verifier: TokenVerifier;
-  /** Accepts the operator's token only, for `auth: 'operator'` routes. */
-  operatorVerifier: TokenVerifier;
+  /** Each token's requests per second and photos in flight; none when absent. */
+  fairShare?: FairShare;
   limits: BodyLimits & {
     /** Requests in progress on limited light routes. */
     maxInflight: number;
@@ -427,6 +429,8 @@ interface Gates {
 interface Held {
   slot?: ConcurrencyLimiter;
   reservedBytes: number;
+  /** Gives back the token's fair share of photos in flight. */
+  share?: () => void;
 }
 
 export function listen(opts: HttpServerOptions): Promise<HttpServer> {
@@ -510,6 +514,7 @@ function handle(g: Gates, res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   const finish = (pattern: string) => {
     ex.clearDeadline();
     held.slot?.release();
+    held.share?.();
     g.budget.release(held.reservedBytes);
     held.reservedBytes = 0;
     g.activity.leave();
@@ -566,7 +571,7 @@ function handle(g: Gates, res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   }
 
   const chosen = route;
-  run(g, { route: chosen, method, rawParams: match.params, malformed: match.malformed, headers, query, bodyPromise, ex, ctxLog })
+  run(g, { route: chosen, method, rawParams: match.params, malformed: match.malformed, headers, query, bodyPromise, ex, ctxLog, held })
     .catch((err) => fail(err, chosen.path))
     .finally(() => finish(chosen.path));
 }
@@ -641,12 +646,26 @@ interface Admitted {
   bodyPromise: Promise<RawParams>;
   ex: Exchange;
   ctxLog: () => Logger;
+  held: Held;
+}
+
+/**
+ * The token's principal, checked against what `route` needs (403 naming the missing scope) and
+ * admitted within its fair share (429); the share it takes goes to `held`.
+ */
+async function authorize(g: Gates, route: AnyRoute, header: string | undefined, held: Held): Promise<Principal> {
+  const principal = await authenticate(header, g.opts.verifier);
+  if (route.auth === 'operator' && !principal.operator) throw forbidden('operator', 'this route is for operator tokens');
+  const needed = neededAccess(route);
+  if (!allows(principal.access, needed)) throw forbidden(needed, `it is limited to ${principal.access}`);
+  if (g.opts.fairShare) held.share = g.opts.fairShare.admit(principal, route.cost === 'engine');
+  return principal;
 }
 
 /** Authenticates, parses every input against the route's schemas, calls the handler and sends what it returns. */
 async function run(g: Gates, a: Admitted): Promise<void> {
   const { route, headers, ex } = a;
-  if (route.auth) await authenticate(headers.authorization, route.auth === 'operator' ? g.opts.operatorVerifier : g.opts.verifier);
+  const principal = route.auth ? await authorize(g, route, headers.authorization, a.held) : undefined;
   if (a.malformed.length) throw new HttpError(400, 'BAD_PARAM', `${a.malformed[0]}: malformed percent-encoding`, { param: a.malformed[0] });
   assertText(a.rawParams);
   const params = route.params ? parseParams(route.params, a.rawParams) : a.rawParams;
@@ -673,6 +692,7 @@ async function run(g: Gates, a: Admitted): Promise<void> {
     headers,
     headerInput,
     caller: route.auth ? callerOf(headers.authorization) : undefined,
+    principal,
     get signal() {
       return ex.signal;
     },

@@ -3,7 +3,7 @@
  * emotions. A photo without faces is not an error here: `faces` is empty.
  */
 import { z } from 'zod';
-import type { RouteDef, RouteRegistry } from '../http/registry.js';
+import { principalOf, type RouteDef, type RouteRegistry } from '../http/registry.js';
 import { detect } from '../services/detect.js';
 import { boxOf, PHOTO_ERRORS, type PhotoAnalysis } from '../services/analysis.js';
 import { flagParam, photoParam } from './schemas.js';
@@ -62,11 +62,12 @@ export function registerDetect(registry: RouteRegistry, faces: PhotoAnalysis): v
     path: '/v1/detect/',
     summary: 'Detect faces, optionally with age, gender and emotions',
     auth: true,
+    access: 'analyze',
     request: detectRequest,
     response: { status: 200, description: 'Faces found on the photo (possibly none).', schema: detectResponse },
     errors: PHOTO_ERRORS,
-    async handler({ input, signal }) {
-      const found = await detect(faces, input, signal);
+    async handler({ input, signal, ...ctx }) {
+      const found = await detect(faces, principalOf(ctx).tenant, input, signal);
       return {
         faces: found.map((f) => ({
           ...boxOf(f),

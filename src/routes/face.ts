@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { idParam, jsonParam, numberParam } from '../http/params.js';
-import { Reply, type RouteRegistry } from '../http/registry.js';
+import { principalOf, Reply, type RouteRegistry } from '../http/registry.js';
 import { enrol, type EnrolDeps } from '../services/enrol.js';
 import { deleteFace, deleteFacesByMeta, updateFace, type FaceChangeDeps, type GalleryChange } from '../services/face-changes.js';
 import { getFace } from '../services/face-reads.js';
@@ -104,11 +104,12 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     response: { status: 200, description: 'The faces added.', schema: addFaceResponse },
     errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'LOW_QUALITY', 'CONFLICT'],
     requestHeaders: idempotencyHeaders,
-    async handler({ input, signal, headers, headerInput, caller }) {
+    async handler(ctx) {
+      const { input, signal, headers, headerInput, caller } = ctx;
       checkSightingFields(input);
       const key = (headerInput as z.output<typeof idempotencyHeaders>)['idempotency-key'];
       const idempotency = key !== undefined && caller ? { scope: caller, key } : undefined;
-      const added = await enrol(deps, { ...input, bbox: callerBoxes(input) }, signal, idempotency);
+      const added = await enrol(deps, principalOf(ctx), { ...input, bbox: callerBoxes(input) }, signal, idempotency);
       const base = baseUrl(headers, publicUrl);
       const body = {
         results: added.faces.map((f) => renderFace(f, base)),
@@ -126,8 +127,8 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     params: faceIdParams,
     response: { status: 200, description: 'The face.', schema: faceOutput },
     errors: ['NOT_FOUND'],
-    async handler({ params, headers }) {
-      return renderFace(await getFace(deps, params.id), baseUrl(headers, publicUrl));
+    async handler(ctx) {
+      return renderFace(await getFace(deps, principalOf(ctx), ctx.params.id), baseUrl(ctx.headers, publicUrl));
     },
   });
 
@@ -143,8 +144,9 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     request: updateFaceRequest,
     response: { status: 200, description: 'The face as updated.', schema: faceOutput },
     errors: ['NOT_FOUND'],
-    async handler({ params, input, headers }) {
-      const { face, indexLag } = await updateFace(deps, params.id, { meta: input.meta, personId: input.person_id, galleries: input.galleries });
+    async handler(ctx) {
+      const { params, input, headers } = ctx;
+      const { face, indexLag } = await updateFace(deps, principalOf(ctx), params.id, { meta: input.meta, personId: input.person_id, galleries: input.galleries });
       return Reply.json(renderFace(face, baseUrl(headers, publicUrl)), 200, indexLagHeaders(indexLag));
     },
   });
@@ -158,8 +160,8 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     params: faceIdParams,
     response: { status: 204, description: 'Deleted.' },
     errors: ['NOT_FOUND'],
-    async handler({ params }) {
-      const { indexLag } = await deleteFace(deps, params.id);
+    async handler(ctx) {
+      const { indexLag } = await deleteFace(deps, principalOf(ctx), ctx.params.id);
       return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));
     },
   });
@@ -176,8 +178,8 @@ export function registerFace(registry: RouteRegistry, deps: FaceRouteDeps): void
     params: metaPath,
     response: { status: 204, description: 'Deleted.' },
     errors: ['NOT_FOUND'],
-    async handler({ params }) {
-      const { indexLag } = await deleteFacesByMeta(deps, params.meta);
+    async handler(ctx) {
+      const { indexLag } = await deleteFacesByMeta(deps, principalOf(ctx), ctx.params.meta);
       return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));
     },
   });

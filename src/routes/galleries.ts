@@ -3,7 +3,7 @@
  * always exists and cannot be deleted.
  */
 import { z } from 'zod';
-import { Reply, type RouteRegistry } from '../http/registry.js';
+import { principalOf, Reply, type RouteRegistry } from '../http/registry.js';
 import { deleteGallery, type FaceChangeDeps } from '../services/face-changes.js';
 import { createGallery, listGalleries } from '../services/galleries.js';
 import { indexLagHeaders, INDEX_LAG_NOTE } from './face-view.js';
@@ -23,8 +23,8 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     auth: true,
     response: { status: 200, description: 'All gallery names.', schema: galleriesResponse },
     errors: [],
-    async handler() {
-      return { results: await listGalleries(deps) };
+    async handler(ctx) {
+      return { results: await listGalleries(deps, principalOf(ctx)) };
     },
   });
 
@@ -37,8 +37,8 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     params: galleryPath,
     response: { status: 201, description: 'Created; no body.' },
     errors: ['CONFLICT'],
-    async handler({ params }) {
-      await createGallery(deps, params.gallery);
+    async handler(ctx) {
+      await createGallery(deps, principalOf(ctx), ctx.params.gallery);
       return Reply.empty(201);
     },
   });
@@ -53,8 +53,8 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     request: z.object({ name: galleryName }),
     response: { status: 201, description: 'Created; no body.' },
     errors: ['CONFLICT'],
-    async handler({ input }) {
-      await createGallery(deps, input.name);
+    async handler(ctx) {
+      await createGallery(deps, principalOf(ctx), ctx.input.name);
       return Reply.empty(201);
     },
   });
@@ -73,8 +73,8 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     params: galleryPath,
     response: { status: 204, description: 'Deleted.' },
     errors: ['NOT_FOUND'],
-    async handler({ params }) {
-      const { indexLag } = await deleteGallery(deps, params.gallery);
+    async handler(ctx) {
+      const { indexLag } = await deleteGallery(deps, principalOf(ctx), ctx.params.gallery);
       return new Reply(204, undefined, undefined, indexLagHeaders(indexLag));
     },
   });

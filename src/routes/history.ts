@@ -20,7 +20,8 @@
 import { z } from 'zod';
 import { invalid } from '../errors.js';
 import { boolParam, idParam, numberParam } from '../http/params.js';
-import { Reply, type RouteRegistry, type StreamReply } from '../http/registry.js';
+import { principalOf, Reply, type RouteRegistry, type StreamReply } from '../http/registry.js';
+import type { Reach } from '../services/face-reads.js';
 import { PHOTO_ERRORS } from '../services/analysis.js';
 import { personsOnPhoto, searchHistory, sightingThumbnail, type FacePersonsDeps, type HistoryDeps, type HistoryEvent, type HistoryFilter } from '../services/history.js';
 import { baseUrl, renderEvent, streamResults } from './face-view.js';
@@ -123,18 +124,18 @@ function nextPageLink(filter: HistoryFilter, limit: number, maxId: number): stri
 
 export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & FacePersonsDeps & { publicUrl?: string }): void {
   const { publicUrl } = deps;
-  async function search(input: SearchInput, headers: Readonly<Record<string, string>>, signal: AbortSignal): Promise<StreamReply> {
+  async function search(reach: Reach, input: SearchInput, headers: Readonly<Record<string, string>>, signal: AbortSignal): Promise<StreamReply> {
     const bbox = callerBoxes(input);
     if (input.photo === undefined && (bbox !== undefined || input.threshold !== undefined)) {
       throw invalid(bbox !== undefined ? 'bbox' : 'threshold', `${bbox !== undefined ? 'bbox' : 'threshold'} is only for a search by photo`);
     }
     const filter = filterOf(input);
     if (input.photo !== undefined) {
-      const persons = await personsOnPhoto(deps, { photo: input.photo, bbox, threshold: input.threshold }, signal);
+      const persons = await personsOnPhoto(deps, reach, { photo: input.photo, bbox, threshold: input.threshold }, signal);
       filter.personIds = filter.personIds ? persons.filter((p) => filter.personIds!.includes(p)) : persons;
     }
     const limit = input.limit || undefined;
-    const listing = await searchHistory(deps, filter, { limit, maxId: input.max_id });
+    const listing = await searchHistory(deps, reach, filter, { limit, maxId: input.max_id });
     const base = baseUrl(headers, publicUrl);
     return streamResults(listing.batches, (e: HistoryEvent) => renderEvent(e, base), () => {
       const next = listing.nextMaxId();
@@ -162,7 +163,9 @@ export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & Fac
       response: { status: 200, description: 'Matching events.', schema: historyResponse },
       // A search by photo meets what analysing a photo meets.
       errors: [...PHOTO_ERRORS, 'NO_FACE'],
-      handler: ({ input, headers, signal }) => search(input, headers, signal),
+      // A search by photo only reads: the read scope reaches it.
+      access: 'read',
+      handler: ({ input, headers, signal, ...ctx }) => search(principalOf(ctx), input, headers, signal),
     });
   }
 
@@ -177,8 +180,8 @@ export function registerHistory(registry: RouteRegistry, deps: HistoryDeps & Fac
     params: z.object({ id: idParam('History event id.') }),
     response: { status: 200, description: 'The JPEG.', alternatives: ['image/jpeg'] },
     errors: ['NOT_FOUND'],
-    async handler({ params }) {
-      const jpeg = await sightingThumbnail(deps, params.id);
+    async handler({ params, ...ctx }) {
+      const jpeg = await sightingThumbnail(deps, principalOf(ctx), params.id);
       return new Reply(200, jpeg, 'image/jpeg', { 'Cache-Control': 'private, max-age=31536000, immutable' });
     },
   });

@@ -17,8 +17,9 @@
 import { z } from 'zod';
 import { DomainError, invalid } from '../errors.js';
 import { boolParam, numberParam } from '../http/params.js';
-import { Reply, type RouteRegistry } from '../http/registry.js';
+import { principalOf, Reply, type RouteRegistry } from '../http/registry.js';
 import { PHOTO_ERRORS } from '../services/analysis.js';
+import { allows, forbidden, type Principal } from '../auth.js';
 import { identify, ShardsUnavailable, type IdentifyDeps as IdentifyServiceDeps } from '../services/identify.js';
 import { baseUrl, renderEvent, renderFace } from './face-view.js';
 import { historyEvent } from './history.js';
@@ -98,14 +99,16 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
   const request = identifyRequestFor(deps.maxN);
 
   async function answer(
+    reach: Principal,
     input: z.output<typeof request>,
     gallery: string | undefined,
     signal: AbortSignal,
     reqHeaders: Readonly<Record<string, string>>,
   ): Promise<Reply> {
+    if (input.cam_id !== undefined && !allows(reach.access, 'write')) throw forbidden('write', 'recording a sighting (cam_id) writes');
     const bbox = callerBoxes(input);
     checkSightingFields(input);
-    const found = await identify(deps, { ...input, bbox, gallery }, signal).catch(withLiveServers);
+    const found = await identify(deps, reach, { ...input, bbox, gallery }, signal).catch(withLiveServers);
     const base = baseUrl(reqHeaders, deps.publicUrl);
     const results: Record<string, z.input<typeof match>[]> = {};
     for (const r of found.results) {
@@ -134,7 +137,9 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
     errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'SHARDS_UNAVAILABLE'],
     headers,
-    handler: ({ input, signal, headers: h }) => answer(input, input.gallery, signal, h),
+    // A search reads; recording a sighting (cam_id) writes, which identify checks.
+    access: 'read',
+    handler: ({ input, signal, headers: h, ...ctx }) => answer(principalOf(ctx), input, input.gallery, signal, h),
   });
 
   registry.define({
@@ -150,11 +155,12 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     response: { status: 200, description: 'Matches per face.', schema: identifyResponse },
     errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NOT_FOUND', 'NO_FACE', 'SHARDS_UNAVAILABLE'],
     headers,
-    handler: ({ input, params, signal, headers: h }) => {
+    access: 'read',
+    handler: ({ input, params, signal, headers: h, ...ctx }) => {
       if (input.gallery !== undefined && input.gallery !== params.gallery) {
         throw invalid('gallery', `gallery in the body (${input.gallery}) differs from the gallery of the path (${params.gallery})`);
       }
-      return answer(input, params.gallery, signal, h);
+      return answer(principalOf(ctx), input, params.gallery, signal, h);
     },
   });
 }

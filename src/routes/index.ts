@@ -13,6 +13,7 @@ import type { PersonDeps } from '../services/persons.js';
 import type { PhotoDeps } from '../services/photos.js';
 import type { PhotoSource } from '../services/photo-source.js';
 import type { EmbeddingMigration } from '../services/reembed.js';
+import type { AuditLog, TenantAdminDeps } from '../services/tenants.js';
 import { registerDetect } from './detect.js';
 import { registerDocs } from './docs.js';
 import { registerFace } from './face.js';
@@ -27,12 +28,13 @@ import { registerPhoto } from './photo.js';
 import { registerVerify } from './verify.js';
 import { registerShardsControl, registerShardsReport } from './shards-admin.js';
 import { registerShardServer, type ShardServerDeps } from './shard.js';
+import { registerTenantsAdmin } from './tenants-admin.js';
 
 /**
  * The face database as the routes' services take it (its stores, and how
  * writes wait for the search index); all of it or none.
  */
-export interface DatabaseRoutes extends FaceChangeDeps, PersonDeps, PhotoDeps {
+export interface DatabaseRoutes extends FaceChangeDeps, PersonDeps, PhotoDeps, Omit<TenantAdminDeps, 'writes'> {
   /** The search shards as identify and /health see them. */
   index: SearchShards;
   /** The shards held in this process and their controls (absent on an API node, which holds none). */
@@ -96,7 +98,8 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     registerHistory(registry, { ...db, faces, publicUrl });
     registerPersons(registry, { ...db, publicUrl });
     registerShardsReport(registry, db.index);
-    if (db.control) registerShardsControl(registry, db.control);
+    if (db.control) registerShardsControl(registry, db.control, db.audit);
+    registerTenantsAdmin(registry, db);
   }
   registerHealth(registry, {
     role: deps.role ?? 'all',
@@ -121,6 +124,8 @@ export interface ShardRouteDeps extends ShardServerDeps {
   /** The held shards as /health and /v0/admin/shards report them. */
   view: SearchShards;
   control: ShardControl;
+  /** Where shard controls are recorded. */
+  audit: AuditLog;
   metrics: ServiceMetrics;
   serviceVersion: string;
   writer: HealthDeps['writer'];
@@ -131,7 +136,7 @@ export function buildShardRegistry(deps: ShardRouteDeps): RouteRegistry {
   const registry = new RouteRegistry();
   registerShardServer(registry, deps);
   registerShardsReport(registry, deps.view);
-  registerShardsControl(registry, deps.control);
+  registerShardsControl(registry, deps.control, deps.audit);
   return withNodeRoutes(registry, { role: 'shard', index: deps.view, writer: deps.writer }, deps.metrics, {
     title: 'Face recognition service: shard server',
     serviceVersion: deps.serviceVersion,

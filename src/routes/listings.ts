@@ -7,8 +7,8 @@
  * `max_id`/`min_id` cursors pages through them.
  */
 import { z } from 'zod';
-import type { RouteDef, RouteRegistry } from '../http/registry.js';
-import { listFaces, listMeta, type FaceReadDeps, type MetaSummary, type Page, type StoredFace } from '../services/face-reads.js';
+import { principalOf, type RouteDef, type RouteRegistry } from '../http/registry.js';
+import { listFaces, listMeta, type FaceReadDeps, type MetaSummary, type Page, type Reach, type StoredFace } from '../services/face-reads.js';
 import { baseUrl, renderFace, streamListing } from './face-view.js';
 import { faceOutput, galleryName, listingOf, metaPath, PAGING_NOTE, pageQuery } from './schemas.js';
 
@@ -33,8 +33,8 @@ const enc = encodeURIComponent;
 
 export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & { publicUrl?: string }): void {
   const { publicUrl } = deps;
-  const faceList = (path: string, filter: { meta?: string; gallery?: string }, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) =>
-    listFaces(deps, filter, pageOf(q)).then((listing) => {
+  const faceList = (reach: Reach, path: string, filter: { meta?: string; gallery?: string }, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) =>
+    listFaces(deps, reach, filter, pageOf(q)).then((listing) => {
       const base = baseUrl(headers, publicUrl);
       return streamListing(listing, (f: StoredFace) => renderFace(f, base), path, q.limit);
     });
@@ -49,7 +49,7 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     request: pageQuery,
     response: { status: 200, description: 'Faces whose meta equals the given one.', schema: facesListing },
     errors: [],
-    handler: ({ params, input, headers }) => faceList(`/v0/face/meta/${enc(params.meta)}/`, { meta: params.meta }, input, headers),
+    handler: ({ params, input, headers, ...ctx }) => faceList(principalOf(ctx), `/v0/face/meta/${enc(params.meta)}/`, { meta: params.meta }, input, headers),
   });
 
   const galleryMeta: RouteDef<typeof pageQuery, typeof galleryMetaPath, typeof facesListing> = {
@@ -62,8 +62,8 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     request: pageQuery,
     response: { status: 200, description: 'Faces in the gallery whose meta equals the given one.', schema: facesListing },
     errors: ['NOT_FOUND'],
-    handler: ({ params, input, headers }) =>
-      faceList(`/v0/face/gallery/${params.gallery}/meta/${enc(params.meta)}/`, { meta: params.meta, gallery: params.gallery }, input, headers),
+    handler: ({ params, input, headers, ...ctx }) =>
+      faceList(principalOf(ctx), `/v0/face/gallery/${params.gallery}/meta/${enc(params.meta)}/`, { meta: params.meta, gallery: params.gallery }, input, headers),
   };
   registry.define(galleryMeta);
   // The plural form that clients of the older API use.
@@ -78,7 +78,7 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     request: pageQuery,
     response: { status: 200, description: 'Every face.', schema: facesListing },
     errors: [],
-    handler: ({ input, headers }) => faceList('/v0/faces/', {}, input, headers),
+    handler: ({ input, headers, ...ctx }) => faceList(principalOf(ctx), '/v0/faces/', {}, input, headers),
   });
 
   registry.define({
@@ -91,11 +91,11 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     request: pageQuery,
     response: { status: 200, description: 'Every face in the gallery.', schema: facesListing },
     errors: ['NOT_FOUND'],
-    handler: ({ params, input, headers }) => faceList(`/v0/faces/gallery/${params.gallery}/`, { gallery: params.gallery }, input, headers),
+    handler: ({ params, input, headers, ...ctx }) => faceList(principalOf(ctx), `/v0/faces/gallery/${params.gallery}/`, { gallery: params.gallery }, input, headers),
   });
 
-  const metaList = async (path: string, gallery: string | undefined, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) => {
-    const listing = await listMeta(deps, gallery, pageOf(q));
+  const metaList = async (reach: Reach, path: string, gallery: string | undefined, q: z.output<typeof pageQuery>, headers: Readonly<Record<string, string>>) => {
+    const listing = await listMeta(deps, reach, gallery, pageOf(q));
     const base = baseUrl(headers, publicUrl);
     return streamListing(listing, (m: MetaSummary) => ({ meta: m.meta, count: m.count, face: renderFace(m.face, base) }), path, q.limit);
   };
@@ -109,7 +109,7 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     request: pageQuery,
     response: { status: 200, description: 'One summary per meta.', schema: metaListing },
     errors: [],
-    handler: ({ input, headers }) => metaList('/v0/meta/', undefined, input, headers),
+    handler: ({ input, headers, ...ctx }) => metaList(principalOf(ctx), '/v0/meta/', undefined, input, headers),
   });
 
   registry.define({
@@ -122,6 +122,6 @@ export function registerListings(registry: RouteRegistry, deps: FaceReadDeps & {
     request: pageQuery,
     response: { status: 200, description: 'One summary per meta in the gallery.', schema: metaListing },
     errors: ['NOT_FOUND'],
-    handler: ({ params, input, headers }) => metaList(`/v0/meta/gallery/${params.gallery}/`, params.gallery, input, headers),
+    handler: ({ params, input, headers, ...ctx }) => metaList(principalOf(ctx), `/v0/meta/gallery/${params.gallery}/`, params.gallery, input, headers),
   });
 }

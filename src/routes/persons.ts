@@ -14,7 +14,8 @@
  */
 import { z } from 'zod';
 import { idParam, numberParam } from '../http/params.js';
-import type { RouteRegistry } from '../http/registry.js';
+import { principalOf, type RouteRegistry } from '../http/registry.js';
+import type { Reach } from '../services/face-reads.js';
 import { person as findPerson, mergePersons, personHistory, splitPerson, PERSON_RECENT_SIGHTINGS, type HistoryEvent, type PersonDeps } from '../services/persons.js';
 import { baseUrl, renderFace, renderPersonRecord, streamResults } from './face-view.js';
 import { filterOf } from './history.js';
@@ -92,13 +93,13 @@ export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { pu
     params: personPath,
     response: { status: 200, description: 'The person.', schema: personResponse },
     errors: ['NOT_FOUND'],
-    async handler({ params, headers }) {
-      return renderPerson(await findPerson(deps, params.id), baseUrl(headers, publicUrl));
+    async handler({ params, headers, ...ctx }) {
+      return renderPerson(await findPerson(deps, principalOf(ctx), params.id), baseUrl(headers, publicUrl));
     },
   });
 
   /** An operator's correction of persons: it answers with the person it leaves. */
-  function correction<T extends z.ZodType<Record<string, unknown>, Record<string, unknown>>>(path: string, summary: string, description: string, request: T, run: (input: z.output<T>) => ReturnType<typeof findPerson>) {
+  function correction<T extends z.ZodType<Record<string, unknown>, Record<string, unknown>>>(path: string, summary: string, description: string, request: T, run: (reach: Reach, input: z.output<T>) => ReturnType<typeof findPerson>) {
     registry.define({
       method: 'POST',
       path,
@@ -108,7 +109,7 @@ export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { pu
       request,
       response: { status: 200, description: 'The person it leaves.', schema: personResponse },
       errors: ['BAD_PARAM', 'NOT_FOUND'],
-      handler: async ({ input, headers }) => renderPerson(await run(input as z.output<T>), baseUrl(headers, publicUrl)),
+      handler: async ({ input, headers, ...ctx }) => renderPerson(await run(principalOf(ctx), input as z.output<T>), baseUrl(headers, publicUrl)),
     });
   }
 
@@ -119,7 +120,7 @@ export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { pu
       'sightings and friend count hold all of theirs, and each merged id answers as it from then on. Their sightings ' +
       'keep the person they were recorded with and are listed under the survivor. An unknown id: 404, and nothing merges.',
     mergeRequest,
-    (input) => mergePersons(deps, input.ids),
+    (reach, input) => mergePersons(deps, reach, input.ids),
   );
   correction(
     '/person/split',
@@ -128,7 +129,7 @@ export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { pu
       'corrected. Their events name the new person from then on (the one change the history allows); the faces of the ' +
       'old person stay with it. An unknown sighting: 404; sightings of several persons: 400; nothing moves on either.',
     splitRequest,
-    (input) => splitPerson(deps, input.sighting_ids),
+    (reach, input) => splitPerson(deps, reach, input.sighting_ids),
   );
 
   for (const method of ['POST', 'GET'] as const) {
@@ -142,8 +143,10 @@ export function registerPersons(registry: RouteRegistry, deps: PersonDeps & { pu
       request: personHistoryRequest,
       response: { status: 200, description: 'The sightings.', schema: personHistoryResponse },
       errors: ['NOT_FOUND'],
-      async handler({ params, input, headers }) {
-        const listing = await personHistory(deps, params.id, filterOf(input));
+      // Filters in a body are still a read.
+      access: 'read',
+      async handler({ params, input, headers, ...ctx }) {
+        const listing = await personHistory(deps, principalOf(ctx), params.id, filterOf(input));
         const base = baseUrl(headers, publicUrl);
         return streamResults(listing.batches, (e: HistoryEvent) => renderPersonRecord(e, base));
       },

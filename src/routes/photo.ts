@@ -3,7 +3,7 @@
  * `photo` URL of faces that came from an upload.
  */
 import { z } from 'zod';
-import { Reply, type RouteRegistry } from '../http/registry.js';
+import { principalOf, Reply, type RouteRegistry } from '../http/registry.js';
 import { storedPhoto, type PhotoDeps } from '../services/photos.js';
 
 const photoPath = z.object({
@@ -27,8 +27,8 @@ export function registerPhoto(registry: RouteRegistry, deps: PhotoDeps): void {
       alternatives: ['image/jpeg', 'image/png', 'image/webp'],
     },
     errors: ['NOT_FOUND'],
-    async handler({ params }) {
-      const { bytes, contentType } = await storedPhoto(deps, params.hash);
+    async handler({ params, ...ctx }) {
+      const { bytes, contentType } = await storedPhoto(deps, principalOf(ctx), params.hash);
       return new Reply(200, bytes, contentType, {
         'Cache-Control': 'private, max-age=31536000, immutable',
         ETag: `"${params.hash}"`,

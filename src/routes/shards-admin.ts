@@ -7,7 +7,8 @@
  */
 import { z } from 'zod';
 import { idParam } from '../http/params.js';
-import type { RouteRegistry } from '../http/registry.js';
+import { principalOf, type RouteRegistry } from '../http/registry.js';
+import type { AuditLog } from '../services/tenants.js';
 import type { SearchShards } from '../search/search-shards.js';
 import type { ShardControl } from '../search/shard-control.js';
 
@@ -65,7 +66,7 @@ export function registerShardsReport(registry: RouteRegistry, index: SearchShard
     method: 'GET',
     path: '/v0/admin/shards',
     summary: 'State, size, position and snapshot age of every search shard',
-    description: 'Needs the operator token (FACE_TOKEN); API tokens from the store are refused.',
+    description: 'Operator tokens only (FACE_TOKEN, or a token made with --operator); a client token answers 403 FORBIDDEN.',
     auth: 'operator',
     limited: false,
     response: { status: 200, description: 'The shards.', schema: shardsResponse },
@@ -76,7 +77,8 @@ export function registerShardsReport(registry: RouteRegistry, index: SearchShard
   });
 }
 
-export function registerShardsControl(registry: RouteRegistry, control: ShardControl): void {
+/** The shard controls; each use is recorded in `audit`. */
+export function registerShardsControl(registry: RouteRegistry, control: ShardControl, audit: AuditLog): void {
   for (const [action, online] of [
     ['offline', false],
     ['online', true],
@@ -85,15 +87,16 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
       method: 'POST',
       path: `/v0/admin/shards/:k/${action}`,
       summary: online ? 'Put a search shard back into service' : 'Take a search shard out of service (it keeps receiving changes)',
-      description: 'Needs the operator token (FACE_TOKEN); API tokens from the store are refused.',
+      description: 'Operator tokens only (FACE_TOKEN, or a token made with --operator); a client token answers 403 FORBIDDEN.',
       auth: 'operator',
       limited: false,
       params: shardParams,
       response: { status: 200, description: 'All shards after the change.', schema: shardsResponse },
       errors: ['NOT_FOUND'],
-      async handler({ params }) {
+      async handler({ params, ...ctx }) {
         if (online) control.setOnline(params.k);
         else control.setOffline(params.k);
+        await audit.record(principalOf(ctx), `shard.${action}`, String(params.k));
         return report(control.view);
       },
     });
@@ -104,7 +107,7 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
     path: '/v0/admin/shards/:k/rebuild',
     summary: 'Rebuild a search shard while the others serve',
     description:
-      'Needs the operator token (FACE_TOKEN); API tokens from the store are refused. Takes the shard out of search ' +
+      'Operator tokens only; a client token answers 403 FORBIDDEN. Takes the shard out of search ' +
       '(state failed, then rebuilding) and rebuilds it from its last snapshot plus the change log, or from the face ' +
       'database when the snapshot is unusable or older than the pruned change log; it goes live again by itself. ' +
       'Answers at once with the shards as they are; poll GET /v0/admin/shards to see it return. This is what happens ' +
@@ -114,8 +117,9 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
     params: shardParams,
     response: { status: 200, description: 'All shards once the rebuild has started.', schema: shardsResponse },
     errors: ['NOT_FOUND'],
-    async handler({ params }) {
+    async handler({ params, ...ctx }) {
       await control.rebuild(params.k);
+      await audit.record(principalOf(ctx), 'shard.rebuild', String(params.k));
       return report(control.view);
     },
   });

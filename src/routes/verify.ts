@@ -7,7 +7,7 @@
  * photo1 has at least one verified match on photo2.
  */
 import { z } from 'zod';
-import type { RouteRegistry } from '../http/registry.js';
+import { principalOf, type RouteRegistry } from '../http/registry.js';
 import { PHOTO_ERRORS, type PhotoAnalysis } from '../services/analysis.js';
 import { verify } from '../services/verify.js';
 import { boxesParam, boxOutput, mfSelectorParam, photoParam, thresholdParam } from './schemas.js';
@@ -45,9 +45,10 @@ export function registerVerify(registry: RouteRegistry, faces: PhotoAnalysis): v
       'Without bbox1/bbox2, faces are detected and mf_selector chooses among them; ' +
       'a photo without a face answers 422 NO_FACE naming it.',
     auth: true,
+    access: 'analyze',
     request: verifyRequest,
     response: { status: 200, description: 'Pairwise confidences and verdicts.', schema: verifyResponse },
     errors: [...PHOTO_ERRORS, 'TOO_MANY_FACES', 'NO_FACE'],
-    handler: ({ input, signal }) => verify(faces, input, signal),
+    handler: ({ input, signal, ...ctx }) => verify(faces, principalOf(ctx).tenant, input, signal),
   });
 }

@@ -20,10 +20,11 @@
  * Beside it, and run from its pass: snapshots and pruning (snapshots.ts), and
  * the healing of failed shards (healing.ts).
  *
- * Faces enter the shards with their galleries other than `default`: every
- * face is in `default`, so a search of it is a search without a filter
- * (services/identify.ts), and naming it per face would cost a gallery entry
- * for every face in memory and in every snapshot.
+ * Faces enter the shards with their search scopes as the shards' galleries
+ * (db/tenants.ts `searchScope`): their tenant's, and their tenant's name of
+ * each gallery besides `default`. A tenant's `default` is its tenant scope, so
+ * every search filters by tenant the way it filters by gallery, and no
+ * tenant's search can reach another's faces.
  *
  * The shards hold the embeddings of one recogniser. A face embedded by
  * another (stored before a recogniser switch, not yet re-embedded by

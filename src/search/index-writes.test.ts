@@ -16,6 +16,7 @@ import { openFaceIndex, type FaceIndex } from '../native/face-index.js';
 import { IndexSync } from './index-sync.js';
 import { IndexWrites } from './index-writes.js';
 import { localShards } from './search-shards.js';
+import { FIRST_TENANT } from '../auth.js';
 
 let tdb: TestDatabase;
 let dir: string;
@@ -54,7 +55,7 @@ async function addFace(): Promise<{ id: number; position: number }> {
   seed++;
   const photo = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.from(`photo-${seed}`)]);
   const embedding = Float32Array.from([1, seed, seed % 3, -seed].map((x, i) => x / (10 + i)));
-  const written = await store.addFaces({ photo, faces: [{ box: { x1: 0, y1: 0, x2: 10, y2: 10 }, embedding }], meta: '', galleries: [] });
+  const written = await store.addFaces({ tenant: FIRST_TENANT, photo, faces: [{ box: { x1: 0, y1: 0, x2: 10, y2: 10 }, embedding }], meta: '', galleries: [] });
   return { id: written.value[0].id, position: written.position as number };
 }
 
@@ -83,7 +84,7 @@ describe('IndexWrites.settle', () => {
       expect(await writes.settle(position, true)).toEqual({ behind: 1, total: SHARDS });
       // Nothing to wait for: the offline shard has applied the change, it is just not searched.
       expect(Date.now() - t0).toBeLessThan(2_000);
-      const gone = await store.deleteFace(id);
+      const gone = await store.deleteFace({ tenant: FIRST_TENANT }, id);
       expect(await writes.settle(gone?.position, false)).toBeUndefined();
     } finally {
       index.setOnline(1);

@@ -32,8 +32,11 @@ export interface IndexLag {
 }
 
 export interface SearchShards {
-  /** One search per query (`queries` holds them one after another), in the order given. */
-  searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<SearchOutcome[]>;
+  /**
+   * One search per query (`queries` holds them one after another), in the order given, among
+   * the faces of `scope` (db/tenants.ts `searchScope`: a tenant's faces or one of its galleries).
+   */
+  searchBatch(queries: Float32Array, n: number, scope: string): Promise<SearchOutcome[]>;
   /** Every shard of the deployment as last seen; never waits. */
   shards(): ShardView[];
   /** Servers in service out of all, as last seen; never waits. */

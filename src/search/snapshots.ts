@@ -11,9 +11,10 @@
  * Every save failure is logged with its cause.
  *
  * The snapshot folder also records which recogniser's embeddings its
- * snapshots hold: snapshots made with another are discarded before the
- * shards open (`discardForeignSnapshots`), so the start rebuilds them from
- * the log.
+ * snapshots hold, and how their faces' search scopes are named: snapshots
+ * made with another recogniser, or before faces carried their tenant's scope
+ * (db/tenants.ts `searchScope`), are discarded before the shards open
+ * (`discardForeignSnapshots`), so the start rebuilds them from the log.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -25,8 +26,11 @@ import { fsyncDir } from '../durable-fs.js';
 import type { Logger } from '../log.js';
 import type { FaceIndex } from '../native/face-index.js';
 
-/** File in the snapshot folder naming the recogniser whose embeddings the snapshots hold. */
+/** File in the snapshot folder naming the recogniser whose embeddings the snapshots hold, and their scopes' naming. */
 const RECOGNIZER_FILE = 'recognizer';
+
+/** How the snapshots' faces name their search scopes; written after the recogniser, on the same line. */
+const SCOPE_NAMING = 'tenant-scopes';
 
 /**
  * Empties the snapshot folder `dir` unless its snapshots were made with
@@ -46,17 +50,18 @@ export async function discardForeignSnapshots(dir: string, recognizer: string, l
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     names = [];
   }
-  const recorded = names.includes(RECOGNIZER_FILE) ? (await fs.readFile(file, 'utf8')).trim() : undefined;
-  if (recorded === recognizer) return;
-  const made = recorded ?? FIRST_RECOGNIZER;
-  if (names.length > 0 && made !== recognizer) {
-    log.info({ from: made, to: recognizer }, "search snapshots hold another recogniser's embeddings; rebuilding the shards from the change log");
+  const recorded = names.includes(RECOGNIZER_FILE) ? (await fs.readFile(file, 'utf8')).trim().split(/\s+/) : undefined;
+  if (recorded?.[0] === recognizer && recorded[1] === SCOPE_NAMING) return;
+  const made = recorded?.[0] ?? FIRST_RECOGNIZER;
+  if (names.length > 0) {
+    if (made !== recognizer) log.info({ from: made, to: recognizer }, "search snapshots hold another recogniser's embeddings; rebuilding the shards from the change log");
+    else log.info('search snapshots predate tenant scopes; rebuilding the shards from the change log');
     await fs.rm(dir, { recursive: true, force: true });
   }
   await fs.mkdir(dir, { recursive: true });
   const fh = await fs.open(file, 'w', 0o644);
   try {
-    await fh.writeFile(`${recognizer}\n`);
+    await fh.writeFile(`${recognizer} ${SCOPE_NAMING}\n`);
     await fh.sync();
   } finally {
     await fh.close();

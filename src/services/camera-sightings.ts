@@ -5,13 +5,15 @@
  * `friend`, thumbnails and history behave as for any sighting. Not strict: a
  * shard server out of service does not lose the passage.
  */
+import { FIRST_TENANT } from '../auth.js';
 import type { SightingWriter } from '../camera/camera.js';
 import { identify, type IdentifyDeps } from './identify.js';
 
 export function sightingWriter(deps: IdentifyDeps): SightingWriter {
   return {
     async write(camId, jpeg, box, seenAt) {
-      const found = await identify(deps, {
+      // Sightings are kept for the first tenant (sightings.ts `requireHistory`).
+      const found = await identify(deps, { tenant: FIRST_TENANT }, {
         photo: jpeg,
         bbox: [[box.x1, box.y1, box.x2, box.y2]],
         n: 1,

@@ -15,10 +15,11 @@ export interface DetectRequest {
   emotions: boolean;
 }
 
-export async function detect(faces: PhotoAnalysis, req: DetectRequest, signal?: AbortSignal): Promise<FaceResult[]> {
+/** `party`: whose turn the request waits for in the engine (the caller's tenant). */
+export async function detect(faces: PhotoAnalysis, party: number, req: DetectRequest, signal?: AbortSignal): Promise<FaceResult[]> {
   const analysis = await faces.analyze(
     { photo: req.photo, param: 'photo' },
-    { embed: false, age: req.age, gender: req.gender, emotions: req.emotions },
+    { embed: false, age: req.age, gender: req.gender, emotions: req.emotions, party },
     signal,
   );
   return analysis.faces;

@@ -12,8 +12,10 @@
  * the write's own transaction (db/idempotency.ts).
  */
 import { createHash } from 'node:crypto';
-import type { FaceStore, StoredFace } from '../db/faces.js';
-import { unknownGallery, type GalleryStore } from '../db/galleries.js';
+import { checkGalleries, FIRST_TENANT } from '../auth.js';
+import type { FaceStore, Reach, StoredFace } from '../db/faces.js';
+import { extraGalleries, unknownGallery, type GalleryStore } from '../db/galleries.js';
+import { searchScope } from '../db/tenants.js';
 import type { TransactionSql } from '../db/client.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import { keyReused, KeyTaken, type IdempotencyKey, type IdempotencyStore } from '../db/idempotency.js';
@@ -22,7 +24,7 @@ import type { SearchShards } from '../search/search-shards.js';
 import type { ThresholdPreset } from './calibration.js';
 import { boxOf, pickRows, requireQuality, selectFaces, type Box, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
-import { bestMatches, embedOptions, recordGrouped, sightingOf, strangerPersons, type Grouping } from './sightings.js';
+import { bestMatches, embedOptions, recordGrouped, requireHistory, sightingOf, strangerPersons, type Grouping } from './sightings.js';
 
 export interface EnrolDeps {
   faces: PhotoAnalysis;
@@ -85,39 +87,42 @@ function fingerprintOf(req: EnrolRequest): Buffer {
 }
 
 /** The write recorded under `k`, answered again; a key sent with another request is a 409. */
-async function replay(deps: EnrolDeps, k: IdempotencyKey): Promise<Enrolment | undefined> {
+async function replay(deps: EnrolDeps, reach: Reach, k: IdempotencyKey): Promise<Enrolment | undefined> {
   const prior = await deps.idempotency.find<EnrolRecord>(k);
   if (!prior) return undefined;
   if (!prior.fingerprint.equals(k.fingerprint)) throw keyReused(k.key);
-  const faces = await deps.store.getFaces(prior.result.faceIds);
+  const faces = await deps.store.getFaces(reach, prior.result.faceIds);
   return { faces, ...(prior.result.sightings ? { sightings: prior.result.sightings } : {}), replayed: true };
 }
 
-export async function enrol(deps: EnrolDeps, req: EnrolRequest, signal?: AbortSignal, idempotency?: IdempotencyRequest): Promise<Enrolment> {
+/** Stores the faces of `req` for the tenant of `reach`, in galleries it reaches. */
+export async function enrol(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signal?: AbortSignal, idempotency?: IdempotencyRequest): Promise<Enrolment> {
+  if (req.cam_id !== undefined) requireHistory(reach);
+  checkGalleries(reach, extraGalleries(req.galleries));
   const k = idempotency && { ...idempotency, fingerprint: fingerprintOf(req) };
-  const earlier = k && (await replay(deps, k));
+  const earlier = k && (await replay(deps, reach, k));
   if (earlier) return earlier;
   try {
-    return await enrolOnce(deps, req, signal, k);
+    return await enrolOnce(deps, reach, req, signal, k);
   } catch (err) {
     // Another request with the same key committed first: answer as it did.
     if (k && err instanceof KeyTaken) {
-      const first = await replay(deps, k);
+      const first = await replay(deps, reach, k);
       if (first) return first;
     }
     throw err;
   }
 }
 
-async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal | undefined, k: IdempotencyKey | undefined): Promise<Enrolment> {
+async function enrolOnce(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signal: AbortSignal | undefined, k: IdempotencyKey | undefined): Promise<Enrolment> {
   // Cheap check first, so a typo does not cost an inference; the transaction checks again.
-  const missing = await deps.galleries.firstMissing(req.galleries);
+  const missing = await deps.galleries.firstMissing(reach.tenant, req.galleries);
   if (missing !== undefined) throw unknownGallery([missing]);
 
   const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
   const bytes = await deps.faces.load(photo, signal);
   const camId = req.cam_id;
-  const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize), signal);
+  const analysis = await deps.faces.analyzeBytes(bytes, photo, { ...embedOptions(camId !== undefined, deps.thumbnailSize), party: reach.tenant }, signal);
 
   const callerBoxes = req.bbox !== undefined;
   const chosen = selectFaces(analysis, req.mf_selector, 'photo', callerBoxes);
@@ -126,13 +131,14 @@ async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal
 
   // Searched before the faces are stored, so a face cannot match itself.
   const rows = pickRows(analysis, chosen);
-  const matches = camId !== undefined ? await bestMatches(deps.index, rows, req.threshold) : [];
+  const matches = camId !== undefined ? await bestMatches(deps.index, searchScope(reach.tenant), rows, req.threshold) : [];
   const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * dim, (k + 1) * dim), quality: analysis.faces[i].quality }));
 
   let sightings: HistoryEvent[] | undefined;
   const store = (inTransaction: (tx: TransactionSql, added: { id: number }[]) => Promise<void>) =>
     deps.store.addFaces(
       {
+        tenant: reach.tenant,
         photo: bytes,
         photoUrl: photoUrlOf(req.photo),
         faces: chosen.map((i) => ({ box: boxOf(analysis.faces[i]), embedding: embeddings.subarray(i * dim, (i + 1) * dim) })),
@@ -158,8 +164,8 @@ async function enrolOnce(deps: EnrolDeps, req: EnrolRequest, signal: AbortSignal
       return events;
     });
   } else {
-    // A stranger seen before and enrolled now: the face joins their person.
-    const earlier = deps.grouping ? await strangerPersons(deps.grouping, rows) : [];
+    // A stranger seen before and enrolled now: the face joins their person (strangers are the first tenant's).
+    const earlier = deps.grouping && reach.tenant === FIRST_TENANT ? await strangerPersons(deps.grouping, rows) : [];
     written = await store(async (tx, added) => {
       const faces = added.flatMap((f, i) => (earlier[i]?.length ? [{ faceId: f.id, persons: earlier[i] }] : []));
       if (faces.length) await deps.history.joinFaces(tx, faces);

@@ -8,14 +8,15 @@
  * strangers it matches (grouping's) → their persons → the events of those
  * persons that pass the other filters.
  */
-import type { FaceStore } from '../db/faces.js';
+import type { FaceStore, Reach } from '../db/faces.js';
+import { searchScope } from '../db/tenants.js';
 import type { HistoryFilter, HistoryListing, HistoryPage, HistoryStore } from '../db/history-store.js';
 import { notFound } from '../errors.js';
 import type { SearchShards } from '../search/search-shards.js';
 import { pickRows, selectFaces, type Box, type PhotoAnalysis } from './analysis.js';
 import { identifyAccepts, type ThresholdPreset } from './calibration.js';
 import type { PhotoInput } from './photo-source.js';
-import { strangerPersons, type Grouping } from './sightings.js';
+import { requireHistory, strangerPersons, type Grouping } from './sightings.js';
 
 export type { HistoryEvent, HistoryFilter, HistoryListing } from '../db/history-store.js';
 
@@ -41,31 +42,35 @@ const CANDIDATE_FACES = 20;
  */
 export async function personsOnPhoto(
   deps: FacePersonsDeps,
+  reach: Reach,
   req: { photo: PhotoInput; bbox?: Box[]; threshold?: ThresholdPreset | number },
   signal?: AbortSignal,
 ): Promise<number[]> {
+  requireHistory(reach);
   const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
   const bytes = await deps.faces.load(photo, signal);
-  const analysis = await deps.faces.analyzeBytes(bytes, photo, { embed: true, age: false, gender: false, emotions: false }, signal);
+  const analysis = await deps.faces.analyzeBytes(bytes, photo, { embed: true, age: false, gender: false, emotions: false, party: reach.tenant }, signal);
   const rows = pickRows(analysis, selectFaces(analysis, 'biggest', 'photo', req.bbox !== undefined));
-  const searches = await deps.index.searchBatch(rows, CANDIDATE_FACES);
+  const searches = await deps.index.searchBatch(rows, CANDIDATE_FACES, searchScope(reach.tenant));
   const faceIds = searches.flatMap((s) => {
     const accepts = identifyAccepts(req.threshold, s.faces);
     return s.matches.filter((m) => accepts(m.similarity)).map((m) => m.id);
   });
-  const persons = await deps.store.personsOf([...new Set(faceIds)]);
+  const persons = await deps.store.personsOf(reach, [...new Set(faceIds)]);
   const { grouping } = deps;
   if (grouping) persons.push(...(await strangerPersons({ ...grouping, threshold: req.threshold ?? grouping.threshold }, rows)).flat());
   return [...new Set(persons)].sort((a, b) => a - b);
 }
 
 /** Sightings matching every filter given, newest first; one page (with `limit`) or all of them. */
-export function searchHistory(deps: HistoryDeps, filter: HistoryFilter, page: HistoryPage): Promise<HistoryListing> {
+export async function searchHistory(deps: HistoryDeps, reach: Reach, filter: HistoryFilter, page: HistoryPage): Promise<HistoryListing> {
+  requireHistory(reach);
   return deps.history.search(filter, page);
 }
 
 /** The JPEG kept with sighting `id`; NOT_FOUND for an unknown sighting or an expired thumbnail. */
-export async function sightingThumbnail(deps: HistoryDeps, id: number): Promise<Buffer> {
+export async function sightingThumbnail(deps: HistoryDeps, reach: Reach, id: number): Promise<Buffer> {
+  requireHistory(reach);
   const jpeg = await deps.history.thumbnail(id);
   if (!jpeg) throw notFound(`No history event ${id}`);
   if (jpeg === 'expired') throw notFound(`The thumbnail of history event ${id} has expired`);

@@ -14,8 +14,10 @@
  * caller does not pay for an inference it cannot use, and again after the
  * search.
  */
-import type { FaceStore, StoredFace } from '../db/faces.js';
-import { DEFAULT_GALLERY, unknownGallery, type GalleryStore } from '../db/galleries.js';
+import { checkGalleries } from '../auth.js';
+import type { FaceStore, Reach, StoredFace } from '../db/faces.js';
+import { unknownGallery, type GalleryStore } from '../db/galleries.js';
+import { searchScope } from '../db/tenants.js';
 import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
@@ -23,7 +25,7 @@ import type { SearchShards, ServerCount } from '../search/search-shards.js';
 import { identifyConfidence, isVerified, resolveIdentifyThreshold, resolveThreshold, type ThresholdPreset } from './calibration.js';
 import { pickRows, selectFaces, type Box, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import type { PhotoInput } from './photo-source.js';
-import { embedOptions, recordGrouped, sightingOf, type Grouping } from './sightings.js';
+import { embedOptions, recordGrouped, requireHistory, sightingOf, type Grouping } from './sightings.js';
 
 export interface IdentifyDeps {
   faces: PhotoAnalysis;
@@ -87,10 +89,13 @@ const byNumberThenText = (a: string, b: string) => {
   return a.localeCompare(b);
 };
 
-export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?: AbortSignal): Promise<Identification> {
+/** Searches the faces of `reach`'s tenant (of `req.gallery` when given). */
+export async function identify(deps: IdentifyDeps, reach: Reach, req: IdentifyRequest, signal?: AbortSignal): Promise<Identification> {
   const { index } = deps;
   const gallery = req.gallery;
-  if (gallery !== undefined && !(await deps.galleries.exists(gallery))) throw unknownGallery([gallery], 'gallery');
+  if (req.cam_id !== undefined) requireHistory(reach);
+  checkGalleries(reach, gallery === undefined ? [] : [gallery]);
+  if (gallery !== undefined && !(await deps.galleries.exists(reach.tenant, gallery))) throw unknownGallery([gallery], 'gallery');
   const strict = req.strict ?? deps.strict;
   if (strict) {
     const { live, total, down } = index.servers();
@@ -101,13 +106,12 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
 
   const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
   const bytes = await deps.faces.load(photo, signal);
-  const analysis = await deps.faces.analyzeBytes(bytes, photo, embedOptions(camId !== undefined, deps.thumbnailSize), signal);
+  const analysis = await deps.faces.analyzeBytes(bytes, photo, { ...embedOptions(camId !== undefined, deps.thumbnailSize), party: reach.tenant }, signal);
   const chosen = selectFaces(analysis, req.mf_selector, 'photo', req.bbox !== undefined);
 
   const rows = pickRows(analysis, chosen);
-  // Every face lives in default (the shards leave it implicit): searching it is searching unfiltered.
-  const scope = gallery === DEFAULT_GALLERY ? undefined : gallery;
-  const searches = await index.searchBatch(rows, req.n, scope);
+  // The tenant's own faces, or its gallery's: the shards filter by scope as by any gallery.
+  const searches = await index.searchBatch(rows, req.n, searchScope(reach.tenant, gallery));
   const now: ServerCount = index.servers();
   const live = searches.length ? Math.min(...searches.map((s) => s.live)) : now.live;
   const total = searches[0]?.total ?? now.total;
@@ -121,7 +125,7 @@ export async function identify(deps: IdentifyDeps, req: IdentifyRequest, signal?
       .map((m) => ({ id: m.id, confidence: identifyConfidence(m.similarity, s.faces) }))
       .filter((m) => threshold === null || isVerified(m.confidence, threshold));
   });
-  const byId = new Map<number, StoredFace>((await deps.store.getFaces([...new Set(kept.flatMap((list) => list.map((m) => m.id)))])).map((f) => [f.id, f]));
+  const byId = new Map<number, StoredFace>((await deps.store.getFaces(reach, [...new Set(kept.flatMap((list) => list.map((m) => m.id)))])).map((f) => [f.id, f]));
   // A face deleted between the search and the load is left out rather than shown half.
   const results = chosen.map((i, k) => ({
     face: analysis.faces[i],

@@ -10,9 +10,9 @@
  * database (which every strangers' index match is read against) → the
  * survivor's answer.
  */
-import type { FaceStore, StoredFace } from '../db/faces.js';
+import type { FaceStore, Reach, StoredFace } from '../db/faces.js';
 import { unknownPerson, type HistoryFilter, type HistoryListing, type HistoryStore, type Person } from '../db/history-store.js';
-import type { Grouping } from './sightings.js';
+import { requireHistory, type Grouping } from './sightings.js';
 
 export { PERSON_RECENT_SIGHTINGS } from '../db/history-store.js';
 export type { HistoryEvent } from '../db/history-store.js';
@@ -24,26 +24,30 @@ export interface PersonDeps {
   grouping?: Grouping;
 }
 
-export async function person(deps: PersonDeps, id: number): Promise<{ person: Person; faces: StoredFace[] }> {
+export async function person(deps: PersonDeps, reach: Reach, id: number): Promise<{ person: Person; faces: StoredFace[] }> {
+  requireHistory(reach);
   const found = await deps.history.person(id);
   if (!found) throw unknownPerson(id);
-  return { person: found, faces: await deps.store.getFaces(found.face_ids) };
+  return { person: found, faces: await deps.store.getFaces(reach, found.face_ids) };
 }
 
 /** Every sighting of the person matching `filter`, newest first; the person must exist. */
-export async function personHistory(deps: PersonDeps, id: number, filter: Omit<HistoryFilter, 'personId'>): Promise<HistoryListing> {
+export async function personHistory(deps: PersonDeps, reach: Reach, id: number, filter: Omit<HistoryFilter, 'personId'>): Promise<HistoryListing> {
+  requireHistory(reach);
   if (!(await deps.history.personExists(id))) throw unknownPerson(id);
   return deps.history.search({ ...filter, personId: id });
 }
 
 /** Merges persons into the lowest of them (their survivors); answers as GET /person/id/<survivor>. */
-export async function mergePersons(deps: PersonDeps, ids: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
+export async function mergePersons(deps: PersonDeps, reach: Reach, ids: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
+  requireHistory(reach);
   const step = async () => (await deps.history.mergePersons(ids)).survivor;
-  return person(deps, deps.grouping ? await deps.grouping.exclusive(step) : await step());
+  return person(deps, reach, deps.grouping ? await deps.grouping.exclusive(step) : await step());
 }
 
 /** Splits sightings (all of one person) off into a new person; answers as GET /person/id/<new>. */
-export async function splitPerson(deps: PersonDeps, sightingIds: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
+export async function splitPerson(deps: PersonDeps, reach: Reach, sightingIds: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
+  requireHistory(reach);
   const step = async () => (await deps.history.splitPerson(sightingIds)).person;
-  return person(deps, deps.grouping ? await deps.grouping.exclusive(step) : await step());
+  return person(deps, reach, deps.grouping ? await deps.grouping.exclusive(step) : await step());
 }

@@ -3,7 +3,9 @@
  * stored face a seen face is attributed to, and which earlier strangers it is
  * (persons that form themselves).
  */
+import { FIRST_TENANT, forbidden } from '../auth.js';
 import type { TransactionSql } from '../db/client.js';
+import type { Reach } from '../db/faces.js';
 import type { HistoryEvent, HistoryStore, Sighting, SightingFace } from '../db/history-store.js';
 import { sha256Hex } from '../db/photos.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
@@ -19,11 +21,21 @@ import { photoUrlOf, type PhotoInput } from './photo-source.js';
  * confidence reaches `threshold` (`none`: the most similar at all): the same decision as
  * identify's, so a stranger seen by a camera is not filed under a known person.
  */
-export async function bestMatches(index: SearchShards, rows: Float32Array, threshold: ThresholdPreset | number | undefined): Promise<(number | undefined)[]> {
-  const found = await index.searchBatch(rows, 1);
+export async function bestMatches(index: SearchShards, scope: string, rows: Float32Array, threshold: ThresholdPreset | number | undefined): Promise<(number | undefined)[]> {
+  const found = await index.searchBatch(rows, 1, scope);
   return found.map(({ matches: [best], faces }) => {
     return best && identifyAccepts(threshold, faces)(best.similarity) ? best.id : undefined;
   });
+}
+
+/**
+ * Sightings and persons are kept for the first tenant alone, and read by its tokens that reach
+ * all of its galleries: to any other the history routes, and `cam_id`, are FORBIDDEN.
+ */
+export function requireHistory(reach: Reach): void {
+  if (reach.tenant !== FIRST_TENANT || reach.galleries) {
+    throw forbidden('history', 'camera sightings and persons are kept for the first tenant, and reached by its tokens that reach all its galleries');
+  }
 }
 
 /** What identify and face add ask of the engine: embeddings, plus thumbnails of `thumbnailSize` when recording sightings. */

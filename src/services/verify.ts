@@ -36,11 +36,13 @@ export interface Verification {
 
 const EMBED_ONLY = { embed: true, age: false, gender: false, emotions: false };
 
-export async function verify(faces: PhotoAnalysis, req: VerifyRequest, signal?: AbortSignal): Promise<Verification> {
+/** `party`: whose turn the request waits for in the engine (the caller's tenant). */
+export async function verify(faces: PhotoAnalysis, party: number, req: VerifyRequest, signal?: AbortSignal): Promise<Verification> {
   const threshold = resolveThreshold(req.threshold);
+  const opts = { ...EMBED_ONLY, party };
   const [a, b] = await Promise.all([
-    faces.analyze({ photo: req.photo1, param: 'photo1', boxes: req.bbox1, boxesParam: 'bbox1' }, EMBED_ONLY, signal),
-    faces.analyze({ photo: req.photo2, param: 'photo2', boxes: req.bbox2, boxesParam: 'bbox2' }, EMBED_ONLY, signal),
+    faces.analyze({ photo: req.photo1, param: 'photo1', boxes: req.bbox1, boxesParam: 'bbox1' }, opts, signal),
+    faces.analyze({ photo: req.photo2, param: 'photo2', boxes: req.bbox2, boxesParam: 'bbox2' }, opts, signal),
   ]);
   const pick1 = selectFaces(a, req.mf_selector, 'photo1', req.bbox1 !== undefined);
   const pick2 = selectFaces(b, req.mf_selector, 'photo2', req.bbox2 !== undefined);

@@ -119,6 +119,7 @@ export const MAY_IMPORT: Record<string, readonly string[]> = {
   config: [],
   'durable-fs': [],
   'one-at-a-time': [],
+  // Tokens, what they stand for (tenant, scopes) and the checks of scopes: services and routes hold callers to them.
   auth: ['errors'],
   // db/tokens.ts is a token verifier (auth.ts); photo blobs are written durably.
   db: ['errors', 'log', 'config', 'auth', 'durable-fs'],
@@ -129,15 +130,15 @@ export const MAY_IMPORT: Record<string, readonly string[]> = {
   // Cameras: a stream decoded, faces followed, one sighting per passage; the sighting is written
   // by a writer the composition root gives (identify in this process, or over HTTP).
   camera: ['native', 'errors', 'log', 'config'],
-  services: ['search', 'db', 'native', 'camera', 'errors', 'log', 'config', 'one-at-a-time'],
+  services: ['search', 'db', 'native', 'camera', 'auth', 'errors', 'log', 'config', 'one-at-a-time'],
   // Parse, call a service (the search tier's included), render.
-  routes: ['services', 'search', 'http', 'metrics', 'errors'],
+  routes: ['services', 'search', 'http', 'metrics', 'auth', 'errors'],
   // The only importer of uWebSockets.js; it knows routes only through the registry.
   http: ['errors', 'log', 'auth'],
   // Metrics read every layer's numbers; only the routes (and app.ts) serve them.
   metrics: ['http', 'search', 'services', 'camera', 'db', 'native', 'log', 'errors'],
   // The tools reach the database (tokens, history partitions) or the API over HTTP, never the server's code.
-  cli: ['db', 'config', 'log', 'errors'],
+  cli: ['db', 'config', 'log', 'auth', 'errors'],
   // The composition root assembles every layer but the tools.
   app: ['auth', 'camera', 'config', 'db', 'durable-fs', 'errors', 'http', 'log', 'metrics', 'native', 'routes', 'search', 'services'],
   main: ['app', 'config', 'db', 'log', 'native'],

@@ -9,13 +9,14 @@ import { IdempotencyStore } from '../../src/db/idempotency.js';
 import { TokenStore } from '../../src/db/tokens.js';
 import { form, sample } from '../harness/images.js';
 import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
 
 let svc: DatabaseTestService;
 let other: typeof AUTH;
 
 beforeAll(async () => {
   svc = await startDatabaseService();
-  const { token } = await new TokenStore(svc.tdb.db.sql).create('another client');
+  const { token } = await new TokenStore(svc.tdb.db.sql).create(CLI_ACTOR, 'another client');
   other = { Authorization: `Token ${token}` };
 });
 

@@ -15,6 +15,7 @@ import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 import { form, haveSharedFaces, sample, sharedFace } from '../harness/images.js';
 import { request, TEST_RECOGNIZER } from '../harness/service.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
 
 const SHARDS = 4;
 const KEY = /^\[-?\d+, -?\d+, -?\d+, -?\d+\]$/;
@@ -47,7 +48,7 @@ beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-identify-'));
   config = loadConfig({ ...TEST_RECOGNIZER, PORT: '0', HOST: '127.0.0.1', FACE_DATA_DIR: dir, FACE_SHARDS: String(SHARDS), FACE_IDENTIFY_MAX_N: '50', FACE_TOKEN: OPERATOR });
   await start();
-  ({ token } = await new TokenStore(tdb.db.sql).create('tests'));
+  ({ token } = await new TokenStore(tdb.db.sql).create(CLI_ACTOR, 'tests'));
   expect((await call('POST', '/v0/galleries/crowd/')).status).toBe(201);
   const a = await call('POST', '/v0/face/', form({ photo: sample(1), mf_selector: 'all', meta: 'demo1' }));
   expect(a.status).toBe(200);
@@ -172,9 +173,9 @@ describe('identify', () => {
   });
 
   it('with a shard offline: strict answers 503, otherwise the live shards answer', async () => {
-    // Only the operator's token switches shards; an API token from the store may not.
-    expect((await call('POST', '/v0/admin/shards/1/offline')).status).toBe(401);
-    expect((await call('GET', '/v0/admin/shards')).status).toBe(401);
+    // Only an operator's token switches shards; a client token from the store is valid but may not (403).
+    expect((await call('POST', '/v0/admin/shards/1/offline')).status).toBe(403);
+    expect((await call('GET', '/v0/admin/shards')).status).toBe(403);
     const off = await call('POST', '/v0/admin/shards/1/offline', undefined, OPERATOR);
     expect(off.status).toBe(200);
     expect(off.json.shards[1].state).toBe('offline');

@@ -12,6 +12,7 @@ import { findProjectRoot } from '../../src/config/index.js';
 import { TokenStore } from '../../src/db/tokens.js';
 import { form, sample, SAMPLE_FACES } from '../harness/images.js';
 import { request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
 
 const OPERATOR = 'metrics-operator';
 const SHARDS = 2;
@@ -48,7 +49,7 @@ beforeAll(async () => {
   // One engine slot, so concurrent photos are shed with 503 and the shed counter can be checked.
   svc = await startDatabaseService({ FACE_SHARDS: String(SHARDS), FACE_TOKEN: OPERATOR, FACE_MAX_ENGINE_INFLIGHT: '1' });
   base = svc.base;
-  ({ token } = await new TokenStore(svc.tdb.db.sql).create('tests'));
+  ({ token } = await new TokenStore(svc.tdb.db.sql).create(CLI_ACTOR, 'tests'));
   // A photo host on loopback: /1.jpg is a demo photo, anything else 404.
   photos = http.createServer((req, res) => {
     if (req.url === '/1.jpg') res.writeHead(200, { 'content-type': 'image/jpeg' }).end(sample(1));
@@ -64,11 +65,12 @@ afterAll(async () => {
 });
 
 describe('GET /metrics', () => {
-  it('needs the operator token: none, or an API token, is 401', async () => {
+  it('needs an operator token: none is 401, a client token 403 naming the operator scope', async () => {
     expect((await request(base, 'GET', '/metrics', undefined, {})).status).toBe(401);
     const r = await call('GET', '/metrics');
-    expect(r.status).toBe(401);
-    expect(r.json).toMatchObject({ error: 'AUTH_FAILED' });
+    expect(r.status).toBe(403);
+    expect(r.json).toMatchObject({ code: 403, error: 'FORBIDDEN' });
+    expect(r.json.reason).toMatch(/operator scope/);
   });
 
   it('serves the Prometheus text format with the process metrics', async () => {

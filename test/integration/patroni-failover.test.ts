@@ -27,6 +27,7 @@ import { canCut, missingForCuts, missingForPatroni } from '../harness/patroni.js
 import { buildDist } from '../harness/process.js';
 import { request } from '../harness/service.js';
 import { until } from '../harness/until.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
 
 /** Writes must succeed again within this long of the leader's death. */
 const RECOVERY_GOAL_S = 30;
@@ -178,11 +179,11 @@ describe.skipIf(skip)('the database primary lost under Patroni', () => {
     const sql = postgres(deployment.cluster.writeUrl, { max: 1, onnotice: () => {} });
     try {
       const tokens = new TokenStore(sql);
-      const { id, token } = await tokens.create('failover-client');
+      const { id, token } = await tokens.create(CLI_ACTOR, 'failover-client');
       const status = async (base: string) => (await fetch(`${base}/v0/faces/?limit=1`, { headers: { Authorization: `Token ${token}` } })).status;
       // Accepted, so each node holds it in its cache (for 5 s) as it would a busy client's.
       for (const base of deployment.apis) expect(await status(base)).toBe(200);
-      expect(await tokens.revoke(id)).toBe(true);
+      expect(await tokens.revoke(CLI_ACTOR, id)).toBe(true);
       // Sooner than the cache would let it go: the revocation notice reached every node.
       for (const base of deployment.apis) await until(`${base} to refuse the revoked token`, async () => ((await status(base)) === 401 ? true : undefined), 1500, 50);
     } finally {

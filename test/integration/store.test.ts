@@ -18,6 +18,8 @@ import { PhotoBlobs } from '../../src/db/photos.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 import { blankPng, form, haveSharedFaces, sample, SAMPLE_FACES, sharedFace } from '../harness/images.js';
 import { request, TEST_RECOGNIZER } from '../harness/service.js';
+import { FIRST_TENANT } from '../../src/auth.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
 
 let tdb: TestDatabase;
 let dir: string;
@@ -47,7 +49,7 @@ beforeAll(async () => {
   const engine = await openEngine({ ...config });
   server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
   base = `http://127.0.0.1:${server.port}`;
-  ({ id: tokenId, token } = await new TokenStore(tdb.db.sql).create('tests'));
+  ({ id: tokenId, token } = await new TokenStore(tdb.db.sql).create(CLI_ACTOR, 'tests'));
   photoServer = http.createServer((req, res) => {
     const m = /^\/sample(\d)\.jpg$/.exec(req.url ?? '');
     if (!m) {
@@ -91,10 +93,10 @@ describe('authentication', () => {
 
   it('stops accepting a token as soon as it is revoked', async () => {
     const tokens = new TokenStore(tdb.db.sql);
-    const extra = await tokens.create('short-lived');
+    const extra = await tokens.create(CLI_ACTOR, 'short-lived');
     const h = { Authorization: `Token ${extra.token}` };
     expect((await call('GET', '/v0/galleries/', undefined, h)).status).toBe(200);
-    expect(await tokens.revoke(extra.id)).toBe(true);
+    expect(await tokens.revoke(CLI_ACTOR, extra.id)).toBe(true);
     let status = 0;
     for (let i = 0; i < 50; i++) {
       status = (await call('GET', '/v0/galleries/', undefined, h)).status;
@@ -102,7 +104,7 @@ describe('authentication', () => {
       await new Promise((r) => setTimeout(r, 20));
     }
     expect(status).toBe(401);
-    expect(await tokens.revoke(extra.id)).toBe(false);
+    expect(await tokens.revoke(CLI_ACTOR, extra.id)).toBe(false);
     expect((await tokens.list()).map((t) => t.id)).toContain(tokenId);
   });
 });
@@ -373,7 +375,7 @@ describe('listings', () => {
       box: { x1: i, y1: i, x2: i + 20, y2: i + 20 },
       embedding: new Float32Array(1024).fill(0.03),
     }));
-    for (let i = 0; i < 40; i++) await store.addFaces({ photo, faces: many, meta: `bulk-${i % 7}`, galleries: [] });
+    for (let i = 0; i < 40; i++) await store.addFaces({ tenant: FIRST_TENANT, photo, faces: many, meta: `bulk-${i % 7}`, galleries: [] });
     const total = await faceCount();
     const res = await fetch(`${base}/v0/faces/`, { headers: auth() });
     expect(res.headers.get('content-type')).toBe('application/json');

@@ -94,6 +94,8 @@ pub struct AnalyzeOptions {
     pub boxes: Option<Vec<Vec<f64>>>,
     /// Also return a JPEG crop of each face (box plus margin), its longer side at most this many pixels.
     pub thumbnail: Option<u32>,
+    /// Whose request this is (the service's tenant): parties take turns in the engine's queues.
+    pub party: Option<u32>,
 }
 
 /// One face in the EXIF-upright image.
@@ -228,16 +230,17 @@ impl FaceEngine {
     pub fn analyze<'env>(&self, env: &'env Env, image: Buffer, opts: AnalyzeOptions, cancel: &CancelToken) -> Result<Object<'env>> {
         let prepared = catch_unwind(AssertUnwindSafe(|| -> std::result::Result<_, EngineError> {
             let engine = self.engine()?;
-            Ok((engine, image.to_vec(), core_analyze_options(opts)?))
+            let party = u64::from(opts.party.unwrap_or(0));
+            Ok((engine, image.to_vec(), party, core_analyze_options(opts)?))
         }));
-        let (engine, bytes, options) = match prepared {
+        let (engine, bytes, party, options) = match prepared {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => return rejected::<Analysis, _>(env, e),
             Err(_) => return rejected::<Analysis, _>(env, EngineError::Internal("panic while reading arguments".into())),
         };
         let (pending, promise) = PendingPromise::new(env)?;
         let in_callback = pending.clone();
-        let submitted = engine.submit_cancellable(bytes, options, &cancel.token, move |result| {
+        let submitted = engine.submit_for(party, bytes, options, &cancel.token, move |result| {
             in_callback.settle(result, |_env, analysis| Ok(js_analysis(analysis)));
         });
         if let Err(e) = submitted {

@@ -135,6 +135,20 @@ impl Engine {
         cancel: &CancelToken,
         done: impl FnOnce(Result<Analysis>) + Send + 'static,
     ) -> Result<()> {
+        self.submit_for(0, bytes, opts, cancel, done)
+    }
+
+    /// [`Engine::submit_cancellable`] for `party` (the service's tenant): in its lane, the
+    /// request takes its turn with other parties' requests rather than waiting behind all of
+    /// them ([`crate::pool::Pool`]).
+    pub fn submit_for(
+        &self,
+        party: u64,
+        bytes: Vec<u8>,
+        opts: AnalyzeOptions,
+        cancel: &CancelToken,
+        done: impl FnOnce(Result<Analysis>) + Send + 'static,
+    ) -> Result<()> {
         cancel.check()?;
         let estimate = self.inner.estimate(&bytes, &opts)?;
         let lane = estimate.lane();
@@ -151,7 +165,7 @@ impl Engine {
         let finish_on_cancel = finish.clone();
         let inner = Arc::clone(&self.inner);
         let token = cancel.clone();
-        self.pool.submit(lane, Some(cancel), move |refused| {
+        self.pool.submit_for(party, lane, Some(cancel), move |refused| {
             if let Some(e) = refused {
                 return finish(Err(e));
             }

@@ -1,7 +1,8 @@
 //! The pipeline threads: a fixed set of threads running jobs from two bounded queues, a light
-//! lane bounded by count and a heavy lane bounded by estimated cost (see [`Pool`]).
+//! lane bounded by count and a heavy lane bounded by estimated cost (see [`Pool`]). Each lane
+//! serves its parties (the service's tenants) in turn ([`TurnQueue`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -20,6 +21,11 @@ pub enum Lane {
 
 /// A fixed set of threads running queued jobs from two bounded queues.
 ///
+/// Within a lane, jobs are taken from their parties in turn, first come first served within a
+/// party: a party that floods its lane waits behind its own jobs, while another party's next job
+/// is at most one job of each waiting party away. Both bounds stay on the lane's total, so the
+/// memory held is what it was with one queue.
+///
 /// Used for the per-request pipeline (decode, plan, crop) so that callers hand work over and
 /// return at once. Light jobs wait in a queue bounded by count and always go first. Heavy jobs
 /// wait in a queue bounded by their estimated cost, and at most `heavy_limit` threads run them,
@@ -37,9 +43,67 @@ struct Task {
     lane: Lane,
 }
 
+/// A queue that serves its parties in turn: each party's jobs in arrival order, the parties
+/// round robin. `order` holds each party with waiting jobs once, the next to be served first.
+#[derive(Default)]
+struct TurnQueue {
+    parties: HashMap<u64, VecDeque<Task>>,
+    order: VecDeque<u64>,
+    len: usize,
+}
+
+impl TurnQueue {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn push(&mut self, party: u64, task: Task) {
+        let queue = self.parties.entry(party).or_default();
+        if queue.is_empty() {
+            self.order.push_back(party);
+        }
+        queue.push_back(task);
+        self.len += 1;
+    }
+
+    /// The next party's oldest job; the party goes to the back of the turn when it has more.
+    fn pop(&mut self) -> Option<Task> {
+        let party = self.order.pop_front()?;
+        let queue = self.parties.get_mut(&party)?;
+        let task = queue.pop_front();
+        if queue.is_empty() {
+            self.parties.remove(&party);
+        } else {
+            self.order.push_back(party);
+        }
+        self.len -= usize::from(task.is_some());
+        task
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.parties.values().any(|q| q.iter().any(|t| t.id == id))
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Task> {
+        let (&party, queue) = self.parties.iter_mut().find(|(_, q)| q.iter().any(|t| t.id == id))?;
+        let at = queue.iter().position(|t| t.id == id)?;
+        let task = queue.remove(at)?;
+        if queue.is_empty() {
+            self.parties.remove(&party);
+            self.order.retain(|&p| p != party);
+        }
+        self.len -= 1;
+        Some(task)
+    }
+}
+
 struct PoolState {
-    light: VecDeque<Task>,
-    heavy: VecDeque<Task>,
+    light: TurnQueue,
+    heavy: TurnQueue,
     heavy_running: usize,
     /// Estimated cost of the heavy jobs queued and running.
     heavy_cost_ms: u64,
@@ -79,7 +143,7 @@ impl Pool {
         let threads = config.threads.max(1);
         let heavy_limit = if threads > 1 { config.heavy_limit.clamp(1, threads - 1) } else { 1 };
         let shared = Arc::new(PoolShared {
-            state: Mutex::new(PoolState { light: VecDeque::new(), heavy: VecDeque::new(), heavy_running: 0, heavy_cost_ms: 0, next_id: 0 }),
+            state: Mutex::new(PoolState { light: TurnQueue::default(), heavy: TurnQueue::default(), heavy_running: 0, heavy_cost_ms: 0, next_id: 0 }),
             ready: Condvar::new(),
             closed: AtomicBool::new(false),
             capacity: config.capacity.max(1),
@@ -110,6 +174,11 @@ impl Pool {
     /// runs with `None`, or is called with `Some(error)` instead of running when it is dropped
     /// from the queue: its token was cancelled (the job is removed at once) or the pool closed.
     pub fn submit(&self, lane: Lane, token: Option<&CancelToken>, job: impl FnOnce(Option<EngineError>) + Send + 'static) -> Result<()> {
+        self.submit_for(0, lane, token, job)
+    }
+
+    /// [`Pool::submit`] for `party`: its jobs take their turn with other parties' in the lane.
+    pub fn submit_for(&self, party: u64, lane: Lane, token: Option<&CancelToken>, job: impl FnOnce(Option<EngineError>) + Send + 'static) -> Result<()> {
         let id = {
             let mut st = self.shared.state.lock().map_err(|_| queue_poisoned())?;
             if self.shared.closed.load(Ordering::Acquire) {
@@ -123,7 +192,7 @@ impl Pool {
                     if st.light.len() >= self.shared.capacity {
                         return Err(EngineError::Overloaded(self.shared.name));
                     }
-                    st.light.push_back(task);
+                    st.light.push(party, task);
                 }
                 Lane::Heavy { cost_ms } => {
                     let busy = !st.heavy.is_empty() || st.heavy_running > 0;
@@ -137,7 +206,7 @@ impl Pool {
                         return Err(EngineError::Overloaded("heavy image"));
                     }
                     st.heavy_cost_ms += cost_ms;
-                    st.heavy.push_back(task);
+                    st.heavy.push(party, task);
                 }
             }
             id
@@ -150,9 +219,8 @@ impl Pool {
             token.on_cancel(move || {
                 let Some(shared) = shared.upgrade() else { return };
                 let removed = shared.state.lock().ok().and_then(|mut st| {
-                    let queue = if st.light.iter().any(|t| t.id == id) { &mut st.light } else { &mut st.heavy };
-                    let at = queue.iter().position(|t| t.id == id)?;
-                    let task = queue.remove(at)?;
+                    let queue = if st.light.contains(id) { &mut st.light } else { &mut st.heavy };
+                    let task = queue.remove(id)?;
                     if let Lane::Heavy { cost_ms } = task.lane {
                         st.heavy_cost_ms = st.heavy_cost_ms.saturating_sub(cost_ms);
                     }
@@ -177,11 +245,11 @@ fn pool_thread(shared: &PoolShared) {
         let task = {
             let Ok(mut st) = shared.state.lock() else { return };
             loop {
-                if let Some(task) = st.light.pop_front() {
+                if let Some(task) = st.light.pop() {
                     break task;
                 }
                 if st.heavy_running < shared.heavy_limit {
-                    if let Some(task) = st.heavy.pop_front() {
+                    if let Some(task) = st.heavy.pop() {
                         st.heavy_running += 1;
                         break task;
                     }
@@ -293,6 +361,33 @@ mod tests {
         open();
         assert_eq!(rx.recv().unwrap(), "heavy 1");
         assert_eq!(rx.recv().unwrap(), "heavy 2");
+    }
+
+    #[test]
+    fn parties_take_turns_in_a_lane() {
+        let pool = Pool::new("test", 1, 64).unwrap();
+        let (gate, open) = gate();
+        let g = Arc::clone(&gate);
+        pool.spawn(move || wait_on(&g)).unwrap();
+        while pool.queued() != (0, 0) {
+            std::thread::yield_now();
+        }
+        // Party 1 floods first; party 2's jobs, queued after, still run every other turn.
+        let (tx, rx) = mpsc::channel();
+        for (party, n) in [(1u64, 6), (2, 3)] {
+            for k in 0..n {
+                let t = tx.clone();
+                pool.submit_for(party, Lane::Light, None, move |_| t.send((party, k)).unwrap()).unwrap();
+            }
+        }
+        // A cancelled job of party 1 leaves its place in the turn.
+        let token = CancelToken::new();
+        pool.submit_for(1, Lane::Light, Some(&token), |_| ()).unwrap();
+        token.cancel();
+        assert_eq!(pool.queued(), (9, 0));
+        open();
+        let order: Vec<(u64, i32)> = (0..9).map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap()).collect();
+        assert_eq!(order, vec![(1, 0), (2, 0), (1, 1), (2, 1), (1, 2), (2, 2), (1, 3), (1, 4), (1, 5)]);
     }
 
     #[test]

@@ -1,0 +1,60 @@
+/**
+ * The audit log (013-tenants.sql): operator actions (tokens, tenants, gallery
+ * deletes, shard control, re-embedding), who did them and when, for operators
+ * to read. Written in the action's own transaction where it has one, so an
+ * action is recorded exactly when it took effect.
+ */
+import type { Principal } from '../auth.js';
+import type { Sql, TransactionSql } from './client.js';
+
+export interface AuditEntry {
+  id: number;
+  at: string;
+  actor: string;
+  token_id: number | null;
+  action: string;
+  target: string;
+  detail: Record<string, unknown>;
+}
+
+/** Who acted: a token's principal, or a command run on the host (the CLI). */
+export type Actor = Pick<Principal, 'name' | 'tokenId'>;
+
+/** The actor of commands run on the host with the database's credentials. */
+export const CLI_ACTOR: Actor = { name: 'cli' };
+
+/** The actor of what the service does by itself (a re-embedding after a recogniser switch). */
+export const SERVICE_ACTOR: Actor = { name: 'service' };
+
+export async function audit(sql: Sql | TransactionSql, actor: Actor, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
+  await sql`
+    INSERT INTO audit_log (actor, token_id, action, target, detail)
+    VALUES (${actor.name}, ${actor.tokenId ?? null}, ${action}, ${target}, ${sql.json(detail as never)})`;
+}
+
+/** The audit log as operators read it, and written outside a transaction of its own (shard controls). */
+export class AuditLog {
+  constructor(private readonly sql: Sql) {}
+
+  record(actor: Actor, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
+    return audit(this.sql, actor, action, target, detail);
+  }
+
+  /** Entries newest first, those with ids below `before` when given, at most `limit`. */
+  async entries(limit: number, before?: number): Promise<AuditEntry[]> {
+    const sql = this.sql;
+    const rows = await sql`
+      SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, actor, token_id, action, target, detail
+      FROM audit_log ${before !== undefined ? sql`WHERE id < ${before}` : sql``}
+      ORDER BY id DESC LIMIT ${limit}`;
+    return rows.map((r) => ({
+      id: Number(r.id),
+      at: r.at,
+      actor: r.actor,
+      token_id: r.token_id === null ? null : Number(r.token_id),
+      action: r.action,
+      target: r.target,
+      detail: r.detail,
+    }));
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * Tenants (013-tenants.sql): the applications or sites sharing one
+ * deployment. A tenant's galleries and faces are its own; its tokens reach
+ * nothing else. Ids of faces stay global, so every read and write of them is
+ * filtered by the caller's tenant, and a face of another tenant answers as
+ * one that does not exist.
+ *
+ * In the search shards a tenant is a gallery the scan already filters by
+ * (`searchScope`): each face carries its tenant's scope and its galleries'
+ * scopes, written by the change log (change-log.ts `scopesOf`).
+ */
+import { FIRST_TENANT } from '../auth.js';
+import { DomainError } from '../errors.js';
+import { audit, type Actor } from './audit.js';
+import { logChanges } from './change-log.js';
+import { transaction, type Sql, type TransactionSql } from './client.js';
+import { DEFAULT_GALLERY, GALLERY_NAME } from './galleries.js';
+import type { PhotoStore } from './photos.js';
+import { TOKENS_CHANGED } from './tokens.js';
+
+/** What the shards filter a search by: a tenant's faces (its `default`), or one of its galleries. */
+export function searchScope(tenant: number, gallery?: string): string {
+  return gallery === undefined || gallery === DEFAULT_GALLERY ? `t${tenant}` : `t${tenant}/${gallery}`;
+}
+
+export interface TenantLimits {
+  /** Requests per second of each of its tokens; null: the service default. */
+  rate_per_s: number | null;
+  /** Photo requests in flight of each of its tokens; null: the service default. */
+  photos_in_flight: number | null;
+}
+
+export interface TenantRecord extends TenantLimits {
+  id: number;
+  name: string;
+  created: string;
+  disabled_at: string | null;
+  tokens: number;
+  faces: number;
+}
+
+const unknownTenant = (name: string) => new DomainError('NOT_FOUND', `Unknown tenant: ${name}`, { param: 'tenant' });
+
+export class TenantStore {
+  constructor(
+    private readonly sql: Sql,
+    private readonly photos?: PhotoStore,
+  ) {}
+
+  /** A new tenant with its `default` gallery; CONFLICT when the name is taken. */
+  async create(actor: Actor, name: string, limits: Partial<TenantLimits> = {}): Promise<number> {
+    if (!GALLERY_NAME.test(name)) throw new DomainError('BAD_PARAM', `Invalid tenant name: ${name} (1 to 48 of a-z, A-Z, 0-9, _ and -)`, { param: 'name' });
+    return transaction(this.sql, async (tx) => {
+      const [row] = await tx`
+        INSERT INTO tenants (name, rate_per_s, photos_in_flight) VALUES (${name}, ${limits.rate_per_s ?? null}, ${limits.photos_in_flight ?? null})
+        ON CONFLICT (name) DO NOTHING RETURNING id`;
+      if (!row) throw new DomainError('CONFLICT', `A tenant is already named ${name}`, { param: 'name' });
+      await tx`INSERT INTO galleries (tenant_id, name) VALUES (${row.id}, ${DEFAULT_GALLERY})`;
+      await audit(tx, actor, 'tenant.create', name, { ...limits });
+      return Number(row.id);
+    });
+  }
+
+  async list(): Promise<TenantRecord[]> {
+    const rows = await this.sql`
+      SELECT t.id, t.name, t.rate_per_s, t.photos_in_flight,
+        to_char(t.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
+        to_char(t.disabled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS disabled_at,
+        (SELECT count(*) FROM tokens k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)::int AS tokens,
+        (SELECT count(*) FROM faces f WHERE f.tenant_id = t.id)::int AS faces
+      FROM tenants t ORDER BY t.id`;
+    return rows.map((r) => ({
+      id: Number(r.id),
+      name: r.name,
+      created: r.created,
+      disabled_at: r.disabled_at,
+      rate_per_s: r.rate_per_s,
+      photos_in_flight: r.photos_in_flight,
+      tokens: r.tokens,
+      faces: r.faces,
+    }));
+  }
+
+  /** The tenant's id; NOT_FOUND when there is none of that name. */
+  async idOf(name: string): Promise<number> {
+    const [row] = await this.sql`SELECT id FROM tenants WHERE name = ${name}`;
+    if (!row) throw unknownTenant(name);
+    return Number(row.id);
+  }
+
+  /**
+   * Disables (or enables again) a tenant: a disabled tenant's tokens are refused at once on every
+   * node (the token verifiers' notice), its data kept. NOT_FOUND for an unknown tenant.
+   */
+  async setDisabled(actor: Actor, name: string, disabled: boolean): Promise<void> {
+    await transaction(this.sql, async (tx) => {
+      const rows = await tx`
+        UPDATE tenants SET disabled_at = ${disabled ? tx`now()` : null} WHERE name = ${name} RETURNING id`;
+      if (!rows.length) throw unknownTenant(name);
+      await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${rows[0].id}`})`;
+      await audit(tx, actor, disabled ? 'tenant.disable' : 'tenant.enable', name);
+    });
+  }
+
+  /** Sets a tenant's default limits of its tokens (null: the service default). */
+  async setLimits(actor: Actor, name: string, limits: Partial<TenantLimits>): Promise<void> {
+    await transaction(this.sql, async (tx) => {
+      const [t] = await tx`SELECT id, rate_per_s, photos_in_flight FROM tenants WHERE name = ${name} FOR UPDATE`;
+      if (!t) throw unknownTenant(name);
+      await tx`
+        UPDATE tenants SET rate_per_s = ${limits.rate_per_s === undefined ? t.rate_per_s : limits.rate_per_s},
+          photos_in_flight = ${limits.photos_in_flight === undefined ? t.photos_in_flight : limits.photos_in_flight}
+        WHERE id = ${t.id}`;
+      await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${t.id}`})`;
+      await audit(tx, actor, 'tenant.limits', name, { ...limits });
+    });
+  }
+
+  /**
+   * Deletes a tenant with its data: its tokens are refused at once, then its faces go through
+   * the change log as any delete would (so every search shard drops them), then its galleries,
+   * tokens and the tenant itself, all in one transaction. The first tenant cannot be deleted.
+   * Returns the faces deleted and the last change position written.
+   */
+  async delete(actor: Actor, name: string): Promise<{ faces: number; position?: number }> {
+    const done = await transaction(this.sql, async (tx) => {
+      const [t] = await tx`SELECT id FROM tenants WHERE name = ${name} FOR UPDATE`;
+      if (!t) throw unknownTenant(name);
+      const id = Number(t.id);
+      if (id === FIRST_TENANT) throw new DomainError('BAD_PARAM', 'The first tenant cannot be deleted', { param: 'tenant' });
+      const gone = await deleteTenantData(tx, id);
+      await audit(tx, actor, 'tenant.delete', name, { faces: gone.faces });
+      return gone;
+    });
+    await this.photos?.collect();
+    return done;
+  }
+}
+
+async function deleteTenantData(tx: TransactionSql, tenant: number): Promise<{ faces: number; position?: number }> {
+  const gone = await tx`
+    WITH gone AS (DELETE FROM faces WHERE tenant_id = ${tenant} RETURNING id, photo_hash),
+    queued AS (
+      INSERT INTO photo_gc (hash) SELECT DISTINCT photo_hash FROM gone
+      ON CONFLICT (hash) DO UPDATE SET ticket = nextval('photo_gc_ticket')
+    )
+    SELECT id FROM gone ORDER BY id`;
+  await tx`DELETE FROM galleries WHERE tenant_id = ${tenant}`;
+  await tx`DELETE FROM tenants WHERE id = ${tenant}`;
+  await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${tenant}`})`;
+  return { faces: gone.length, position: await logChanges(tx, gone.map((r) => r.id as string), 'delete') };
+}

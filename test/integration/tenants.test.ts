@@ -1,0 +1,305 @@
+/**
+ * Tenants and token scopes end to end, written as an attacker holding tenant
+ * A's token would probe tenant B: the real server on loopback, a real
+ * PostgreSQL, real photos through the real models.
+ *
+ * Every route is called with A's token against B's ids, names, metas, photo
+ * hashes and persons, and against ones that do not exist: each answer must be
+ * the answer for the one that does not exist (the id or name in a message
+ * aside), and B's faces must never appear. Then each scope is held to what it
+ * allows, a revoked token and a disabled tenant are refused at once, and all
+ * of it holds again after a restart.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type RunningServer } from '../../src/app.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
+import { TenantStore } from '../../src/db/tenants.js';
+import { TokenStore, type TokenGrant } from '../../src/db/tokens.js';
+import { createLogger } from '../../src/log.js';
+import { openEngine } from '../../src/native/engine.js';
+import { freshDatabase, type TestDatabase } from '../harness/database.js';
+import { form, sample } from '../harness/images.js';
+import { request, testConfig, type Answer } from '../harness/service.js';
+
+let tdb: TestDatabase;
+let dir: string;
+let server: RunningServer;
+let base: string;
+let tokens: TokenStore;
+
+/** Tokens by name: A and B are two tenants' applications, `op` an operator's. */
+const t: Record<string, string> = {};
+const auth = (name: string) => ({ Authorization: `Token ${t[name]}` });
+const as = (name: string, method: string, url: string, body?: FormData | object) => request(base, method, url, body, auth(name));
+
+/** B's data, as B's own calls made it. */
+const b = { faces: [] as number[], meta: 'b-secret-meta', gallery: 'b-gallery', hash: '' };
+const a = { faces: [] as number[] };
+
+/** The service on the test's database and data folder; a server closes its engine, so each start opens one. */
+async function start(): Promise<void> {
+  const config = testConfig({ FACE_DATA_DIR: dir });
+  const engine = await openEngine({ ...config });
+  server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
+  base = `http://127.0.0.1:${server.port}`;
+}
+
+async function token(name: string, tenant: string, grant: TokenGrant = {}): Promise<void> {
+  t[name] = (await tokens.create(CLI_ACTOR, name, grant, tenant)).token;
+}
+
+beforeAll(async () => {
+  tdb = await freshDatabase();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'face-tenants-'));
+  tokens = new TokenStore(tdb.db.sql);
+  const tenants = new TenantStore(tdb.db.sql);
+  await tenants.create(CLI_ACTOR, 'alpha');
+  await tenants.create(CLI_ACTOR, 'beta');
+  await token('A', 'alpha');
+  await token('B', 'beta');
+  await token('op', 'default', { operator: true });
+  await start();
+
+  expect((await as('B', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
+  const enrolled = await as('B', 'POST', '/v0/face/', form({ photo: sample(1), meta: b.meta, mf_selector: 'all', galleries: b.gallery }));
+  expect(enrolled.status).toBe(200);
+  b.faces = enrolled.json.results.map((f: { id: number }) => f.id);
+  b.hash = enrolled.json.results[0].photo_hash;
+  // A holds faces of its own, and a gallery of the same name as B's: names are per tenant.
+  expect((await as('A', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
+  const own = await as('A', 'POST', '/v0/face/', form({ photo: sample(2), meta: 'a-meta', mf_selector: 'all' }));
+  expect(own.status).toBe(200);
+  a.faces = own.json.results.map((f: { id: number }) => f.id);
+}, 120_000);
+
+afterAll(async () => {
+  await server?.close();
+  await tdb?.drop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** The answer with `value` named as `<X>` wherever it appears, so two answers about different names compare. */
+function shape(r: Answer, value: string | number): unknown {
+  return { status: r.status, body: r.text.split(String(value)).join('<X>'), type: r.headers.get('content-type') };
+}
+
+/** Every call an attacker with A's token would make about one of B's things, and about a thing that does not exist. */
+function probes(): { what: string; b: string | number; none: string | number; call: (v: string | number) => Promise<Answer> }[] {
+  const faceId = b.faces[0];
+  const noFace = Math.max(...b.faces, ...a.faces) + 1000;
+  return [
+    { what: 'GET a face', b: faceId, none: noFace, call: (id) => as('A', 'GET', `/v0/face/id/${id}/`) },
+    { what: 'PUT a face', b: faceId, none: noFace, call: (id) => as('A', 'PUT', `/v0/face/id/${id}/`, { meta: 'stolen' }) },
+    { what: 'move a face into a gallery', b: faceId, none: noFace, call: (id) => as('A', 'PUT', `/v0/face/id/${id}/`, { galleries: { add: [b.gallery] } }) },
+    { what: 'DELETE a face', b: faceId, none: noFace, call: (id) => as('A', 'DELETE', `/v0/face/id/${id}/`) },
+    { what: 'faces by meta', b: b.meta, none: 'no-such-meta', call: (m) => as('A', 'GET', `/v0/face/meta/${m}/`) },
+    { what: 'DELETE by meta', b: b.meta, none: 'no-such-meta', call: (m) => as('A', 'DELETE', `/v0/face/meta/${m}/`) },
+    { what: 'a photo', b: b.hash, none: 'f'.repeat(64), call: (h) => as('A', 'GET', `/v0/photo/${h}/`) },
+    { what: 'a gallery listing', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/faces/gallery/${g}/`) },
+    { what: 'a gallery meta listing', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/meta/gallery/${g}/`) },
+    { what: 'a gallery and meta', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/face/gallery/${g}/meta/${b.meta}/`) },
+    { what: 'DELETE a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'DELETE', `/v0/galleries/${g}/`) },
+    { what: 'identify in a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'POST', `/v0/faces/gallery/${g}/identify/`, form({ photo: sample(1) })) },
+    // Sightings and persons are the first tenant's alone: to A every id is the same refusal.
+    { what: 'a person', b: 1, none: 999_999, call: (id) => as('A', 'GET', `/person/id/${id}`) },
+    { what: 'a person history', b: 1, none: 999_999, call: (id) => as('A', 'GET', `/person/history/id/${id}`) },
+    { what: 'a screenshot', b: 1, none: 999_999, call: (id) => as('A', 'GET', `/v0/history/id/${id}/screenshot/`) },
+    { what: 'merge persons', b: 1, none: 999_999, call: (id) => as('A', 'POST', '/person/merge', { ids: [id, id] }) },
+  ];
+}
+
+async function sweep(): Promise<void> {
+  // B's gallery "only-in-b" exists for B alone.
+  for (const p of probes()) {
+    const [forB, forNone] = [await p.call(p.b), await p.call(p.none)];
+    expect(shape(forB, p.b), p.what).toEqual(shape(forNone, p.none));
+  }
+  // Ids around B's, one by one: only A's own answer.
+  const lo = Math.max(1, Math.min(...b.faces, ...a.faces) - 3);
+  const hi = Math.max(...b.faces, ...a.faces) + 3;
+  for (let id = lo; id <= hi; id++) {
+    const r = await as('A', 'GET', `/v0/face/id/${id}/`);
+    expect(r.status, `face ${id}`).toBe(a.faces.includes(id) ? 200 : 404);
+  }
+  // Listings, galleries and search: B's faces never appear.
+  const seen = JSON.stringify([
+    (await as('A', 'GET', '/v0/faces/')).json,
+    (await as('A', 'GET', '/v0/meta/')).json,
+    (await as('A', 'GET', `/v0/faces/gallery/${b.gallery}/`)).json,
+    (await as('A', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', n: '10', threshold: 'none' }))).json,
+    (await as('A', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', n: '10', threshold: 'none', gallery: b.gallery }))).json,
+  ]);
+  for (const id of b.faces) expect(seen).not.toMatch(new RegExp(`"id":${id}[,}]`));
+  expect(seen).not.toContain(b.meta);
+  expect(seen).not.toContain(b.hash);
+  expect((await as('A', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default', b.gallery] });
+  // Verify compares two photos and reads nothing stored; with boxes it is the same.
+  const v = await as('A', 'POST', '/v0/verify/', form({ photo1: sample(1), photo2: sample(1), bbox1: '[[0,0,100,100]]', bbox2: '[[0,0,100,100]]' }));
+  expect(v.status).toBe(200);
+  expect(v.text).not.toContain('"id"');
+  // B still has everything, untouched by A's attempts.
+  const mine = await as('B', 'GET', `/v0/faces/gallery/${b.gallery}/`);
+  expect(mine.json.results.map((f: { id: number; meta: string }) => [f.id, f.meta])).toEqual([...b.faces].sort((x, y) => y - x).map((id) => [id, b.meta]));
+  expect((await as('B', 'GET', `/v0/photo/${b.hash}/`)).status).toBe(200);
+  // B finds its own faces; A finds its own.
+  const found = await as('B', 'POST', '/v0/identify/', form({ photo: sample(1) }));
+  expect(Object.values(found.json.results as Record<string, { face: { id: number } }[]>)[0][0].face.id).toBeOneOf(b.faces);
+  const foundA = await as('A', 'POST', '/v0/identify/', form({ photo: sample(2) }));
+  expect(Object.values(foundA.json.results as Record<string, { face: { id: number } }[]>)[0][0].face.id).toBeOneOf(a.faces);
+}
+
+describe('tenant isolation', () => {
+  it("answers every probe of B's faces, galleries, metas, photos and persons with A's token as if they did not exist", async () => {
+    await as('B', 'POST', '/v0/galleries/only-in-b/');
+    await sweep();
+  }, 120_000);
+
+  it('holds after a restart', async () => {
+    await server.close();
+    await start();
+    await sweep();
+  }, 120_000);
+});
+
+describe('token scopes', () => {
+  beforeAll(async () => {
+    await token('analyze', 'alpha', { access: 'analyze' });
+    await token('read', 'alpha', { access: 'read' });
+    await token('limited', 'alpha', { galleries: [b.gallery] });
+  });
+
+  it('analyze: detect and verify only', async () => {
+    expect((await as('analyze', 'POST', '/v1/detect/', form({ photo: sample(1) }))).status).toBe(200);
+    for (const [method, url, body] of [
+      ['GET', '/v0/faces/', undefined],
+      ['POST', '/v0/identify/', form({ photo: sample(2) })],
+      ['POST', '/v0/face/', form({ photo: sample(2) })],
+    ] as const) {
+      const r = await as('analyze', method, url, body);
+      expect(r.status, url).toBe(403);
+      expect(r.json).toMatchObject({ code: 403, error: 'FORBIDDEN' });
+      expect(r.json.reason).toMatch(/lacks the (read|write) scope/);
+    }
+  });
+
+  it('read: reads and searches, never writes', async () => {
+    expect((await as('read', 'GET', `/v0/face/id/${a.faces[0]}/`)).status).toBe(200);
+    expect((await as('read', 'POST', '/v0/identify/', form({ photo: sample(2) }))).status).toBe(200);
+    for (const [method, url, body] of [
+      ['POST', '/v0/face/', form({ photo: sample(2) })],
+      ['PUT', `/v0/face/id/${a.faces[0]}/`, { meta: 'x' }],
+      ['DELETE', `/v0/face/id/${a.faces[0]}/`, undefined],
+      ['POST', '/v0/galleries/new-one/', undefined],
+      ['POST', '/v0/identify/', form({ photo: sample(2), cam_id: 'door' })],
+    ] as const) {
+      const r = await as('read', method, url, body);
+      expect(r.status, `${method} ${url}`).toBe(403);
+      expect(r.json.reason).toMatch(/write scope/);
+    }
+    expect((await as('read', 'GET', `/v0/face/id/${a.faces[0]}/`)).json.meta).toBe('a-meta');
+  });
+
+  it('galleries: only the named ones of its tenant', async () => {
+    const added = await as('limited', 'POST', '/v0/face/', form({ photo: sample(3), meta: 'limited', galleries: b.gallery }));
+    expect(added.status).toBe(200);
+    const id = added.json.results[0].id;
+    expect((await as('limited', 'GET', `/v0/face/id/${id}/`)).status).toBe(200);
+    expect((await as('limited', 'POST', `/v0/faces/gallery/${b.gallery}/identify/`, form({ photo: sample(3) }))).status).toBe(200);
+    // The whole tenant, or another gallery: refused, naming the scope.
+    for (const [method, url, body] of [
+      ['POST', '/v0/identify/', form({ photo: sample(3) })],
+      ['POST', '/v0/face/', form({ photo: sample(3) })],
+      ['GET', '/v0/faces/gallery/default/', undefined],
+      ['POST', '/v0/galleries/other/', undefined],
+    ] as const) {
+      const r = await as('limited', method, url, body);
+      expect(r.status, `${method} ${url}`).toBe(403);
+      expect(r.json.reason).toMatch(/gallery scope/);
+    }
+    // A face of its tenant outside its galleries is as if it did not exist.
+    expect((await as('limited', 'GET', `/v0/face/id/${a.faces[0]}/`)).status).toBe(404);
+    const listed = (await as('limited', 'GET', '/v0/faces/')).json.results.map((f: { id: number }) => f.id);
+    expect(listed).toContain(id);
+    expect(listed).not.toContain(a.faces[0]);
+    expect((await as('limited', 'GET', '/v0/galleries/')).json).toEqual({ results: [b.gallery] });
+  });
+
+  it('operator routes: 403 for a valid client token, 401 for none; operators manage tenants and tokens, and read the audit', async () => {
+    for (const url of ['/metrics', '/v0/admin/shards', '/v0/admin/tenants', '/v0/admin/audit']) {
+      const r = await as('A', 'GET', url);
+      expect(r.status, url).toBe(403);
+      expect(r.json.reason).toMatch(/operator scope/);
+      expect((await request(base, 'GET', url, undefined, {})).status).toBe(401);
+    }
+    const made = await as('op', 'POST', '/v0/admin/tenants', { name: 'gamma', photos_in_flight: 2 });
+    expect(made.status).toBe(201);
+    expect(made.json).toMatchObject({ name: 'gamma', photos_in_flight: 2, rate_per_s: null, tokens: 0, faces: 0 });
+    expect((await as('op', 'POST', '/v0/admin/tenants', { name: 'gamma' })).status).toBe(409);
+    const tok = await as('op', 'POST', '/v0/admin/tokens', { name: 'gamma-app', tenant: 'gamma', access: 'read' });
+    expect(tok.status).toBe(201);
+    t.gamma = tok.json.token;
+    expect((await as('gamma', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default'] });
+    const listed = (await as('op', 'GET', '/v0/admin/tokens')).json.results;
+    expect(listed.find((k: { id: number }) => k.id === tok.json.id)).toMatchObject({ tenant: 'gamma', access: 'read', operator: false });
+    expect(JSON.stringify(listed)).not.toContain(tok.json.token);
+    expect((await as('op', 'DELETE', '/v0/admin/tenants/default')).status).toBe(400);
+    const audit = (await as('op', 'GET', '/v0/admin/audit?limit=3')).json.results;
+    expect(audit.map((e: { action: string; target: string; actor: string }) => [e.action, e.target, e.actor])).toEqual([
+      ['token.create', String(tok.json.id), 'op'],
+      ['tenant.create', 'gamma', 'op'],
+      expect.any(Array),
+    ]);
+  });
+
+  it('a revoked token, and every token of a disabled tenant, are refused at once', async () => {
+    await token('short-lived', 'alpha');
+    expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(200);
+    const id = (await tokens.list()).find((k) => k.name === 'short-lived')!.id;
+    expect((await as('op', 'DELETE', `/v0/admin/tokens/${id}`)).status).toBe(204);
+    expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(401);
+
+    expect((await as('op', 'PUT', '/v0/admin/tenants/gamma', { disabled: true })).status).toBe(204);
+    expect((await as('gamma', 'GET', '/v0/galleries/')).status).toBe(401);
+    expect((await as('op', 'PUT', '/v0/admin/tenants/gamma', { disabled: false })).status).toBe(204);
+    expect((await as('gamma', 'GET', '/v0/galleries/')).status).toBe(200);
+  });
+
+  it('deleting a tenant deletes its faces, galleries and tokens', async () => {
+    await tokens.create(CLI_ACTOR, 'gamma-writer', {}, 'gamma').then((m) => (t.gammaWriter = m.token));
+    const added = await as('gammaWriter', 'POST', '/v0/face/', form({ photo: sample(4), meta: 'gamma' }));
+    expect(added.status).toBe(200);
+    const gone = await as('op', 'DELETE', '/v0/admin/tenants/gamma');
+    expect(gone.status).toBe(200);
+    expect(gone.json).toEqual({ deleted: 1 });
+    expect((await as('gammaWriter', 'GET', '/v0/galleries/')).status).toBe(401);
+    const [left] = await tdb.db.sql`SELECT count(*)::int AS n FROM faces WHERE meta = 'gamma'`;
+    expect(left.n).toBe(0);
+  });
+});
+
+describe('fair shares', () => {
+  it("answers 429 with Retry-After past a token's requests per second; an admitted write is whole, a refused one left no trace", async () => {
+    await token('slow', 'alpha', { ratePerS: 2 });
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, k) => as('slow', 'POST', '/v0/face/', form({ photo: sample(5), meta: `burst-${k}` }))));
+    const limited = answers.filter((r) => r.status === 429);
+    expect(limited.length).toBeGreaterThanOrEqual(3);
+    expect(limited[0].json).toMatchObject({ code: 429, error: 'RATE_LIMITED' });
+    expect(Number(limited[0].headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    for (const [k, r] of answers.entries()) {
+      expect([200, 429]).toContain(r.status);
+      const [stored] = await tdb.db.sql`SELECT count(*)::int AS n FROM faces WHERE meta = ${`burst-${k}`}`;
+      expect(stored.n, `burst-${k}`).toBe(r.status === 200 ? r.json.results.length : 0);
+    }
+  });
+
+  it('answers 429 past a token\'s photos in flight, while another token is served', async () => {
+    await token('one-at-a-time', 'alpha', { photosInFlight: 1 });
+    const answers = await Promise.all(Array.from({ length: 4 }, () => as('one-at-a-time', 'POST', '/v1/detect/', form({ photo: sample(6) }))));
+    expect(answers.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(1);
+    expect(answers.filter((r) => r.status === 429).length).toBeGreaterThanOrEqual(1);
+    expect((await as('B', 'POST', '/v1/detect/', form({ photo: sample(6) }))).status).toBe(200);
+  });
+});
