@@ -93,6 +93,7 @@ const COMMANDS: BenchCommand[] = [
     needs: ['lfw', 'cameras'],
     timeoutS: 300,
   },
+  { script: 'bench:fairness', args: (out) => ['--seconds', '1', '--flood', '4', '--json', path.join(out, 'fair.json')], done: /B p99 ratio/ },
   { script: 'bench:change-log', args: () => ['--faces', '100', '--writes', '10'], done: /\| path \|/ },
   { script: 'bench:store', args: () => ['--faces', '1000', '--seconds', '1'], done: /listing \d+ faces/ },
   { script: 'bench:history', args: () => ['--events', '10000', '--cameras', '5', '--persons', '100', '--seconds', '1'], done: /## Plans/ },

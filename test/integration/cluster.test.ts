@@ -21,7 +21,10 @@ import { form, haveLfw, lfwDir, sample, SAMPLE_FACES } from '../harness/images.j
 import { buildDist, startProcess, type ServiceProcess } from '../harness/process.js';
 import { request, type Answer } from '../harness/service.js';
 import { until } from '../harness/until.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
 import { logChanges } from '../../src/db/change-log.js';
+import { TenantStore } from '../../src/db/tenants.js';
+import { TokenStore } from '../../src/db/tokens.js';
 import { transaction } from '../../src/db/client.js';
 import { shardOf } from '../../src/native/face-index.js';
 
@@ -153,6 +156,35 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
       expect(m.status).toBe(200);
       expect(m.text).toContain('face_index_faces');
     }
+  });
+
+  it("keeps tenants apart across nodes: one tenant's faces, enrolled through one node, never answer the other's search through the other", async () => {
+    const tenants = new TenantStore(tdb.db.sql);
+    const tokens = new TokenStore(tdb.db.sql);
+    for (const name of ['cluster-a', 'cluster-b']) await tenants.create(CLI_ACTOR, name);
+    const tokenA = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-a-app', {}, 'cluster-a')).token}` };
+    const tokenB = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-b-app', {}, 'cluster-b')).token}` };
+    const added = await call(api(1), 'POST', '/v0/face/', form({ photo: sample(3), meta: 'tenant-b', mf_selector: 'all' }), tokenB);
+    expect(added.status).toBe(200);
+    const idsB: number[] = added.json.results.map((f: { id: number }) => f.id);
+    const identify = (headers: Record<string, string>) =>
+      call(api(2), 'POST', '/v0/identify/', form({ photo: sample(3), mf_selector: 'all', n: '10', threshold: 'none', strict: 'true' }), headers);
+    // B finds its faces through the other node; A, and the first tenant, search the same shards and see none of them.
+    const foundB = await identify(tokenB);
+    expect(foundB.headers.get('x-live-servers')).toBe('4/4');
+    expect(new Set(Object.values(foundB.json.results as Record<string, { face: { id: number } }[]>).map((m) => m[0].face.id))).toEqual(new Set(idsB));
+    for (const headers of [tokenA, AUTH]) {
+      const other = await identify(headers);
+      expect(other.status).toBe(200);
+      for (const id of idsB) expect(other.text).not.toMatch(new RegExp(`"id":${id}[,}]`));
+      expect((await call(api(2), 'GET', `/v0/face/id/${idsB[0]}/`, undefined, headers)).status).toBe(404);
+    }
+    // Gone with its tenant, from every shard server.
+    expect((await tenants.delete(CLI_ACTOR, 'cluster-b')).faces).toBe(idsB.length);
+    await until('the shards drop the deleted tenant', async () => {
+      const report = await shardsReport();
+      return report.shards.reduce((n, s) => n + s.size, 0) === [1, 2, 4, 5].reduce((k, n) => k + SAMPLE_FACES[n], 0) ? true : undefined;
+    }, 20_000);
   });
 
   it('groups a stranger seen through both API nodes, alternately and at once, into one person', async (ctx) => {

@@ -1,0 +1,96 @@
+/**
+ * Fair shares between tenants, measured:
+ *
+ *   npm run bench:fairness -- [--seconds S] [--flood N] [--steady N] [--photos P] [--json out.json]
+ *
+ * The service is started here (embedded PostgreSQL, `node dist/src/main.js`
+ * as a child). Two tenants, each with its own faces (every face of the demo
+ * photos): tenant B identifies with --steady connections (default 2), alone
+ * and then while tenant A floods identify with --flood connections (default
+ * 32), both closed loops of S seconds (default 20). It runs twice: with A's
+ * tenant limited to --photos photo requests in flight (default half of the
+ * engine's slots, FACE_MAX_ENGINE_INFLIGHT), and with no limit, where only
+ * the engine's turn-taking shares it. Reported: B's p50 and p99 against B
+ * alone (the goal is a p99 at most 2x), A's answers by status (its 429s),
+ * and every answer accounted for (no connection error, no 5xx). The
+ * generator's CPU is printed with each run.
+ */
+import os from 'node:os';
+import { parseOptions, saveJson } from '../lib/args.js';
+import { CLI_ACTOR } from '../../src/db/audit.js';
+import { TenantStore } from '../../src/db/tenants.js';
+import { TokenStore } from '../../src/db/tokens.js';
+import { Client, demoPhotos } from '../../test/harness/http/client.js';
+import { generatorLine, runLoad, statusSummary, type LoadResult } from '../../test/harness/http/http-load.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { startBenchService } from '../../test/harness/load-service.js';
+
+const USAGE = 'usage: npm run bench:fairness -- [--seconds S] [--flood N] [--steady N] [--photos P] [--json out.json]';
+
+interface Row {
+  limit: string;
+  bAlone: LoadResult;
+  bShared: LoadResult;
+  aFlood: LoadResult;
+}
+
+async function main(): Promise<void> {
+  const opts = parseOptions(process.argv.slice(2), ['seconds', 'flood', 'steady', 'photos', 'json'], USAGE);
+  const seconds = Number(opts.seconds ?? 20);
+  const flood = Number(opts.flood ?? 32);
+  const steady = Number(opts.steady ?? 2);
+  const engineSlots = Math.max(8, os.availableParallelism() * 4);
+  const photos = Number(opts.photos ?? Math.floor(engineSlots / 2));
+  const machine = describeMachine();
+  console.log(machineLine(machine));
+  console.log(`B: ${steady} connections; A: ${flood}; ${seconds} s each; engine slots ${engineSlots}; A's photo limit ${photos} or none\n`);
+
+  const rows: Row[] = [];
+  for (const limit of [photos, undefined]) {
+    const svc = await startBenchService('fairness-operator');
+    try {
+      const tenants = new TenantStore(svc.db.sql);
+      const tokens = new TokenStore(svc.db.sql);
+      await tenants.create(CLI_ACTOR, 'flood', limit !== undefined ? { photos_in_flight: limit } : {});
+      await tenants.create(CLI_ACTOR, 'steady');
+      const a = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'flood-app', {}, 'flood')).token, demoPhotos());
+      const b = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'steady-app', {}, 'steady')).token, demoPhotos());
+      await a.seed('a');
+      await b.seed('b');
+      const identify = (c: Client) => (i: number) => c.upload('POST', '/v0/identify/', { photo: i, n: '5' });
+      // Both accept a 429 as an answer: it is the fair share doing its work, counted by status.
+      const ok = (s: number) => s === 200 || s === 429;
+      const load = (name: string, c: Client, connections: number) =>
+        runLoad({ name, base: svc.base, headers: c.auth, request: identify(c), connections, seconds, ok });
+      // Warm the engine's batches and caches before the first timed run.
+      await load('warm-up', b, steady).catch(() => undefined);
+      const bAlone = await load('B alone', b, steady);
+      const [bShared, aFlood] = await Promise.all([load('B with A flooding', b, steady), load('A flooding', a, flood)]);
+      rows.push({ limit: limit !== undefined ? `${limit} photos in flight` : 'none', bAlone, bShared, aFlood });
+    } finally {
+      await svc.stop();
+    }
+  }
+
+  console.log("| A's limit | B alone p50 / p99 ms | B with A flooding p50 / p99 ms | B p99 ratio | B answers | A answers | A's 429 share |");
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    const a429 = (r.aFlood.statuses?.['429'] ?? 0) / Math.max(1, r.aFlood.requests);
+    console.log(
+      `| ${r.limit} | ${r.bAlone.p50.toFixed(0)} / ${r.bAlone.p99.toFixed(0)} | ${r.bShared.p50.toFixed(0)} / ${r.bShared.p99.toFixed(0)} | ` +
+        `${(r.bShared.p99 / r.bAlone.p99).toFixed(2)}x | ${statusSummary(r.bShared)} | ${statusSummary(r.aFlood)} | ${(a429 * 100).toFixed(1)}% |`,
+    );
+  }
+  for (const r of rows) {
+    for (const run of [r.bAlone, r.bShared, r.aFlood]) {
+      const lost = Object.entries(run.statuses ?? {}).filter(([s]) => s === '0' || s.startsWith('5'));
+      console.log(`${r.limit}, ${run.name}: ${run.requests} answers, ${run.perSecond.toFixed(1)}/s; ${generatorLine(run.generator)}${lost.length ? `; LOST OR FAILED: ${JSON.stringify(lost)}` : ''}`);
+    }
+  }
+  saveJson(opts.json, { machine, seconds, flood, steady, engineSlots, rows: rows.map(({ bAlone, bShared, aFlood, limit }) => ({ limit, bAlone: { ...bAlone, samples: undefined }, bShared: { ...bShared, samples: undefined }, aFlood: { ...aFlood, samples: undefined } })) });
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});
