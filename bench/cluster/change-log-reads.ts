@@ -130,7 +130,7 @@ async function storeFaces(db: Database, rng: Rng, count: number, dims: number, p
     await transaction(db.sql, async (tx) => {
       const rows = Array.from({ length: n }, () => {
         const v = Float32Array.from({ length: dims }, () => rng.next() * 2 - 1);
-        return { photo_hash: HASH, x1: 0, y1: 0, x2: 1, y2: 1, dim: dims, embedding: floatsToBytes(v), model: MODEL };
+        return { tenant_id: 1, photo_hash: HASH, x1: 0, y1: 0, x2: 1, y2: 1, dim: dims, embedding: floatsToBytes(v), model: MODEL };
       });
       const ids = await tx`INSERT INTO faces ${tx(rows)} RETURNING id`;
       await logChanges(

@@ -46,6 +46,7 @@ import { runLoad, type Answer, type HttpRequest, type LoadResult, type Sample } 
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { startBenchService } from '../../test/harness/load-service.js';
 import { ensureSightingPartitions } from '../../src/db/history-partitions.js';
+import { FIRST_TENANT } from '../../src/auth.js';
 
 const TOKEN = 'bench-token';
 const AUTH = { Authorization: `Token ${TOKEN}` };
@@ -134,8 +135,8 @@ async function seed(sql: Sql, p: Params): Promise<SeedReport> {
   const [{ first }] = await sql`SELECT coalesce(max(id), 0) + 1 AS first FROM persons`;
   const firstPerson = Number(first);
   await sql`
-    INSERT INTO persons (id, created)
-    SELECT g, ${from.toISOString()}::timestamptz FROM generate_series(${firstPerson}::bigint, ${firstPerson + p.persons - 1}::bigint) AS g`;
+    INSERT INTO persons (id, tenant_id, created)
+    SELECT g, 1, ${from.toISOString()}::timestamptz FROM generate_series(${firstPerson}::bigint, ${firstPerson + p.persons - 1}::bigint) AS g`;
   // Ids drawn by the service start above the seeded ones.
   await sql`SELECT setval('persons_id_seq', (SELECT max(id) FROM persons) + 1, false)`;
   const personsS = (performance.now() - t) / 1000;
@@ -150,8 +151,8 @@ async function seed(sql: Sql, p: Params): Promise<SeedReport> {
       // check is skipped where the role may (superuser); it is most of the insert's cost.
       if (isSuper) await tx`SET LOCAL session_replication_role = replica`;
       await tx`
-        INSERT INTO sightings (person_id, face_id, cam_id, seen_at, friend, meta, photo, photo_kept, photo_hash, x1, y1, x2, y2)
-        SELECT ${firstPerson}::bigint + floor(${p.persons}::float8 * power(random(), 2))::bigint,
+        INSERT INTO sightings (tenant_id, person_id, face_id, cam_id, seen_at, friend, meta, photo, photo_kept, photo_hash, x1, y1, x2, y2)
+        SELECT 1, ${firstPerson}::bigint + floor(${p.persons}::float8 * power(random(), 2))::bigint,
                NULL,
                'cam-' || lpad(floor(random() * ${p.cameras}::int)::int::text, ${camWidth(p.cameras)}::int, '0'),
                ${from.toISOString()}::timestamptz + ((g - 1 + random()) * ${stepS}::float8) * interval '1 second',
@@ -407,7 +408,7 @@ async function explain(
   try {
     if (!own) {
       const store = new HistoryStore(sql, { sightings: 5, windowS: 604_800 });
-      const listing = await store.search(filter, { limit: PAGE, maxId });
+      const listing = await store.search(FIRST_TENANT, filter, { limit: PAGE, maxId });
       for await (const _batch of listing.batches) {
         // drained
       }
@@ -531,6 +532,7 @@ async function identifyLoad(base: string, sql: Sql, databaseUrl: string, photo: 
     const store = new HistoryStore(own, { sightings: 5, windowS: 604_800 });
     const record = (matchFaceId?: number) => async () => {
       await store.record({
+        tenant: FIRST_TENANT,
         camId: 'bench-direct',
         photoHash: 'ab'.repeat(32),
         photoKept: false,

@@ -37,6 +37,7 @@ import { inParallel } from '../../test/harness/in-parallel.js';
 import { startBenchService } from '../../test/harness/load-service.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { Rng } from '../../test/harness/reliability/outcome.js';
+import { FIRST_TENANT } from '../../src/auth.js';
 
 const JPEG = Buffer.from([0xff, 0xd8, 0xff, 0xd9]);
 const HASH = 'f'.repeat(64);
@@ -59,7 +60,7 @@ interface Grouped {
 /** Persons as the history reads them (merges applied), per sighting id. */
 async function personsNow(history: HistoryStore): Promise<Map<number, number>> {
   const out = new Map<number, number>();
-  for await (const batch of (await history.search({})).batches) for (const e of batch) out.set(e.id, e.person_id);
+  for await (const batch of (await history.search(FIRST_TENANT, {})).batches) for (const e of batch) out.set(e.id, e.person_id);
   return out;
 }
 
@@ -140,7 +141,7 @@ async function main() {
       for (const i of order) {
         const vector = emb.emb.subarray(i * dim, (i + 1) * dim);
         const [e] = await recordGrouped(grouping, [{ vector, quality: 1 }], (group) =>
-          history.recordWith((tx) => group(tx, { camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
+          history.recordWith((tx) => group(tx, { tenant: FIRST_TENANT, camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
         );
         who.set(e.id, set.person[i]);
       }
@@ -212,7 +213,7 @@ async function main() {
         for (let from = 0; from < size; from += 20_000) {
           const n = Math.min(20_000, size - from);
           const v = unit(n);
-          yield Array.from({ length: n }, (_, k) => ({ sightingId: from + k + 1, person: from + k + 1, quality: 1, seenAt: 0, vector: v.subarray(k * dim, (k + 1) * dim) }));
+          yield Array.from({ length: n }, (_, k) => ({ sightingId: from + k + 1, tenant: FIRST_TENANT, person: from + k + 1, quality: 1, seenAt: 0, vector: v.subarray(k * dim, (k + 1) * dim) }));
         }
       },
       after: async () => [],
@@ -229,9 +230,9 @@ async function main() {
       // Searched as a grouping step searches; its database part (the newest sighting since the
       // last step, and the persons of at most 16 matches by id) reads the same rows at any size.
       const t0 = performance.now();
-      await strangers.search(vector, 16, strangers.lastSighting(), -Infinity);
+      await strangers.search(vector, 16, strangers.lastSighting(), -Infinity, FIRST_TENANT);
       const t1 = performance.now();
-      await strangers.add([{ sightingId: size + k + 1, person: size + k + 1, quality: 1, seenAt: 0, vector }]);
+      await strangers.add([{ sightingId: size + k + 1, tenant: FIRST_TENANT, person: size + k + 1, quality: 1, seenAt: 0, vector }]);
       add += performance.now() - t1;
       search += t1 - t0;
     }

@@ -68,8 +68,8 @@ async function main() {
     const t0 = performance.now();
     const [{ photo_hash: hash }] = await db.sql`SELECT photo_hash FROM faces LIMIT 1`;
     await db.sql`
-      INSERT INTO faces (meta, photo, photo_hash, x1, y1, x2, y2, dim, embedding, model)
-      SELECT 'seed-' || (g % 1000), 'http://example.invalid/p.jpg', ${hash}, 10, 20, 110, 140, 128, decode(repeat('00', 512), 'hex'), 'sface'
+      INSERT INTO faces (tenant_id, meta, photo, photo_hash, x1, y1, x2, y2, dim, embedding, model)
+      SELECT 1, 'seed-' || (g % 1000), 'http://example.invalid/p.jpg', ${hash}, 10, 20, 110, 140, 128, decode(repeat('00', 512), 'hex'), 'sface'
       FROM generate_series(1, ${faces}) AS g`;
     const seedS = (performance.now() - t0) / 1000;
 

@@ -27,8 +27,8 @@ async function storeFace(model: string, embedding = Float32Array.of(0.5, -1)): P
   const sql = tdb.db.sql;
   await sql`INSERT INTO photos (hash, size, content_type) VALUES (${'a'.repeat(64)}, 1, 'image/jpeg') ON CONFLICT DO NOTHING`;
   const [r] = await sql`
-    INSERT INTO faces (photo_hash, x1, y1, x2, y2, dim, embedding, model)
-    VALUES (${'a'.repeat(64)}, 0, 0, 1, 1, ${embedding.length}, ${floatsToBytes(embedding)}, ${model}) RETURNING id`;
+    INSERT INTO faces (tenant_id, photo_hash, x1, y1, x2, y2, dim, embedding, model)
+    VALUES (1, ${'a'.repeat(64)}, 0, 0, 1, 1, ${embedding.length}, ${floatsToBytes(embedding)}, ${model}) RETURNING id`;
   return Number(r.id);
 }
 
@@ -77,26 +77,27 @@ describe('changesAfter', () => {
   it('reads each change against the face as it is now', async () => {
     const sql = tdb.db.sql;
     await sql`INSERT INTO photos (hash, size, content_type) VALUES (${'a'.repeat(64)}, 1, 'image/jpeg')`;
-    await sql`INSERT INTO galleries (name) VALUES ('g') ON CONFLICT DO NOTHING`;
+    await sql`INSERT INTO galleries (tenant_id, name) VALUES (1, 'g') ON CONFLICT DO NOTHING`;
     const face = async (model: string) => {
       const [r] = await sql`
-        INSERT INTO faces (photo_hash, x1, y1, x2, y2, dim, embedding, model)
-        VALUES (${'a'.repeat(64)}, 0, 0, 1, 1, 2, ${floatsToBytes(Float32Array.of(0.5, -1))}, ${model}) RETURNING id`;
+        INSERT INTO faces (tenant_id, photo_hash, x1, y1, x2, y2, dim, embedding, model)
+        VALUES (1, ${'a'.repeat(64)}, 0, 0, 1, 1, 2, ${floatsToBytes(Float32Array.of(0.5, -1))}, ${model}) RETURNING id`;
       return Number(r.id);
     };
     const current = await face('now');
     const older = await face('before');
-    await sql`INSERT INTO face_galleries (face_id, gallery) VALUES (${current}, 'g')`;
+    await sql`INSERT INTO face_galleries (face_id, tenant_id, gallery) VALUES (${current}, 1, 'g')`;
     await transaction(sql, async (tx) => {
       await logChanges(tx, [current, older, 999], 'upsert');
       await logChanges(tx, [current], 'galleries');
       await logChanges(tx, [current], 'delete');
     });
     expect(await changesAfter(sql, 0, 10, 'now')).toEqual([
-      { position: 1, faceId: current, kind: 'upsert', embedding: Float32Array.of(0.5, -1), galleries: ['g'] },
+      // Scopes: the tenant's, and the tenant's gallery g.
+      { position: 1, faceId: current, kind: 'upsert', embedding: Float32Array.of(0.5, -1), galleries: ['t1', 't1/g'] },
       { position: 2, faceId: older, kind: 'other-model' },
       { position: 3, faceId: 999, kind: 'gone' },
-      { position: 4, faceId: current, kind: 'galleries', galleries: ['g'] },
+      { position: 4, faceId: current, kind: 'galleries', galleries: ['t1', 't1/g'] },
       { position: 5, faceId: current, kind: 'gone' },
     ]);
     expect((await changesAfter(sql, 3, 1, 'now')).map((c) => c.position)).toEqual([4]);
@@ -121,7 +122,7 @@ describe('changesAfter for some shards', () => {
     const sql = tdb.db.sql;
     const stored = await logTwoEras();
     expect(stored).toBe(1);
-    const upsert = { kind: 'upsert', embedding: Float32Array.of(0.5, -1), galleries: [] };
+    const upsert = { kind: 'upsert', embedding: Float32Array.of(0.5, -1), galleries: ['t1'] };
     expect(await changesAfter(sql, 0, 100, 'now', [1, 2])).toEqual([
       { position: 1, faceId: 1, ...upsert },
       { position: 2, faceId: 2, kind: 'gone' },

@@ -235,7 +235,7 @@ export class FaceStore {
       if (!locked) return undefined;
       if (update.meta !== undefined) await tx`UPDATE faces SET meta = ${update.meta} WHERE id = ${id}`;
       if (update.personId !== undefined) {
-        if (update.personId !== null) await ensurePerson(tx, update.personId);
+        if (update.personId !== null) await ensurePerson(tx, reach.tenant, update.personId);
         await tx`UPDATE faces SET person_id = ${update.personId} WHERE id = ${id}`;
       }
       if (change) {

@@ -12,6 +12,7 @@ import {
 } from './history-partitions.js';
 import { HistoryStore, type HistoryEvent, type HistoryFilter, type HistoryListing, type SightingFace } from './history-store.js';
 import { listMigrations, migrate } from './migrate.js';
+import { FIRST_TENANT } from '../auth.js';
 
 /** The migration that partitions sightings. */
 const PARTITIONED = 7;
@@ -38,7 +39,7 @@ async function paged(history: HistoryStore, filter: HistoryFilter, limit: number
   const ids: number[] = [];
   let maxId: number | undefined;
   for (let pages = 0; pages < 200; pages++) {
-    const listing = await history.search(filter, { limit, maxId });
+    const listing = await history.search(FIRST_TENANT, filter, { limit, maxId });
     ids.push(...(await drain(listing)).map((e) => e.id));
     maxId = listing.nextMaxId();
     if (maxId === undefined) return ids;
@@ -59,12 +60,12 @@ async function twoFaces(sql: postgres.Sql): Promise<number[]> {
   const photo = 'f'.repeat(64);
   await sql`INSERT INTO photos (hash, size, content_type) VALUES (${photo}, 1, 'image/jpeg') ON CONFLICT DO NOTHING`;
   const ids: number[] = [];
+  // Faces have a tenant from 013-tenants.sql on (lent before it, see below); before, they were all the first tenant's.
+  const [{ tenants }] = await sql`SELECT to_regclass('tenants') IS NOT NULL AS tenants`;
   for (const meta of ['one', 'two']) {
-    const [row] = await sql`
-      INSERT INTO faces (meta, photo_hash, x1, y1, x2, y2, dim, embedding, model)
-      VALUES (${meta}, ${photo}, ${box.x1}, ${box.y1}, ${box.x2}, ${box.y2}, 4, ${floatsToBytes(Float32Array.of(1, 0, 0, 0))}, 'test')
-      RETURNING id`;
-    ids.push(Number(row.id));
+    const row = { meta, photo_hash: photo, ...box, dim: 4, embedding: floatsToBytes(Float32Array.of(1, 0, 0, 0)), model: 'test', ...(tenants ? { tenant_id: 1 } : {}) };
+    const [{ id }] = await sql`INSERT INTO faces ${sql(row)} RETURNING id`;
+    ids.push(Number(id));
   }
   return ids;
 }
@@ -79,7 +80,7 @@ async function seed(history: HistoryStore, faceIds: number[]): Promise<HistoryEv
         // Two cameras see the same instant: ties are broken by id.
         const seenAt = at(month, day, cam === 'c' ? 1 : 0);
         const face = { ...seen(n), matchFaceId: faceIds[n % 2] };
-        events.push(...(await history.record({ camId: cam, seenAt, photoHash: HASH, photoKept: false, faces: [face] })));
+        events.push(...(await history.record({ tenant: FIRST_TENANT, camId: cam, seenAt, photoHash: HASH, photoKept: false, faces: [face] })));
       }
     }
   }
@@ -113,17 +114,22 @@ describe('migrating a history that already holds sightings', () => {
     const history = new HistoryStore(sql, { sightings: 3, windowS: 3600 });
     const [{ relkind }] = await sql`SELECT relkind FROM pg_class WHERE oid = 'sightings'::regclass`;
     expect(relkind).toBe('r');
+    // Today's store writes the tenant of persons and sightings (014-tenant-history.sql), which comes
+    // after partitioning: the columns are lent for the seeding, and every row is the first tenant's, as
+    // the migration makes them.
+    for (const table of ['faces', 'persons', 'sightings']) await sql`ALTER TABLE ${sql(table)} ADD COLUMN tenant_id bigint NOT NULL DEFAULT 1`;
     const events = await seed(history, await twoFaces(sql));
     const rows = async () => sql`SELECT * FROM sightings ORDER BY id`;
     const before = await rows();
     const listings = async () => ({
-      all: (await drain(await history.search({}))).map((e) => e.id),
-      twoCams: (await drain(await history.search({ camIds: ['a', 'c'] }))).map((e) => e.id),
-      ranged: (await drain(await history.search({ start: at('2025-02', 10), end: at('2025-04', 1) }))).map((e) => e.id),
+      all: (await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id),
+      twoCams: (await drain(await history.search(FIRST_TENANT, { camIds: ['a', 'c'] }))).map((e) => e.id),
+      ranged: (await drain(await history.search(FIRST_TENANT, { start: at('2025-02', 10), end: at('2025-04', 1) }))).map((e) => e.id),
       paged: await paged(history, { camIds: ['b', 'c'] }, 4),
-      person: (await history.person(events[0].person_id))?.recent.map((e) => e.id),
+      person: (await history.person(FIRST_TENANT, events[0].person_id))?.recent.map((e) => e.id),
     });
     const listedBefore = await listings();
+    for (const table of ['faces', 'persons', 'sightings']) await sql`ALTER TABLE ${sql(table)} DROP COLUMN tenant_id`;
 
     const applied = await migrate(sql);
     expect(applied[0]).toBe(PARTITIONED);
@@ -139,9 +145,9 @@ describe('migrating a history that already holds sightings', () => {
     for (const e of events) expect(parts.get(e.id)).toBe(`sightings_${e.timestamp.slice(0, 7).replace('-', '_')}`);
     expect(await listings()).toEqual(listedBefore);
     expect(listedBefore.all).toEqual(newestFirst(events));
-    for (const [i, e] of events.entries()) expect(await history.thumbnail(e.id)).toEqual(jpeg(i));
+    for (const [i, e] of events.entries()) expect(await history.thumbnail(FIRST_TENANT, e.id)).toEqual(jpeg(i));
 
-    const [next] = await history.record({ camId: 'a', photoHash: HASH, photoKept: false, faces: [seen(999)] });
+    const [next] = await history.record({ tenant: FIRST_TENANT, camId: 'a', photoHash: HASH, photoKept: false, faces: [seen(999)] });
     expect(next.id).toBe(Math.max(...events.map((e) => e.id)) + 1);
     // The current month was made by the migration: a sighting recorded now is not in the default partition.
     expect((await partitionOf(sql, [next.id])).get(next.id)).not.toBe('sightings_default');
@@ -212,7 +218,7 @@ describe('monthly partitions', () => {
       ['sightings_2025_06', '2025-06-01T00:00:00.000Z', '2025-07-01T00:00:00.000Z'],
     ]);
     // Month edges are UTC, whatever the session's time zone.
-    const [edge] = await history.record({ camId: 'a', seenAt: '2025-05-01T01:30:00+02:00', photoHash: HASH, photoKept: false, faces: [seen(0)] });
+    const [edge] = await history.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: '2025-05-01T01:30:00+02:00', photoHash: HASH, photoKept: false, faces: [seen(0)] });
     expect((await partitionOf(sql, [edge.id])).get(edge.id)).toBe('sightings_2025_04');
   });
 
@@ -226,18 +232,18 @@ describe('monthly partitions', () => {
     for (const e of events) expect(parts.get(e.id)).toBe(`sightings_${e.timestamp.slice(0, 7).replace('-', '_')}`);
 
     // Months that have no partition: a backfill, and a camera clock years ahead.
-    const [old] = await history.record({ camId: 'a', seenAt: '2019-03-05T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(500)] });
-    const [ahead] = await history.record({ camId: 'b', seenAt: '2031-07-31T23:59:59.999999Z', photoHash: HASH, photoKept: false, faces: [seen(501)] });
+    const [old] = await history.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: '2019-03-05T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(500)] });
+    const [ahead] = await history.record({ tenant: FIRST_TENANT, camId: 'b', seenAt: '2031-07-31T23:59:59.999999Z', photoHash: HASH, photoKept: false, faces: [seen(501)] });
     expect([...(await partitionOf(sql, [old.id, ahead.id])).values()]).toEqual(['sightings_default', 'sightings_default']);
-    const listed = (await drain(await history.search({}))).map((e) => e.id);
+    const listed = (await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id);
 
     expect(await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 0 })).toEqual(['sightings_2019_03', 'sightings_2031_07']);
     const moved = await partitionOf(sql, [old.id, ahead.id]);
     expect([moved.get(old.id), moved.get(ahead.id)]).toEqual(['sightings_2019_03', 'sightings_2031_07']);
     const [{ n }] = await sql`SELECT count(*)::int AS n FROM sightings_default`;
     expect(n).toBe(0);
-    expect((await drain(await history.search({}))).map((e) => e.id)).toEqual(listed);
-    expect(await history.thumbnail(old.id)).toEqual(jpeg(500));
+    expect((await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(listed);
+    expect(await history.thumbnail(FIRST_TENANT, old.id)).toEqual(jpeg(500));
     await expect(sql`DELETE FROM sightings_2019_03`).rejects.toThrow(/append-only/);
   });
 
@@ -245,14 +251,14 @@ describe('monthly partitions', () => {
     const sql = tdb.db.sql;
     await ensureSightingPartitions(sql, { now: NOW, since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 0 });
     const events = await seed(history, faceIds);
-    const all = await drain(await history.search({}));
+    const all = await drain(await history.search(FIRST_TENANT, {}));
     expect(all.map((e) => e.id)).toEqual(newestFirst(events));
-    const twoCams = await drain(await history.search({ camIds: ['a', 'c'] }));
+    const twoCams = await drain(await history.search(FIRST_TENANT, { camIds: ['a', 'c'] }));
     expect(twoCams.map((e) => e.id)).toEqual(newestFirst(events.filter((e) => e.cam_id !== 'b')));
-    const ranged = await drain(await history.search({ start: at('2025-02', 17), end: at('2025-03', 28) }));
+    const ranged = await drain(await history.search(FIRST_TENANT, { start: at('2025-02', 17), end: at('2025-03', 28) }));
     expect(ranged.map((e) => e.id)).toEqual(newestFirst(events.filter((e) => e.timestamp >= at('2025-02', 17).slice(0, 19) && e.timestamp < at('2025-03', 28).slice(0, 19))));
     for (const filter of [{}, { camIds: ['b', 'c'] }, { personId: events[0].person_id }] as HistoryFilter[]) {
-      expect(await paged(history, filter, 5)).toEqual((await drain(await history.search(filter))).map((e) => e.id));
+      expect(await paged(history, filter, 5)).toEqual((await drain(await history.search(FIRST_TENANT, filter))).map((e) => e.id));
     }
 
     // The statement of a page after a cursor in February, planned as the server plans it.
@@ -260,7 +266,7 @@ describe('monthly partitions', () => {
     const spy = postgres(tdb.url, { max: 1, onnotice: () => {}, debug: (_c, query, params) => captured.push({ query, params: [...params] }) });
     try {
       const cursor = all.find((e) => e.timestamp.startsWith('2025-02-17'))!;
-      await drain(await new HistoryStore(spy, { sightings: 3, windowS: 3600 }).search({}, { limit: 5, maxId: cursor.id }));
+      await drain(await new HistoryStore(spy, { sightings: 3, windowS: 3600 }).search(FIRST_TENANT, {}, { limit: 5, maxId: cursor.id }));
       const page = captured.find((c) => /FROM sightings s/.test(c.query))!;
       const [plan] = await spy.unsafe(`EXPLAIN (FORMAT JSON) ${page.query}`, page.params as postgres.ParameterOrJSON<never>[]);
       const scanned = new Set<string>();
@@ -289,9 +295,9 @@ describe('monthly partitions', () => {
       ['sightings_2025_02', 'sightings_2025_02_thumbnails', '2025-02-01T00:00:00.000Z', '2025-03-01T00:00:00.000Z'],
     ]);
     const kept = [...byMonth('2025-03'), ...byMonth('2025-04')];
-    expect((await drain(await history.search({}))).map((e) => e.id)).toEqual(newestFirst(kept));
-    expect((await drain(await history.search({ camIds: ['a', 'b'] }))).map((e) => e.id)).toEqual(newestFirst(kept.filter((e) => e.cam_id !== 'c')));
-    const person = await history.person(events[0].person_id);
+    expect((await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(newestFirst(kept));
+    expect((await drain(await history.search(FIRST_TENANT, { camIds: ['a', 'b'] }))).map((e) => e.id)).toEqual(newestFirst(kept.filter((e) => e.cam_id !== 'c')));
+    const person = await history.person(FIRST_TENANT, events[0].person_id);
     expect(person?.sightings).toBe(kept.filter((e) => e.person_id === events[0].person_id).length);
 
     for (const d of detached) {
@@ -305,11 +311,11 @@ describe('monthly partitions', () => {
       expect(rows.map((r) => Number(r.id))).toEqual(month.map((e) => e.id));
       const archived = await sql`SELECT sighting_id, jpeg FROM ${sql(d.thumbnails)} ORDER BY sighting_id`;
       expect(archived.map((r) => [Number(r.sighting_id), r.jpeg])).toEqual(month.map((e) => [e.id, thumbnails.get(e.id)]));
-      for (const e of month) expect(await history.thumbnail(e.id)).toBeUndefined();
+      for (const e of month) expect(await history.thumbnail(FIRST_TENANT, e.id)).toBeUndefined();
     }
     const [{ left }] = await sql`SELECT count(*)::int AS left FROM sighting_thumbnails`;
     expect(left).toBe(kept.length);
-    for (const e of kept) expect(await history.thumbnail(e.id)).toEqual(thumbnails.get(e.id));
+    for (const e of kept) expect(await history.thumbnail(FIRST_TENANT, e.id)).toEqual(thumbnails.get(e.id));
     // Nothing orphaned blocks the thumbnail sweep: everything kept is old enough to go.
     expect(await history.expireThumbnails(86_400, 2)).toBe(kept.length);
 
@@ -317,10 +323,10 @@ describe('monthly partitions', () => {
     expect(await detachSightingPartitionsBefore(sql, new Date('2025-03-01T00:00:00Z'), { now: NOW })).toEqual([]);
     const rest = await detachSightingPartitionsBefore(sql, new Date('2099-01-01T00:00:00Z'), { now: NOW });
     expect(rest.map((d) => d.name)).toEqual(['sightings_2025_03']);
-    expect((await drain(await history.search({}))).map((e) => e.id)).toEqual(newestFirst(byMonth('2025-04')));
+    expect((await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(newestFirst(byMonth('2025-04')));
 
     // A late sighting for a detached month goes to the default partition, and is not given a month over the archive.
-    const [late] = await history.record({ camId: 'a', seenAt: at('2025-01', 9), photoHash: HASH, photoKept: false, faces: [seen(700)] });
+    const [late] = await history.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: at('2025-01', 9), photoHash: HASH, photoKept: false, faces: [seen(700)] });
     expect(await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 0 })).toEqual([]);
     expect((await partitionOf(sql, [late.id])).get(late.id)).toBe('sightings_default');
   });
@@ -328,8 +334,8 @@ describe('monthly partitions', () => {
   it('history stays append-only through the parent and on every partition', async () => {
     const sql = tdb.db.sql;
     await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 0 });
-    const [e] = await history.record({ camId: 'c', seenAt: at('2025-04', 2), photoHash: HASH, photoKept: false, faces: [seen(1)] });
-    const [d] = await history.record({ camId: 'c', seenAt: '2020-01-01T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(2)] });
+    const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: at('2025-04', 2), photoHash: HASH, photoKept: false, faces: [seen(1)] });
+    const [d] = await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: '2020-01-01T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(2)] });
     await expect(sql`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
     await expect(sql`DELETE FROM sightings WHERE false`).rejects.toThrow(/append-only/);
     await expect(sql`UPDATE sightings_2025_04 SET meta = 'x'`).rejects.toThrow(/append-only \(UPDATE on sightings_2025_04\)/);
@@ -339,7 +345,7 @@ describe('monthly partitions', () => {
     await expect(sql`UPDATE sightings SET seen_at = '2025-04-03' WHERE id = ${d.id}`).rejects.toThrow(/append-only/);
     await expect(sql`UPDATE sighting_thumbnails SET jpeg = '\\x00'`).rejects.toThrow(/append-only/);
     // The checks hold on every partition.
-    await expect(history.record({ camId: 'no spaces allowed', seenAt: at('2025-04', 3), photoHash: HASH, photoKept: false, faces: [seen(3)] })).rejects.toThrow(
+    await expect(history.record({ tenant: FIRST_TENANT, camId: 'no spaces allowed', seenAt: at('2025-04', 3), photoHash: HASH, photoKept: false, faces: [seen(3)] })).rejects.toThrow(
       /sightings_cam_id_check/,
     );
     const [{ n }] = await sql`SELECT count(*)::int AS n FROM sightings`;

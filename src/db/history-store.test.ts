@@ -60,30 +60,30 @@ async function drain(listing: HistoryListing): Promise<HistoryEvent[]> {
   return out;
 }
 
-const list = async (filter: HistoryFilter) => drain(await history.search(filter));
+const list = async (filter: HistoryFilter) => drain(await history.search(FIRST_TENANT, filter));
 
 describe('recording sightings', () => {
   it('a face that matches nothing starts a new person; one that matches joins the match’s person', async () => {
-    const [first] = await history.record({ camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
+    const [first] = await history.record({ tenant: FIRST_TENANT, camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
     expect(first).toMatchObject({ cam_id: 'cam1', face_id: null, meta: '', friend: false, photo: null, x1: 1, y2: 40 });
-    const [second] = await history.record({ camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
+    const [second] = await history.record({ tenant: FIRST_TENANT, camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
     expect(second.person_id).not.toBe(first.person_id);
 
     const alice = await addFace('alice');
-    const [a1] = await history.record({ camId: 'cam2', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
+    const [a1] = await history.record({ tenant: FIRST_TENANT, camId: 'cam2', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
     expect(a1).toMatchObject({ face_id: alice, meta: 'alice' });
     // The matched face had no person: it keeps the one just created.
     const [row] = await tdb.db.sql`SELECT person_id FROM faces WHERE id = ${alice}`;
     expect(Number(row.person_id)).toBe(a1.person_id);
-    const [a2] = await history.record({ camId: 'cam3', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
+    const [a2] = await history.record({ tenant: FIRST_TENANT, camId: 'cam3', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
     expect(a2.person_id).toBe(a1.person_id);
-    expect(await history.thumbnail(a2.id)).toEqual(JPEG);
+    expect(await history.thumbnail(FIRST_TENANT, a2.id)).toEqual(JPEG);
   });
 
   it('a match deleted before the sighting is written counts as no match', async () => {
     const gone = await addFace('gone');
     await faces.deleteFace({ tenant: FIRST_TENANT }, gone);
-    const [e] = await history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: gone })] });
+    const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: gone })] });
     expect(e.face_id).toBeNull();
     expect(e.meta).toBe('');
   });
@@ -91,13 +91,13 @@ describe('recording sightings', () => {
   it('friend once seen the configured number of times within the window, counted at each sighting’s time', async () => {
     const bob = await addFace('bob');
     const sight = async (minute: number) =>
-      (await history.record({ camId: 'c', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: bob })] }))[0];
+      (await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: bob })] }))[0];
     expect((await sight(0)).friend).toBe(false);
     expect((await sight(10)).friend).toBe(false);
     expect((await sight(20)).friend).toBe(true); // 3 within an hour
     // 2 hours later the window holds only this one.
     expect((await sight(140)).friend).toBe(false);
-    const person = await history.person((await list({}))[0].person_id);
+    const person = await history.person(FIRST_TENANT, (await list({}))[0].person_id);
     expect(person).toMatchObject({ sightings: 4, face_ids: [bob], friend: false });
     expect(person?.recent.map((e) => e.timestamp)).toEqual([140, 20, 10, 0].map(stamp));
   });
@@ -105,14 +105,14 @@ describe('recording sightings', () => {
   it('concurrent sightings of one person count each other', async () => {
     const carol = await addFace('carol');
     const events = await Promise.all(
-      Array.from({ length: 6 }, () => history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: carol })] })),
+      Array.from({ length: 6 }, () => history.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: carol })] })),
     );
     // Serialised by the person lock: exactly the 3rd and later are friends, whatever the order.
     expect(events.flat().filter((e) => e.friend)).toHaveLength(4);
   });
 
   it('history is append-only; thumbnails cannot change', async () => {
-    const [e] = await history.record({ camId: 'c', photoHash: HASH, photoKept: false, faces: [seen()] });
+    const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen()] });
     await expect(tdb.db.sql`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
     await expect(tdb.db.sql`DELETE FROM sightings`).rejects.toThrow(/append-only/);
     await expect(tdb.db.sql`UPDATE sighting_thumbnails SET jpeg = '\\x00'`).rejects.toThrow(/append-only/);
@@ -124,13 +124,13 @@ describe('recording sightings', () => {
     // Recorded out of time order: a backfilled old sighting after two young ones.
     const ages = [40, 35, 31, 2, 1, 45];
     const events = [];
-    for (const d of ages) events.push((await history.record({ camId: 'c', seenAt: ago(d), photoHash: HASH, photoKept: false, faces: [seen()] }))[0]);
+    for (const d of ages) events.push((await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: ago(d), photoHash: HASH, photoKept: false, faces: [seen()] }))[0]);
     expect(await history.expireThumbnails(30 * 86_400, 2)).toBe(3);
-    const kept = await Promise.all(events.map((e) => history.thumbnail(e.id)));
+    const kept = await Promise.all(events.map((e) => history.thumbnail(FIRST_TENANT, e.id)));
     // The backfilled one waits behind the young sightings recorded before it (beyond one batch).
     expect(kept.map((k) => (Buffer.isBuffer(k) ? 'kept' : k))).toEqual(['expired', 'expired', 'expired', 'kept', 'kept', 'kept']);
     expect(await list({})).toHaveLength(ages.length);
-    expect(await history.thumbnail(987654)).toBeUndefined();
+    expect(await history.thumbnail(FIRST_TENANT, 987654)).toBeUndefined();
     // Nothing left to expire at the front: the sweep stops at once.
     expect(await history.expireThumbnails(30 * 86_400, 2)).toBe(0);
   });
@@ -140,7 +140,7 @@ describe('recording sightings', () => {
     await ensureSightingPartitions(sql, { now: new Date('2025-02-10T00:00:00Z'), since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 0 });
     const dave = await addFace('dave');
     const sight = async (seenAt: string) =>
-      (await history.record({ camId: 'c', seenAt, photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: dave })] }))[0];
+      (await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt, photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: dave })] }))[0];
     const a = await sight('2025-01-31T23:20:00Z');
     const b = await sight('2025-01-31T23:50:00Z');
     const c = await sight('2025-02-01T00:10:00Z');
@@ -148,16 +148,16 @@ describe('recording sightings', () => {
     expect(parts.map((r) => r.part)).toEqual(['sightings_2025_01', 'sightings_2025_01', 'sightings_2025_02']);
     // The third within the hour, counting the two of the month before.
     expect([a.friend, b.friend, c.friend]).toEqual([false, false, true]);
-    expect((await history.person(c.person_id))?.recent.map((e) => e.id)).toEqual([c.id, b.id, a.id]);
-    expect(await history.thumbnail(a.id)).toEqual(JPEG);
-    const next = await history.search({}, { limit: 1, maxId: c.id });
+    expect((await history.person(FIRST_TENANT, c.person_id))?.recent.map((e) => e.id)).toEqual([c.id, b.id, a.id]);
+    expect(await history.thumbnail(FIRST_TENANT, a.id)).toEqual(JPEG);
+    const next = await history.search(FIRST_TENANT, {}, { limit: 1, maxId: c.id });
     expect((await drain(next)).map((e) => e.id)).toEqual([b.id]);
     expect(next.nextMaxId()).toBe(b.id);
   });
 
   it('a failed sighting leaves no person, event or thumbnail behind', async () => {
     await expect(
-      history.record({ camId: 'not a valid camera id!', photoHash: HASH, photoKept: false, faces: [seen()] }),
+      history.record({ tenant: FIRST_TENANT, camId: 'not a valid camera id!', photoHash: HASH, photoKept: false, faces: [seen()] }),
     ).rejects.toThrow();
     const [n] = await tdb.db.sql`SELECT (SELECT count(*) FROM persons)::int AS p, (SELECT count(*) FROM sightings)::int AS s, (SELECT count(*) FROM sighting_thumbnails)::int AS t`;
     expect(n).toEqual({ p: 0, s: 0, t: 0 });
@@ -168,7 +168,7 @@ describe('persons formed by strangers', () => {
   const vector = Float32Array.of(0, 1, 0, 0);
   const stranger = (f: Partial<SightingFace> = {}) => seen({ embedding: { vector, quality: 0.9 }, ...f });
   const sight = async (minute: number, f: SightingFace) =>
-    (await history.record({ model: 'test', camId: 'gate', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [f] }))[0];
+    (await history.record({ tenant: FIRST_TENANT, model: 'test', camId: 'gate', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [f] }))[0];
 
   it('a face matching two persons joins the lower id; the other merges into it everywhere it is read', async () => {
     const a = await sight(1, stranger());
@@ -177,10 +177,10 @@ describe('persons formed by strangers', () => {
     const c = await sight(3, stranger({ strangerPersons: [b.person_id, a.person_id] }));
     expect(c.person_id).toBe(a.person_id);
     // b's event now reads under a; b's id answers with a, and its history holds all three.
-    const listed = await drain(await history.search({}));
+    const listed = await drain(await history.search(FIRST_TENANT, {}));
     expect(listed.map((e) => e.person_id)).toEqual([a.person_id, a.person_id, a.person_id]);
-    expect((await history.person(b.person_id))?.id).toBe(a.person_id);
-    expect((await drain(await history.search({ personId: b.person_id }))).map((e) => e.id)).toEqual([c.id, b.id, a.id]);
+    expect((await history.person(FIRST_TENANT, b.person_id))?.id).toBe(a.person_id);
+    expect((await drain(await history.search(FIRST_TENANT, { personId: b.person_id }))).map((e) => e.id)).toEqual([c.id, b.id, a.id]);
     // Counted together: the third sighting of the merged person makes a friend.
     expect(c.friend).toBe(true);
   });
@@ -222,13 +222,13 @@ describe('persons formed by strangers', () => {
     expect(await history.lastStrangerSighting('test', newest)).toBe(newest);
     // What a match stands for: the sighting's person now (a merge moves it), while it keeps its embedding.
     const c = await sight(5, stranger());
-    expect(Object.fromEntries(await history.personsOfSightings([a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: c.person_id });
-    await history.mergePersons([a.person_id, c.person_id]);
-    expect(Object.fromEntries(await history.personsOfSightings([a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: a.person_id });
+    expect(Object.fromEntries(await history.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: c.person_id });
+    await history.mergePersons(FIRST_TENANT, [a.person_id, c.person_id]);
+    expect(Object.fromEntries(await history.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: a.person_id });
     // Expired with the thumbnails: no longer kept, nor standing for anyone.
     expect(await history.expireThumbnails(1, 100)).toBe(5);
     expect(await history.keptEmbeddings([a.id, c.id])).toEqual([]);
-    expect((await history.personsOfSightings([a.id, c.id])).size).toBe(0);
+    expect((await history.personsOfSightings(FIRST_TENANT, [a.id, c.id])).size).toBe(0);
     const left = [];
     for await (const batch of history.strangerRepresentatives('test', 2, Number.MAX_SAFE_INTEGER)) left.push(...batch);
     expect(left).toEqual([]);
@@ -239,12 +239,12 @@ describe('persons formed by strangers', () => {
     const b = await sight(2, stranger({ strangerPersons: [a.person_id] }));
     const c = await sight(3, stranger({ strangerPersons: [a.person_id] }));
     const other = await sight(4, stranger());
-    await expect(history.splitPerson([b.id, other.id])).rejects.toThrow(/belong to 2 persons/);
-    await expect(history.splitPerson([b.id, 99_999_999])).rejects.toThrow(/No history event 99999999/);
-    const { person, from } = await history.splitPerson([b.id, c.id]);
+    await expect(history.splitPerson(FIRST_TENANT, [b.id, other.id])).rejects.toThrow(/belong to 2 persons/);
+    await expect(history.splitPerson(FIRST_TENANT, [b.id, 99_999_999])).rejects.toThrow(/No history event 99999999/);
+    const { person, from } = await history.splitPerson(FIRST_TENANT, [b.id, c.id]);
     expect(from).toBe(a.person_id);
-    expect((await drain(await history.search({ personId: person }))).map((e) => e.id)).toEqual([c.id, b.id]);
-    expect((await history.person(a.person_id))?.sightings).toBe(1);
+    expect((await drain(await history.search(FIRST_TENANT, { personId: person }))).map((e) => e.id)).toEqual([c.id, b.id]);
+    expect((await history.person(FIRST_TENANT, a.person_id))?.sightings).toBe(1);
     // Anything but the person is still refused.
     await expect(tdb.db.sql`UPDATE sightings SET cam_id = 'x' WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
     await expect(tdb.db.sql`UPDATE sightings SET person_id = ${a.person_id}, friend = true WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
@@ -255,7 +255,7 @@ describe('persons formed by strangers', () => {
     const face = await addFace('enrolled later');
     const joined = await tdb.db.sql.begin((tx) => history.joinFaces(tx, [{ faceId: face, persons: [p2, p1] }]));
     expect(joined).toEqual([p1]);
-    expect((await history.person(p2))?.face_ids).toEqual([face]);
+    expect((await history.person(FIRST_TENANT, p2))?.face_ids).toEqual([face]);
   });
 });
 
@@ -265,7 +265,7 @@ describe('searching history', () => {
     const [f1, f2] = [await addFace('one'), await addFace('two')];
     for (let minute = 0; minute < 10; minute++) {
       for (const cam of ['a', 'b', 'c', 'd']) {
-        await history.record({ camId: cam, seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: minute % 2 ? f2 : f1 })] });
+        await history.record({ tenant: FIRST_TENANT, camId: cam, seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: minute % 2 ? f2 : f1 })] });
       }
     }
     const all = await list({});
@@ -307,12 +307,12 @@ describe('searching history', () => {
       let maxId: number | undefined;
       for (let pages = 0; ; pages++) {
         expect(pages).toBeLessThan(100);
-        const listing = await history.search(filter, { limit: 7, maxId });
+        const listing = await history.search(FIRST_TENANT, filter, { limit: 7, maxId });
         const page = await drain(listing);
         expect(page.length).toBeLessThanOrEqual(7);
         seenIds.push(...page.map((e) => e.id));
         // New sightings (now) keep arriving between pages, on every camera.
-        await history.record({ camId: 'a', photoHash: HASH, photoKept: false, faces: [seen()] });
+        await history.record({ tenant: FIRST_TENANT, camId: 'a', photoHash: HASH, photoKept: false, faces: [seen()] });
         maxId = listing.nextMaxId();
         if (maxId === undefined) break;
       }
@@ -322,13 +322,13 @@ describe('searching history', () => {
   });
 
   it('an unknown cursor is a 400 naming max_id', async () => {
-    const err = await history.search({}, { limit: 5, maxId: 999_999 }).catch((e) => e);
+    const err = await history.search(FIRST_TENANT, {}, { limit: 5, maxId: 999_999 }).catch((e) => e);
     expect(err).toBeInstanceOf(DomainError);
     expect(err).toMatchObject({ code: 'BAD_PARAM', param: 'max_id' });
   });
 
   it('an unknown person is undefined', async () => {
-    expect(await history.person(12345)).toBeUndefined();
-    expect(await history.personExists(12345)).toBe(false);
+    expect(await history.person(FIRST_TENANT, 12345)).toBeUndefined();
+    expect(await history.personExists(FIRST_TENANT, 12345)).toBe(false);
   });
 });

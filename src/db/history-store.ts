@@ -17,6 +17,11 @@
  * "count this person's recent sightings, then add one" atomic, so two
  * concurrent sightings cannot both miss the friend threshold.
  *
+ * Persons and sightings belong to a tenant (014-tenant-history.sql): every
+ * read is filtered by the caller's, so another tenant's person or sighting
+ * answers as one that does not exist, and a sighting only ever joins persons
+ * of its own tenant.
+ *
  * Persons merge (011-persons-grouped.sql): a sighting that matches several
  * persons (a stored face's and earlier strangers') joins the lowest id, and
  * the others point at it. Events keep the person they were recorded with and
@@ -59,6 +64,8 @@ export interface SightingFace {
 }
 
 export interface Sighting {
+  /** Whose sighting it is: its persons are this tenant's. */
+  tenant: number;
   /** The recogniser of the faces' embeddings. */
   model?: string;
   /** Normalised camera id (see cameraId). */
@@ -86,6 +93,8 @@ export interface HistoryEvent extends Placement {
 /** A stranger's sighting with its embedding, standing for its person (search/stranger-index.ts). */
 export interface Representative {
   sightingId: number;
+  /** Its tenant: only that tenant's sightings are matched against it. */
+  tenant: number;
   /** The survivor of the person it was recorded with. */
   person: number;
   quality: number;
@@ -166,7 +175,7 @@ const GROUPING_LOCK = 0x67727570; // "grup"
 
 /** What the strangers' sightings are read with: each one's survivor, quality, time and embedding. */
 const REPRESENTATIVE_COLUMNS = (sql: Sql | TransactionSql) => sql`
-  t.sighting_id AS id, coalesce(p.merged_into, p.id) AS person, t.quality, t.embedding,
+  t.sighting_id AS id, s.tenant_id AS tenant, coalesce(p.merged_into, p.id) AS person, t.quality, t.embedding,
   (extract(epoch FROM s.seen_at) * 1000)::float8 AS seen`;
 
 const STRANGER_SIGHTINGS = (sql: Sql | TransactionSql, model: string) => sql`
@@ -177,6 +186,7 @@ const STRANGER_SIGHTINGS = (sql: Sql | TransactionSql, model: string) => sql`
 
 const toRepresentative = (r: Row): Representative => ({
   sightingId: Number(r.id),
+  tenant: Number(r.tenant),
   person: Number(r.person),
   quality: Number(r.quality),
   seenAt: Number(r.seen),
@@ -229,7 +239,7 @@ export class HistoryStore {
     const matchIds = [...new Set(sighting.faces.flatMap((f) => (f.matchFaceId !== undefined ? [f.matchFaceId] : [])))].sort((a, b) => a - b);
     const matched = new Map<number, { personId: number | null; meta: string }>();
     if (matchIds.length) {
-      const rows = await tx`SELECT id, person_id, meta FROM faces WHERE id IN ${tx(matchIds)} ORDER BY id FOR UPDATE`;
+      const rows = await tx`SELECT id, person_id, meta FROM faces WHERE id IN ${tx(matchIds)} AND tenant_id = ${sighting.tenant} ORDER BY id FOR UPDATE`;
       for (const r of rows) matched.set(Number(r.id), { personId: r.person_id === null ? null : Number(r.person_id), meta: r.meta });
     }
     // A match deleted since the search counts as no match.
@@ -243,7 +253,7 @@ export class HistoryStore {
         const losers = candidates.slice(1);
         if (losers.length) await mergePersons(tx, personId, losers);
       } else {
-        personId = await newPerson(tx);
+        personId = await newPerson(tx, sighting.tenant);
       }
       if (m && m.personId !== personId) {
         m.personId = personId;
@@ -286,8 +296,8 @@ export class HistoryStore {
         ) recent`;
       const friend = seen + 1 >= this.rule.sightings;
       const [row] = await tx`
-        INSERT INTO sightings AS s (person_id, face_id, cam_id, seen_at, friend, meta, photo, photo_kept, photo_hash, x1, y1, x2, y2)
-        VALUES (${plan.personId}, ${plan.faceId}, ${sighting.camId}, ${at}::timestamptz, ${friend}, ${plan.meta},
+        INSERT INTO sightings AS s (tenant_id, person_id, face_id, cam_id, seen_at, friend, meta, photo, photo_kept, photo_hash, x1, y1, x2, y2)
+        VALUES (${sighting.tenant}, ${plan.personId}, ${plan.faceId}, ${sighting.camId}, ${at}::timestamptz, ${friend}, ${plan.meta},
                 ${sighting.photoUrl ?? null}, ${sighting.photoKept}, ${sighting.photoHash},
                 ${f.box.x1}, ${f.box.y1}, ${f.box.x2}, ${f.box.y2})
         RETURNING ${EVENT_COLUMNS(tx)}`;
@@ -305,20 +315,22 @@ export class HistoryStore {
    * ordered index range each, merged by the database, so a page costs about
    * `limit` rows per camera however long the history.
    */
-  async search(filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
+  /** The tenant's events matching `filter` (see above). */
+  async search(tenant: number, filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
     // The listing streams on the listing pool; the cursor lookup is a short query on the main one.
     const sql = this.stream;
     let after: PendingQuery<Row[]> = sql`true`;
     if (page.maxId !== undefined) {
       const [cursor] = await this.sql`
-        SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${page.maxId}`;
+        SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${page.maxId} AND tenant_id = ${tenant}`;
       if (!cursor) throw invalid('max_id', `max_id: no history event ${page.maxId}`);
       // The row comparison alone is the order; the plain bound on seen_at says the same for
       // partition pruning, which cannot see into a row comparison: months after the cursor are skipped.
       after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId}) AND s.seen_at <= ${cursor.at}::timestamptz`;
     }
     const conditions = sql`
-      ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, [filter.personId])})` : sql`true`}
+      s.tenant_id = ${tenant}
+      AND ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, [filter.personId])})` : sql`true`}
       AND ${filter.personIds !== undefined ? sql`s.person_id = ANY(${personMembers(sql, filter.personIds)})` : sql`true`}
       AND ${filter.start !== undefined ? sql`s.seen_at >= ${filter.start}::timestamptz` : sql`true`}
       AND ${filter.end !== undefined ? sql`s.seen_at < ${filter.end}::timestamptz` : sql`true`}
@@ -375,7 +387,7 @@ export class HistoryStore {
    */
   async *strangerRepresentatives(model: string, perPerson: number, upTo: number, batchSize = 5000): AsyncIterable<Representative[]> {
     const query = this.sql`
-      SELECT id, person, quality, seen, embedding FROM (
+      SELECT id, tenant, person, quality, seen, embedding FROM (
         SELECT ${REPRESENTATIVE_COLUMNS(this.sql)},
           row_number() OVER (PARTITION BY coalesce(p.merged_into, p.id) ORDER BY t.quality DESC, t.sighting_id) AS k
         FROM ${STRANGER_SIGHTINGS(this.sql, model)} AND t.sighting_id <= ${upTo}
@@ -401,12 +413,12 @@ export class HistoryStore {
    * The person of each of the sightings `ids` that still has its embedding (the survivor, when
    * merged), in the caller's transaction when given: what a strangers' index match stands for.
    */
-  async personsOfSightings(ids: number[], tx: Sql | TransactionSql = this.sql): Promise<Map<number, number>> {
+  async personsOfSightings(tenant: number, ids: number[], tx: Sql | TransactionSql = this.sql): Promise<Map<number, number>> {
     if (ids.length === 0) return new Map();
     const rows = await tx`
       SELECT s.id, coalesce(p.merged_into, p.id) AS person
       FROM sightings s JOIN persons p ON p.id = s.person_id JOIN sighting_thumbnails t ON t.sighting_id = s.id
-      WHERE s.id = ANY(${ids}::bigint[]) AND t.embedding IS NOT NULL`;
+      WHERE s.id = ANY(${ids}::bigint[]) AND s.tenant_id = ${tenant} AND t.embedding IS NOT NULL`;
     return new Map(rows.map((r) => [Number(r.id), Number(r.person)]));
   }
 
@@ -431,10 +443,10 @@ export class HistoryStore {
    * Merges the persons `ids` (an operator's correction) into the lowest of their survivors;
    * returns it and the survivors merged into it. An unknown id is NOT_FOUND, and nothing merges.
    */
-  async mergePersons(ids: number[]): Promise<{ survivor: number; losers: number[] }> {
+  async mergePersons(tenant: number, ids: number[]): Promise<{ survivor: number; losers: number[] }> {
     return transaction(this.sql, async (tx) => {
       await this.lockGrouping(tx);
-      const found = new Set((await tx`SELECT id FROM persons WHERE id = ANY(${ids}::bigint[]) FOR UPDATE`).map((r) => Number(r.id)));
+      const found = new Set((await tx`SELECT id FROM persons WHERE id = ANY(${ids}::bigint[]) AND tenant_id = ${tenant} FOR UPDATE`).map((r) => Number(r.id)));
       const missing = ids.find((id) => !found.has(id));
       if (missing !== undefined) throw unknownPerson(missing);
       const [survivor, ...losers] = await survivorsOf(tx, ids);
@@ -448,30 +460,30 @@ export class HistoryStore {
    * that took in someone else); returns the new person. An unknown sighting is NOT_FOUND,
    * sightings of several persons BAD_PARAM, and nothing moves.
    */
-  async splitPerson(sightingIds: number[]): Promise<{ person: number; from: number }> {
+  async splitPerson(tenant: number, sightingIds: number[]): Promise<{ person: number; from: number }> {
     return transaction(this.sql, async (tx) => {
       await this.lockGrouping(tx);
       const rows = await tx`
         SELECT s.id, coalesce(p.merged_into, p.id) AS person FROM sightings s JOIN persons p ON p.id = s.person_id
-        WHERE s.id = ANY(${sightingIds}::bigint[])`;
+        WHERE s.id = ANY(${sightingIds}::bigint[]) AND s.tenant_id = ${tenant}`;
       const found = new Map(rows.map((r) => [Number(r.id), Number(r.person)]));
       const missing = sightingIds.find((id) => !found.has(id));
       if (missing !== undefined) throw notFound(`No history event ${missing}`);
       const from = new Set(found.values());
       if (from.size > 1) throw invalid('sighting_ids', `sighting_ids: the sightings belong to ${from.size} persons (${[...from].sort((a, b) => a - b).join(', ')}); split one person's at a time`);
-      const person = await newPerson(tx);
+      const person = await newPerson(tx, tenant);
       await tx`UPDATE sightings SET person_id = ${person} WHERE id = ANY(${sightingIds}::bigint[])`;
       return { person, from: [...from][0] };
     });
   }
 
-  async personExists(id: number): Promise<boolean> {
-    const [row] = await this.sql`SELECT 1 FROM persons WHERE id = ${id}`;
+  async personExists(tenant: number, id: number): Promise<boolean> {
+    const [row] = await this.sql`SELECT 1 FROM persons WHERE id = ${id} AND tenant_id = ${tenant}`;
     return !!row;
   }
 
   /** The person with counts, faces and newest sightings; undefined when unknown. */
-  async person(id: number): Promise<Person | undefined> {
+  async person(tenant: number, id: number): Promise<Person | undefined> {
     const sql = this.views;
     // A person merged into another is read as the survivor (011-persons-grouped.sql).
     const [p] = await sql`
@@ -485,7 +497,7 @@ export class HistoryStore {
       FROM persons asked
       JOIN persons p ON p.id = coalesce(asked.merged_into, asked.id)
       CROSS JOIN LATERAL (SELECT ARRAY(SELECT x.id FROM persons x WHERE x.id = p.id OR x.merged_into = p.id) AS ids) m
-      WHERE asked.id = ${id}`;
+      WHERE asked.id = ${id} AND asked.tenant_id = ${tenant}`;
     if (!p) return undefined;
     const recent = (
       await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.person_id = ANY(${personMembers(sql, [Number(p.id)])}) ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
@@ -502,9 +514,9 @@ export class HistoryStore {
   }
 
   /** The JPEG kept with a sighting; 'expired' when the sighting exists but its thumbnail is gone. */
-  async thumbnail(sightingId: number): Promise<Buffer | 'expired' | undefined> {
+  async thumbnail(tenant: number, sightingId: number): Promise<Buffer | 'expired' | undefined> {
     const [row] = await this.sql`
-      SELECT t.jpeg FROM sightings s LEFT JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.id = ${sightingId}`;
+      SELECT t.jpeg FROM sightings s LEFT JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.id = ${sightingId} AND s.tenant_id = ${tenant}`;
     if (!row) return undefined;
     return row.jpeg === null ? 'expired' : (row.jpeg as Buffer);
   }

@@ -1,7 +1,8 @@
 /**
  * Person ids (003-history.sql), shared by the face rows (PUT person_id) and
  * the history (sightings create persons). A leaf module, so neither imports
- * the other for it.
+ * the other for it. Ids are global; each person belongs to one tenant
+ * (014-tenant-history.sql), and only that tenant's faces and sightings join it.
  */
 import { notFound } from '../errors.js';
 import type { Sql, TransactionSql } from './client.js';
@@ -12,16 +13,21 @@ export const unknownPerson = (id: number) => notFound(`No person with id ${id}`)
  * Draws a new person id. Ids set explicitly (PUT person_id) may sit ahead of
  * the sequence, so a drawn id that is taken is skipped.
  */
-export async function newPerson(tx: TransactionSql): Promise<number> {
+export async function newPerson(tx: TransactionSql, tenant: number): Promise<number> {
   for (;;) {
-    const [row] = await tx`INSERT INTO persons (id) VALUES (nextval('persons_id_seq')) ON CONFLICT (id) DO NOTHING RETURNING id`;
+    const [row] = await tx`INSERT INTO persons (id, tenant_id) VALUES (nextval('persons_id_seq'), ${tenant}) ON CONFLICT (id) DO NOTHING RETURNING id`;
     if (row) return Number(row.id);
   }
 }
 
-/** Makes sure a person with this id exists (PUT person_id may name a new one). */
-export async function ensurePerson(tx: TransactionSql, id: number): Promise<void> {
-  await tx`INSERT INTO persons (id) VALUES (${id}) ON CONFLICT (id) DO NOTHING`;
+/**
+ * Makes sure the tenant has a person with this id (PUT person_id may name a new one). An id
+ * another tenant's person holds is NOT_FOUND: that person cannot be joined from here.
+ */
+export async function ensurePerson(tx: TransactionSql, tenant: number, id: number): Promise<void> {
+  await tx`INSERT INTO persons (id, tenant_id) VALUES (${id}, ${tenant}) ON CONFLICT (id) DO NOTHING`;
+  const [row] = await tx`SELECT 1 FROM persons WHERE id = ${id} AND tenant_id = ${tenant}`;
+  if (!row) throw unknownPerson(id);
 }
 
 /** The survivors of these persons (each itself, or the person it was merged into), distinct, lowest first. */

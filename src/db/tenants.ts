@@ -1,7 +1,7 @@
 /**
- * Tenants (013-tenants.sql): the applications or sites sharing one
- * deployment. A tenant's galleries and faces are its own; its tokens reach
- * nothing else. Ids of faces stay global, so every read and write of them is
+ * Tenants (013-tenants.sql, 014-tenant-history.sql): the applications or
+ * sites sharing one deployment. A tenant's galleries, faces, persons and
+ * sightings are its own; its tokens reach nothing else. Ids of faces stay global, so every read and write of them is
  * filtered by the caller's tenant, and a face of another tenant answers as
  * one that does not exist.
  *
@@ -118,8 +118,8 @@ export class TenantStore {
 
   /**
    * Deletes a tenant with its data: its tokens are refused at once, then its faces go through
-   * the change log as any delete would (so every search shard drops them), then its galleries,
-   * tokens and the tenant itself, all in one transaction. The first tenant cannot be deleted.
+   * the change log as any delete would (so every search shard drops them), then its sightings,
+   * persons, galleries, tokens and the tenant itself, all in one transaction. The first tenant cannot be deleted.
    * Returns the faces deleted and the last change position written.
    */
   async delete(actor: Actor, name: string): Promise<{ faces: number; position?: number }> {
@@ -145,6 +145,12 @@ async function deleteTenantData(tx: TransactionSql, tenant: number): Promise<{ f
       ON CONFLICT (hash) DO UPDATE SET ticket = nextval('photo_gc_ticket')
     )
     SELECT id FROM gone ORDER BY id`;
+  // Its camera history too: the one delete the append-only history allows (014-tenant-history.sql).
+  await tx`SELECT set_config('face.deleting_tenant', ${String(tenant)}, true)`;
+  await tx`DELETE FROM sighting_thumbnails t USING sightings s WHERE s.id = t.sighting_id AND s.tenant_id = ${tenant}`;
+  await tx`DELETE FROM sightings WHERE tenant_id = ${tenant}`;
+  await tx`SELECT set_config('face.deleting_tenant', '', true)`;
+  await tx`DELETE FROM persons WHERE tenant_id = ${tenant}`;
   await tx`DELETE FROM galleries WHERE tenant_id = ${tenant}`;
   await tx`DELETE FROM tenants WHERE id = ${tenant}`;
   await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${tenant}`})`;

@@ -57,7 +57,7 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     summary: "Search the strangers' sightings this server holds (API nodes ask it when grouping)",
     description:
       `Needs the operator token. The body holds the query embeddings (1 to ${MAX_QUERIES}) as in a search; each gets its top ` +
-      `n sightings of strangers among those on the shards held here, once the server has read every one up to \`up_to\` ` +
+      `n sightings of the tenant's strangers among those on the shards held here, once the server has read every one up to \`up_to\` ` +
       `from the database. 503 when this server does not group strangers.`,
     auth: 'operator',
     binaryBody: { mediaType: VECTORS_TYPE, param: 'vectors', description: 'Query embeddings: float32 little-endian, `dims` per query.' },
@@ -65,13 +65,14 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
       vectors: z.custom<Buffer>((v) => Buffer.isBuffer(v), { message: `expected a ${VECTORS_TYPE} body` }),
       n: numberParam(z.number().int().min(1).max(deps.maxN)).meta({ description: `Matches per query, 1 to ${deps.maxN}.` }),
       up_to: numberParam(z.number().int().min(0)).meta({ description: "The newest strangers' sighting the caller knows of: read before searching." }),
+      tenant: numberParam(z.number().int().min(1)).meta({ description: 'Whose strangers: only sightings of this tenant are searched and counted.' }),
       since: numberParam(z.number().int())
         .optional()
         .meta({ description: 'Only sightings seen at or after this time, in ms since the epoch (absent: all).' }),
     }),
     response: { status: 200, description: 'The matching sightings per query.', schema: strangerAnswer },
     errors: ['SERVICE_UNAVAILABLE'],
-    handler: ({ input }) => server.searchStrangers(input.vectors, input.n, input.up_to, input.since ?? -Infinity),
+    handler: ({ input }) => server.searchStrangers(input.vectors, input.n, input.up_to, input.since ?? -Infinity, input.tenant),
   });
 
   registry.define({

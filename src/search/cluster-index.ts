@@ -218,18 +218,18 @@ export class ClusterIndex implements SearchShards {
   }
 
   /**
-   * The strangers' sightings on every server that is up, as one strangers' index: the best `n`
+   * The tenant's strangers' sightings on every server that is up, as one strangers' index: the best `n`
    * of theirs per query, and the sum of what they searched. A server that misses the call is
    * left out of that step (a returning stranger whose sightings it holds may start a new person,
    * which merges with theirs at a later sighting matching both), logged once until it answers
    * again; its faces' search is not affected.
    */
-  async searchStrangers(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]> {
+  async searchStrangers(rows: Float32Array, n: number, upTo: number, since: number, tenant: number): Promise<StrangerHits[]> {
     const answers = await Promise.all(
       this.clients.map(async (client, i) => {
         if (!this.seen[i].up) return undefined;
         try {
-          const answer = await client.strangers(rows, n, upTo, since, this.opts.deadlineMs);
+          const answer = await client.strangers(rows, n, upTo, since, tenant, this.opts.deadlineMs);
           if (this.strangersMissed.delete(i)) this.opts.log.info({ server: this.opts.servers[i].url }, "shard server answers strangers' searches again");
           return answer;
         } catch (err) {

@@ -47,8 +47,8 @@ async function addFaces(count: number): Promise<{ ids: number[]; position: numbe
       const [{ id }] = await tx`SELECT nextval('faces_id_seq')::int AS id`;
       const embedding = shardOfFace(id, SHARDS) === HELD ? vectorOf(id) : new Float32Array(DIMS - 1);
       await tx`
-        INSERT INTO faces (id, photo_hash, x1, y1, x2, y2, dim, embedding, model)
-        VALUES (${id}, ${'a'.repeat(64)}, 0, 0, 1, 1, ${embedding.length}, ${floatsToBytes(embedding)}, 'test')`;
+        INSERT INTO faces (id, tenant_id, photo_hash, x1, y1, x2, y2, dim, embedding, model)
+        VALUES (${id}, 1, ${'a'.repeat(64)}, 0, 0, 1, 1, ${embedding.length}, ${floatsToBytes(embedding)}, 'test')`;
       ids.push(id);
       if (shardOfFace(id, SHARDS) === HELD) mine.push(id);
     }

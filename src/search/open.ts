@@ -134,7 +134,7 @@ export async function openSearch(
     });
     return {
       search: cluster,
-      ...(strangers ? { strangers: { search: (rows, n, upTo, since) => cluster.searchStrangers(rows, n, upTo, since) } } : {}),
+      ...(strangers ? { strangers: { search: (rows, n, upTo, since, tenant) => cluster.searchStrangers(rows, n, upTo, since, tenant) } } : {}),
       writes: new IndexWrites(cluster, log, indexWaitMs),
       close: async () => cluster.close(),
     };

@@ -49,9 +49,9 @@ export class ShardClient {
     });
   }
 
-  /** Searches the strangers' sightings the server holds, once it has read those up to `upTo`. */
-  strangers(queries: Float32Array, n: number, upTo: number, since: number, deadlineMs: number): Promise<StrangerAnswer> {
-    const q = new URLSearchParams({ n: String(n), up_to: String(upTo), ...(Number.isFinite(since) ? { since: String(Math.floor(since)) } : {}) });
+  /** Searches the tenant's strangers' sightings the server holds, once it has read those up to `upTo`. */
+  strangers(queries: Float32Array, n: number, upTo: number, since: number, tenant: number, deadlineMs: number): Promise<StrangerAnswer> {
+    const q = new URLSearchParams({ n: String(n), up_to: String(upTo), tenant: String(tenant), ...(Number.isFinite(since) ? { since: String(Math.floor(since)) } : {}) });
     return this.call(`/v0/shard/strangers?${q}`, strangerAnswer, deadlineMs, {
       method: 'POST',
       headers: { 'content-type': VECTORS_TYPE },

@@ -43,14 +43,14 @@ export class ShardServer {
   }
 
   /**
-   * Top `n` per query of `vectors` among the strangers' sightings held here, once those up to
+   * Top `n` per query of `vectors` among the tenant's strangers' sightings held here, once those up to
    * `upTo` are read from the database; those seen before `since` (ms) are left out.
    */
-  async searchStrangers(vectors: Buffer, n: number, upTo: number, since: number): Promise<StrangerAnswer> {
+  async searchStrangers(vectors: Buffer, n: number, upTo: number, since: number, tenant: number): Promise<StrangerAnswer> {
     const queries = decodeQueries(vectors, this.layout.dims);
     if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${this.layout.dims} float32 values`);
     if (!this.strangers) throw unavailable('this shard server does not group strangers (FACE_PERSON_THRESHOLD=off)');
-    const found = await this.strangers.search(queries, n, upTo, since);
+    const found = await this.strangers.search(queries, n, upTo, since, tenant);
     return { searched: found[0]?.searched ?? 0, results: found.map((f) => ({ matches: f.hits.map((h) => ({ id: h.sightingId, similarity: h.similarity })) })) };
   }
 

@@ -4,6 +4,7 @@ import { detachSightingPartitionsBefore, ensureSightingPartitions } from '../db/
 import { HistoryStore, type SightingFace } from '../db/history-store.js';
 import { shardOf } from '../native/face-index.js';
 import { historyStrangers, STRANGER_REPRESENTATIVES, StrangerIndex } from './stranger-index.js';
+import { FIRST_TENANT } from '../auth.js';
 
 let tdb: TestDatabase;
 let history: HistoryStore;
@@ -35,7 +36,7 @@ const axis = (k: number) => unit(...Array.from({ length: k + 1 }, (_, i) => (i =
 /** A stranger's sighting with its embedding, joining `persons` when given; returns its event. */
 async function sight(vector: Float32Array, quality: number, persons: number[] = [], seenAt?: string) {
   const face: SightingFace = { box: { x1: 0, y1: 0, x2: 10, y2: 10 }, thumbnail: Buffer.from([0xff, 0xd8, 0xff, 0xd9]), strangerPersons: persons, embedding: { vector, quality } };
-  const [event] = await history.record({ model: 'test', camId: 'gate', seenAt, photoHash: 'a'.repeat(64), photoKept: false, faces: [face] });
+  const [event] = await history.record({ tenant: FIRST_TENANT, model: 'test', camId: 'gate', seenAt, photoHash: 'a'.repeat(64), photoKept: false, faces: [face] });
   return event;
 }
 
@@ -52,12 +53,12 @@ describe("the strangers' index", () => {
     expect(index.size()).toBe(1);
     const b = await sight(unit(0, 1, 0, 0), 0.9);
     // Asked up to `b`: read first, then found.
-    const [found] = await index.search(unit(0, 1, 0, 0), 4, b.id, -Infinity);
+    const [found] = await index.search(unit(0, 1, 0, 0), 4, b.id, -Infinity, FIRST_TENANT);
     expect(found.searched).toBe(2);
     expect(found.hits[0].sightingId).toBe(b.id);
     expect(found.hits.map((h) => h.sightingId)).toContain(a.id);
     // Seen before `since`: left out.
-    const [recent] = await index.search(unit(1, 0, 0, 0), 4, b.id, Date.parse(`${b.timestamp}Z`));
+    const [recent] = await index.search(unit(1, 0, 0, 0), 4, b.id, Date.parse(`${b.timestamp}Z`), FIRST_TENANT);
     expect(recent.hits.map((h) => h.sightingId)).toEqual([b.id]);
   });
 
@@ -85,7 +86,7 @@ describe("the strangers' index", () => {
     expect(servers[0].size()).toBe(ids.filter((_, k) => heldBy(k) === 0).length);
     // Each finds only its own; what they searched adds up to all.
     for (const k of [0, 5, 11]) {
-      const answers = await Promise.all(servers.map((s) => s.search(axis(k), 1, ids[ids.length - 1], -Infinity)));
+      const answers = await Promise.all(servers.map((s) => s.search(axis(k), 1, ids[ids.length - 1], -Infinity, FIRST_TENANT)));
       expect(answers[heldBy(k)][0].hits[0]).toMatchObject({ sightingId: ids[k] });
       expect(answers[0][0].searched + answers[1][0].searched).toBe(ids.length);
     }
@@ -102,7 +103,7 @@ describe("the strangers' index", () => {
     expect(await index.sweep()).toBe(1);
     await history.expireThumbnails(86_400);
     expect(await index.sweep()).toBe(1);
-    const [found] = await index.search(unit(0, 0, 1, 0), 4, fresh.id, -Infinity);
+    const [found] = await index.search(unit(0, 0, 1, 0), 4, fresh.id, -Infinity, FIRST_TENANT);
     expect(found.hits.map((h) => h.sightingId)).toEqual([fresh.id]);
     expect([detached.id, expired.id]).not.toContain(found.hits[0].sightingId);
   });

@@ -29,6 +29,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { HistoryStore, Representative } from '../db/history-store.js';
+import { searchScope } from '../db/tenants.js';
 import type { Logger } from '../log.js';
 import { oneAtATime } from '../one-at-a-time.js';
 import { openFaceIndex, type FaceIndex, type IndexOptions } from '../native/face-index.js';
@@ -74,9 +75,9 @@ export function historyStrangers(history: HistoryStore, model: string): Stranger
 export interface StrangerSearch {
   /**
    * For each embedding (`rows`, one after another), the best `n` representatives among the
-   * strangers' sightings up to at least `upTo`; those seen before `since` (ms) are left out.
+   * tenant's strangers' sightings up to at least `upTo`; those seen before `since` (ms) are left out.
    */
-  search(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]>;
+  search(rows: Float32Array, n: number, upTo: number, since: number, tenant: number): Promise<StrangerHits[]>;
 }
 
 /**
@@ -192,17 +193,17 @@ export class StrangerIndex implements StrangerSearch {
     return this.reading(read);
   }
 
-  async search(rows: Float32Array, n: number, upTo: number, since: number): Promise<StrangerHits[]> {
+  async search(rows: Float32Array, n: number, upTo: number, since: number, tenant: number): Promise<StrangerHits[]> {
     await this.catchUp(upTo);
-    const searched = this.size();
-    if (searched === 0) return Array.from({ length: rows.length / this.opts.dims }, () => ({ hits: [], searched }));
-    const found = await this.index.searchBatch(rows, n);
+    if (this.size() === 0) return Array.from({ length: rows.length / this.opts.dims }, () => ({ hits: [], searched: 0 }));
+    // Only the tenant's strangers, and only they count as searched.
+    const found = await this.index.searchBatch(rows, n, searchScope(tenant));
     return found.map((r) => ({
       hits: r.matches.flatMap((m) => {
         const rep = this.bySighting.get(m.id);
         return rep && rep.seenAt >= since ? [{ sightingId: m.id, similarity: m.similarity }] : [];
       }),
-      searched,
+      searched: r.faces,
     }));
   }
 
@@ -222,7 +223,7 @@ export class StrangerIndex implements StrangerSearch {
       list.sort((a, b) => b.quality - a.quality);
       this.reps.set(rep.person, list);
       this.bySighting.set(rep.sightingId, held);
-      changes.push({ position: ++this.position, op: 'upsert', id: rep.sightingId, vector, galleries: [] });
+      changes.push({ position: ++this.position, op: 'upsert', id: rep.sightingId, vector, galleries: [searchScope(rep.tenant)] });
       for (const out of list.splice(STRANGER_REPRESENTATIVES)) changes.push(this.drop(out.sightingId));
     }
     if (changes.length) await this.index.apply(changes);

@@ -12,7 +12,7 @@
  * the write's own transaction (db/idempotency.ts).
  */
 import { createHash } from 'node:crypto';
-import { checkGalleries, FIRST_TENANT } from '../auth.js';
+import { checkGalleries } from '../auth.js';
 import type { FaceStore, Reach, StoredFace } from '../db/faces.js';
 import { extraGalleries, unknownGallery, type GalleryStore } from '../db/galleries.js';
 import { searchScope } from '../db/tenants.js';
@@ -157,15 +157,15 @@ async function enrolOnce(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signa
     sightings = await recordGrouped(deps.grouping, seen, async (group) => {
       let events: HistoryEvent[] = [];
       written = await store(async (tx, added) => {
-        const sighting = sightingOf({ ...req, cam_id: camId }, bytes, analysis, chosen, true, (i) => ({ matchFaceId: matches[i], addedFaceId: added[i].id }));
+        const sighting = sightingOf(reach.tenant, { ...req, cam_id: camId }, bytes, analysis, chosen, true, (i) => ({ matchFaceId: matches[i], addedFaceId: added[i].id }));
         events = await deps.history.recordIn(tx, await group(tx, sighting));
         sightings = events;
       });
       return events;
     });
   } else {
-    // A stranger seen before and enrolled now: the face joins their person (strangers are the first tenant's).
-    const earlier = deps.grouping && reach.tenant === FIRST_TENANT ? await strangerPersons(deps.grouping, rows) : [];
+    // A stranger of the tenant seen before and enrolled now: the face joins their person.
+    const earlier = deps.grouping ? await strangerPersons(deps.grouping, reach.tenant, rows) : [];
     written = await store(async (tx, added) => {
       const faces = added.flatMap((f, i) => (earlier[i]?.length ? [{ faceId: f.id, persons: earlier[i] }] : []));
       if (faces.length) await deps.history.joinFaces(tx, faces);

@@ -58,20 +58,20 @@ export async function personsOnPhoto(
   });
   const persons = await deps.store.personsOf(reach, [...new Set(faceIds)]);
   const { grouping } = deps;
-  if (grouping) persons.push(...(await strangerPersons({ ...grouping, threshold: req.threshold ?? grouping.threshold }, rows)).flat());
+  if (grouping) persons.push(...(await strangerPersons({ ...grouping, threshold: req.threshold ?? grouping.threshold }, reach.tenant, rows)).flat());
   return [...new Set(persons)].sort((a, b) => a - b);
 }
 
 /** Sightings matching every filter given, newest first; one page (with `limit`) or all of them. */
 export async function searchHistory(deps: HistoryDeps, reach: Reach, filter: HistoryFilter, page: HistoryPage): Promise<HistoryListing> {
   requireHistory(reach);
-  return deps.history.search(filter, page);
+  return deps.history.search(reach.tenant, filter, page);
 }
 
 /** The JPEG kept with sighting `id`; NOT_FOUND for an unknown sighting or an expired thumbnail. */
 export async function sightingThumbnail(deps: HistoryDeps, reach: Reach, id: number): Promise<Buffer> {
   requireHistory(reach);
-  const jpeg = await deps.history.thumbnail(id);
+  const jpeg = await deps.history.thumbnail(reach.tenant, id);
   if (!jpeg) throw notFound(`No history event ${id}`);
   if (jpeg === 'expired') throw notFound(`The thumbnail of history event ${id} has expired`);
   return jpeg;

@@ -3,7 +3,7 @@
  * stored face a seen face is attributed to, and which earlier strangers it is
  * (persons that form themselves).
  */
-import { FIRST_TENANT, forbidden } from '../auth.js';
+import { forbidden } from '../auth.js';
 import type { TransactionSql } from '../db/client.js';
 import type { Reach } from '../db/faces.js';
 import type { HistoryEvent, HistoryStore, Sighting, SightingFace } from '../db/history-store.js';
@@ -29,13 +29,11 @@ export async function bestMatches(index: SearchShards, scope: string, rows: Floa
 }
 
 /**
- * Sightings and persons are kept for the first tenant alone, and read by its tokens that reach
- * all of its galleries: to any other the history routes, and `cam_id`, are FORBIDDEN.
+ * Sightings and persons are the tenant's, not a gallery's: a token limited to galleries reaches
+ * neither the history routes nor `cam_id` (FORBIDDEN).
  */
 export function requireHistory(reach: Reach): void {
-  if (reach.tenant !== FIRST_TENANT || reach.galleries) {
-    throw forbidden('history', 'camera sightings and persons are kept for the first tenant, and reached by its tokens that reach all its galleries');
-  }
+  if (reach.galleries) throw forbidden('history', "camera sightings and persons are its tenant's, beyond the galleries it is limited to");
 }
 
 /** What identify and face add ask of the engine: embeddings, plus thumbnails of `thumbnailSize` when recording sightings. */
@@ -43,8 +41,9 @@ export function embedOptions(recording: boolean, thumbnailSize: number): Omit<An
   return { embed: true, age: false, gender: false, emotions: false, ...(recording ? { thumbnail: thumbnailSize } : {}) };
 }
 
-/** The sighting of the chosen faces of a photo; `per` gives each chosen face's match or added face. */
+/** The tenant's sighting of the chosen faces of a photo; `per` gives each chosen face's match or added face. */
 export function sightingOf(
+  tenant: number,
   request: { cam_id: string; timestamp?: string; photo: PhotoInput },
   bytes: Buffer,
   analysis: Analysis,
@@ -53,6 +52,7 @@ export function sightingOf(
   per: (k: number) => Pick<SightingFace, 'matchFaceId' | 'addedFaceId'>,
 ): Sighting {
   return {
+    tenant,
     camId: request.cam_id,
     seenAt: request.timestamp,
     photoHash: sha256Hex(bytes),
@@ -91,19 +91,19 @@ export function grouping(opts: Omit<Grouping, 'exclusive' | 'seen'>): Grouping {
 const STRANGER_CANDIDATES = 16;
 
 /**
- * For each face (`rows`), the persons of earlier strangers it matches at the grouping threshold,
+ * For each face (`rows`), the persons of the tenant's earlier strangers it matches at the grouping threshold,
  * best first, as the database says now (in `tx` when given): the strangers' sightings committed
  * up to now are searched, and each match stands for its sighting's person, or the survivor it
  * was merged into. A sighting whose embedding has left the database matches nobody.
  */
-export async function strangerPersons(grouping: Grouping, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
+export async function strangerPersons(grouping: Grouping, tenant: number, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
   const { history, seen } = grouping;
   const upTo = await history.lastStrangerSighting(grouping.model, seen.last, tx);
   seen.last = Math.max(seen.last, upTo);
   const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;
-  const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, upTo, since);
-  const personOf = await history.personsOfSightings([...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
+  const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, upTo, since, tenant);
+  const personOf = await history.personsOfSightings(tenant, [...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
   return found.map(({ hits, searched }) => {
     const accepts = identifyAccepts(grouping.threshold, searched);
     const persons = hits.flatMap((h) => (accepts(h.similarity) && personOf.has(h.sightingId) ? [personOf.get(h.sightingId) as number] : []));
@@ -133,7 +133,7 @@ export async function recordGrouped(
   return grouping.exclusive(() =>
     write(async (tx, s) => {
       await grouping.history.lockGrouping(tx);
-      const matched = faces.length ? await strangerPersons(grouping, new Float32Array(faces.flatMap((f) => [...f.vector])), tx) : [];
+      const matched = faces.length ? await strangerPersons(grouping, s.tenant, new Float32Array(faces.flatMap((f) => [...f.vector])), tx) : [];
       return { ...s, model: grouping.model, faces: s.faces.map((f, k) => ({ ...f, strangerPersons: matched[k], embedding: faces[k] })) };
     }),
   );

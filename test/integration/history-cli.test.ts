@@ -12,6 +12,7 @@ import { ensureSightingPartitions } from '../../src/db/history-partitions.js';
 import { HistoryStore } from '../../src/db/history-store.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 import { buildDist } from '../harness/process.js';
+import { FIRST_TENANT } from '../../src/auth.js';
 
 const root = findProjectRoot();
 let tdb: TestDatabase;
@@ -21,6 +22,7 @@ const runCli = (...args: string[]) =>
   promisify(execFile)(process.execPath, [path.join(root, 'dist/src/cli/history.js'), ...args], { env: { ...process.env, DATABASE_URL: tdb.url, LOG_LEVEL: 'silent' } });
 
 const sighting = (seenAt: string) => ({
+  tenant: FIRST_TENANT,
   camId: 'gate',
   seenAt,
   photoHash: 'b'.repeat(64),
@@ -47,7 +49,7 @@ describe('npm run history', () => {
     expect(listed.stdout).toMatch(/^sightings_2025_01\t2025-01-01\t2025-02-01$/m);
     const detached = await runCli('detach', '--before', '2025-02-01');
     expect(detached.stdout).toContain('detached sightings_2025_01 (2025-01-01 to 2025-02-01), thumbnails in sightings_2025_01_thumbnails');
-    const left = await history.search({ camIds: ['gate'] }, { limit: 10 });
+    const left = await history.search(FIRST_TENANT, { camIds: ['gate'] }, { limit: 10 });
     const events = [];
     for await (const batch of left.batches) events.push(...batch);
     expect(events.map((e) => e.timestamp.slice(0, 7))).toEqual(['2025-03']);

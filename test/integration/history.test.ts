@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HistoryStore } from '../../src/db/history-store.js';
 import { form, sample } from '../harness/images.js';
 import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
+import { FIRST_TENANT } from '../../src/auth.js';
 
 const CAMERA = '6F9619FF-8B86-D011-B42D-00C04FC964FF';
 const CAMERA_ID = '6f9619ff8b86d011b42d00c04fc964ff';
@@ -130,7 +131,7 @@ describe('history search', () => {
     for (let minute = 0; minute < 12; minute++) {
       for (const cam of ['north', 'south', 'west']) {
         const match = enrolled[minute % 2].id;
-        await history.record({ camId: cam, seenAt: t(minute), photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG, matchFaceId: match }] });
+        await history.record({ tenant: FIRST_TENANT, camId: cam, seenAt: t(minute), photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG, matchFaceId: match }] });
       }
     }
   });
@@ -188,7 +189,7 @@ describe('history search', () => {
         expect(r.json.results.length).toBeLessThanOrEqual(5);
         got.push(...r.json.results.map((e: any) => e.id));
         // A new sighting on a filtered camera between pages.
-        await history.record({ camId: 'north', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG }] });
+        await history.record({ tenant: FIRST_TENANT, camId: 'north', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG }] });
         const next = r.json.next_page;
         if (next === undefined) break;
         expect(next).toMatch(/^\/v0\/history\/search\?/);

@@ -59,7 +59,7 @@ async function insertFaces(n: number, gallery: string, indexed: boolean): Promis
   const { dim, recognizer } = engine.info();
   const hash = photoOf(gallery);
   await sql`INSERT INTO photos (hash, size, content_type) VALUES (${hash}, 1, 'image/jpeg') ON CONFLICT DO NOTHING`;
-  await sql`INSERT INTO galleries (name) VALUES (${gallery}) ON CONFLICT DO NOTHING`;
+  await sql`INSERT INTO galleries (tenant_id, name) VALUES (1, ${gallery}) ON CONFLICT DO NOTHING`;
   const chunk = 5_000;
   for (let done = 0; done < n; done += chunk) {
     const count = Math.min(chunk, n - done);
@@ -71,10 +71,10 @@ async function insertFaces(n: number, gallery: string, indexed: boolean): Promis
     });
     await sql.begin(async (tx) => {
       const ids = await tx`
-        INSERT INTO faces (meta, photo_hash, x1, y1, x2, y2, dim, embedding, model)
-        SELECT ${gallery}, ${hash}, 0, 0, 10, 10, ${dim}, decode(e, 'hex'), ${recognizer} FROM unnest(${vectors}::text[]) AS e
+        INSERT INTO faces (tenant_id, meta, photo_hash, x1, y1, x2, y2, dim, embedding, model)
+        SELECT 1, ${gallery}, ${hash}, 0, 0, 10, 10, ${dim}, decode(e, 'hex'), ${recognizer} FROM unnest(${vectors}::text[]) AS e
         RETURNING id`;
-      await tx`INSERT INTO face_galleries (face_id, gallery) SELECT unnest(${ids.map((r) => r.id as string)}::bigint[]), ${gallery}`;
+      await tx`INSERT INTO face_galleries (face_id, tenant_id, gallery) SELECT unnest(${ids.map((r) => r.id as string)}::bigint[]), 1, ${gallery}`;
       if (indexed) {
         await tx`SELECT pg_advisory_xact_lock(${0x66636c67})`;
         await tx`INSERT INTO face_changes (face_id, op) SELECT unnest(${ids.map((r) => r.id as string)}::bigint[]), 'upsert'`;

@@ -111,7 +111,7 @@ describe.skipIf(skip)('the database primary lost under Patroni', () => {
       await direct`SELECT 1`;
       await cluster.cut(old);
       const cutAt = Date.now();
-      const write = direct`INSERT INTO galleries (name) VALUES ('split-brain')`.then(
+      const write = direct`INSERT INTO galleries (tenant_id, name) VALUES (1, 'split-brain')`.then(
         () => 'acknowledged',
         (err: Error & { code?: string }) => `refused (${err.code ?? err.message})`,
       );
@@ -134,7 +134,7 @@ describe.skipIf(skip)('the database primary lost under Patroni', () => {
       const again = postgres(cluster.memberUrl(old), { max: 1, onnotice: () => {} });
       try {
         await until('the old leader to refuse writes', async () => {
-          const r = await again`INSERT INTO galleries (name) VALUES ('split-brain-2')`.then(() => 'acknowledged', (err: { code?: string }) => err.code);
+          const r = await again`INSERT INTO galleries (tenant_id, name) VALUES (1, 'split-brain-2')`.then(() => 'acknowledged', (err: { code?: string }) => err.code);
           if (r === 'acknowledged') throw new Error('the cut-off leader acknowledged a write');
           return r === '25006' ? true : undefined;
         }, 60_000, 500);

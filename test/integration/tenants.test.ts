@@ -36,8 +36,8 @@ const auth = (name: string) => ({ Authorization: `Token ${t[name]}` });
 const as = (name: string, method: string, url: string, body?: FormData | object) => request(base, method, url, body, auth(name));
 
 /** B's data, as B's own calls made it. */
-const b = { faces: [] as number[], meta: 'b-secret-meta', gallery: 'b-gallery', hash: '' };
-const a = { faces: [] as number[] };
+const b = { faces: [] as number[], meta: 'b-secret-meta', gallery: 'b-gallery', hash: '', sightings: [] as number[], persons: [] as number[] };
+const a = { faces: [] as number[], sightings: [] as number[], person: 0 };
 
 /** The service on the test's database and data folder; a server closes its engine, so each start opens one. */
 async function start(): Promise<void> {
@@ -68,11 +68,19 @@ beforeAll(async () => {
   expect(enrolled.status).toBe(200);
   b.faces = enrolled.json.results.map((f: { id: number }) => f.id);
   b.hash = enrolled.json.results[0].photo_hash;
+  // B's camera saw its faces: sightings and persons of B's.
+  const seen = await as('B', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', cam_id: 'b-door' }));
+  expect(seen.status).toBe(200);
+  b.sightings = seen.json.sightings.map((e: { id: number }) => e.id);
+  b.persons = [...new Set<number>(seen.json.sightings.map((e: { person_id: number }) => e.person_id))];
   // A holds faces of its own, and a gallery of the same name as B's: names are per tenant.
   expect((await as('A', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
   const own = await as('A', 'POST', '/v0/face/', form({ photo: sample(2), meta: 'a-meta', mf_selector: 'all' }));
   expect(own.status).toBe(200);
   a.faces = own.json.results.map((f: { id: number }) => f.id);
+  const mine = await as('A', 'POST', '/v0/identify/', form({ photo: sample(2), cam_id: 'a-door' }));
+  a.sightings = mine.json.sightings.map((e: { id: number }) => e.id);
+  a.person = mine.json.sightings[0].person_id;
 }, 120_000);
 
 afterAll(async () => {
@@ -90,6 +98,8 @@ function shape(r: Answer, value: string | number): unknown {
 function probes(): { what: string; b: string | number; none: string | number; call: (v: string | number) => Promise<Answer> }[] {
   const faceId = b.faces[0];
   const noFace = Math.max(...b.faces, ...a.faces) + 1000;
+  const noPerson = Math.max(...b.persons, a.person) + 1000;
+  const noSighting = Math.max(...b.sightings, ...a.sightings) + 1000;
   return [
     { what: 'GET a face', b: faceId, none: noFace, call: (id) => as('A', 'GET', `/v0/face/id/${id}/`) },
     { what: 'PUT a face', b: faceId, none: noFace, call: (id) => as('A', 'PUT', `/v0/face/id/${id}/`, { meta: 'stolen' }) },
@@ -103,11 +113,13 @@ function probes(): { what: string; b: string | number; none: string | number; ca
     { what: 'a gallery and meta', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/face/gallery/${g}/meta/${b.meta}/`) },
     { what: 'DELETE a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'DELETE', `/v0/galleries/${g}/`) },
     { what: 'identify in a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'POST', `/v0/faces/gallery/${g}/identify/`, form({ photo: sample(1) })) },
-    // Sightings and persons are the first tenant's alone: to A every id is the same refusal.
-    { what: 'a person', b: 1, none: 999_999, call: (id) => as('A', 'GET', `/person/id/${id}`) },
-    { what: 'a person history', b: 1, none: 999_999, call: (id) => as('A', 'GET', `/person/history/id/${id}`) },
-    { what: 'a screenshot', b: 1, none: 999_999, call: (id) => as('A', 'GET', `/v0/history/id/${id}/screenshot/`) },
-    { what: 'merge persons', b: 1, none: 999_999, call: (id) => as('A', 'POST', '/person/merge', { ids: [id, id] }) },
+    { what: 'a person', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/person/id/${id}`) },
+    { what: 'a person history', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/person/history/id/${id}`) },
+    { what: 'history by person', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/v0/history/search?person_id=${id}`) },
+    { what: 'history page after a sighting', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'GET', `/v0/history/search?limit=5&max_id=${id}`) },
+    { what: 'a screenshot', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'GET', `/v0/history/id/${id}/screenshot/`) },
+    { what: 'merge persons', b: b.persons[0], none: noPerson, call: (id) => as('A', 'POST', '/person/merge', { ids: [a.person, id] }) },
+    { what: 'split a sighting', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'POST', '/person/split', { sighting_ids: [id] }) },
   ];
 }
 
@@ -135,6 +147,18 @@ async function sweep(): Promise<void> {
   for (const id of b.faces) expect(seen).not.toMatch(new RegExp(`"id":${id}[,}]`));
   expect(seen).not.toContain(b.meta);
   expect(seen).not.toContain(b.hash);
+  // The history and persons: A's own only.
+  const history = (await as('A', 'GET', '/v0/history/search')).json.results as { id: number; person_id: number; cam_id: string }[];
+  expect(history.map((e) => e.id).sort()).toEqual([...a.sightings].sort());
+  expect(history.every((e) => e.cam_id === 'a-door')).toBe(true);
+  const byPhoto = (await as('A', 'POST', '/v0/history/search', form({ photo: sample(1) }))).json.results as { id: number }[];
+  for (const e of byPhoto) expect(b.sightings).not.toContain(e.id);
+  // B's person cannot be joined by A's face: as an unknown person (ids are global, so a taken id cannot be A's new one).
+  const join = await as('A', 'PUT', `/v0/face/id/${a.faces[0]}/`, { person_id: b.persons[0] });
+  expect(join.status).toBe(404);
+  expect(join.json.reason).toBe(`No person with id ${b.persons[0]}`);
+  const person = (await as('B', 'GET', `/person/id/${b.persons[0]}`)).json;
+  expect(person.faces.map((f: { id: number }) => f.id).every((id: number) => b.faces.includes(id))).toBe(true);
   expect((await as('A', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default', b.gallery] });
   // Verify compares two photos and reads nothing stored; with boxes it is the same.
   const v = await as('A', 'POST', '/v0/verify/', form({ photo1: sample(1), photo2: sample(1), bbox1: '[[0,0,100,100]]', bbox2: '[[0,0,100,100]]' }));
@@ -155,6 +179,9 @@ describe('tenant isolation', () => {
   it("answers every probe of B's faces, galleries, metas, photos and persons with A's token as if they did not exist", async () => {
     await as('B', 'POST', '/v0/galleries/only-in-b/');
     await sweep();
+    // B's history is whole: every sighting B's camera recorded, under B's persons.
+    const mine = (await as('B', 'GET', '/v0/history/search')).json.results as { id: number }[];
+    expect(mine.map((e) => e.id).sort()).toEqual([...b.sightings].sort());
   }, 120_000);
 
   it('holds after a restart', async () => {
@@ -267,16 +294,23 @@ describe('token scopes', () => {
     expect((await as('gamma', 'GET', '/v0/galleries/')).status).toBe(200);
   });
 
-  it('deleting a tenant deletes its faces, galleries and tokens', async () => {
+  it('deleting a tenant deletes its faces, camera history, persons, galleries and tokens', async () => {
     await tokens.create(CLI_ACTOR, 'gamma-writer', {}, 'gamma').then((m) => (t.gammaWriter = m.token));
-    const added = await as('gammaWriter', 'POST', '/v0/face/', form({ photo: sample(4), meta: 'gamma' }));
+    const added = await as('gammaWriter', 'POST', '/v0/face/', form({ photo: sample(4), meta: 'gamma', cam_id: 'gamma-door' }));
     expect(added.status).toBe(200);
+    expect(added.json.sightings).toHaveLength(1);
+    const [{ id: tenant }] = await tdb.db.sql`SELECT id FROM tenants WHERE name = 'gamma'`;
     const gone = await as('op', 'DELETE', '/v0/admin/tenants/gamma');
     expect(gone.status).toBe(200);
     expect(gone.json).toEqual({ deleted: 1 });
     expect((await as('gammaWriter', 'GET', '/v0/galleries/')).status).toBe(401);
-    const [left] = await tdb.db.sql`SELECT count(*)::int AS n FROM faces WHERE meta = 'gamma'`;
-    expect(left.n).toBe(0);
+    // Its faces, camera history and persons went with it; the history stays append-only for everyone else.
+    const [left] = await tdb.db.sql`
+      SELECT (SELECT count(*) FROM faces WHERE tenant_id = ${tenant})::int AS faces,
+        (SELECT count(*) FROM sightings WHERE tenant_id = ${tenant})::int AS sightings,
+        (SELECT count(*) FROM persons WHERE tenant_id = ${tenant})::int AS persons`;
+    expect(left).toEqual({ faces: 0, sightings: 0, persons: 0 });
+    await expect(tdb.db.sql`DELETE FROM sightings WHERE cam_id = 'b-door'`).rejects.toThrow(/append-only/);
   });
 });
 

@@ -913,6 +913,9 @@ impl Shard {
                     }
                 },
             };
+            // A scope holding every face of the shard (the only tenant's) filters nothing: the
+            // search runs unfiltered, as it did before tenants, without a membership check per candidate.
+            let gid = gid.filter(|&g| d.members.count(g) < d.store.len());
             if let Some(g) = gid.filter(|&g| d.members.count(g) <= o.exact_scan_below) {
                 out[i] = Some(self.score_members(&d, q, g, o, sim)?);
                 continue;

@@ -1,0 +1,213 @@
+/**
+ * What isolating tenants costs the search shards, side by side in one run:
+ *
+ *   npm run bench:tenants -- [--faces 1000000] [--tenants 100] [--dims 128] [--queries 200] [--seconds 5]
+ *
+ * The same faces are searched in two layouts of the search shards, built
+ * through `apply` as the service's follower builds them:
+ * - one tenant holding every face: searched with its tenant scope (what
+ *   identify does now), and without any scope (what it did before tenants);
+ * - `--tenants` tenants of `faces / tenants` faces each, every search with the
+ *   scope of the tenant the query face belongs to.
+ * Faces are synthetic: unit vectors around one centre per person (4 faces a
+ * person), queries a new face of a stored person. Recall@1 is against the
+ * exact answer within the query's scope; latency is one face per call from
+ * one caller (tinybench), with what the process grew by in the build (RSS).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Bench } from 'tinybench';
+import { searchScope } from '../../src/db/tenants.js';
+import { openFaceIndex, type FaceIndex, type IndexChange } from '../../src/native/face-index.js';
+import { parseOptions, runAsScript } from '../lib/args.js';
+import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { Rng } from '../../test/harness/reliability/outcome.js';
+
+const USAGE = 'npm run bench:tenants -- [--faces 1000000] [--tenants 100] [--dims 128] [--queries 200] [--seconds 5]';
+
+interface Options {
+  faces: number;
+  tenants: number;
+  dims: number;
+  queries: number;
+  seconds: number;
+}
+
+function parse(argv = process.argv.slice(2)): Options {
+  const o = parseOptions(argv, ['faces', 'tenants', 'dims', 'queries', 'seconds'], USAGE);
+  const n = (k: string, d: number) => {
+    const v = Number(o[k] ?? d);
+    if (!(v > 0)) throw new Error(`--${k} must be positive\n${USAGE}`);
+    return v;
+  };
+  return { faces: n('faces', 1_000_000), tenants: n('tenants', 100), dims: n('dims', 128), queries: n('queries', 200), seconds: n('seconds', 5) };
+}
+
+function gaussian(rng: Rng): number {
+  return Math.sqrt(-2 * Math.log(rng.next() + 1e-12)) * Math.cos(2 * Math.PI * rng.next());
+}
+
+function normalise(v: Float32Array): Float32Array {
+  let s = 0;
+  for (const x of v) s += x * x;
+  const inv = 1 / Math.sqrt(s);
+  for (let i = 0; i < v.length; i++) v[i] *= inv;
+  return v;
+}
+
+const FACES_PER_PERSON = 4;
+/** How far a face lies from its person's centre: a same-person cosine of about 0.6, as face embeddings show. */
+const SPREAD = 0.7;
+
+/** Face `k` of a person, around the person's centre. */
+function face(centre: Float32Array, rng: Rng): Float32Array {
+  const v = new Float32Array(centre.length);
+  const noise = SPREAD / Math.sqrt(centre.length);
+  for (let i = 0; i < v.length; i++) v[i] = centre[i] + noise * gaussian(rng);
+  return normalise(v);
+}
+
+interface Data {
+  vectors: Float32Array;
+  queries: Float32Array;
+  /** The stored face each query is a new face of (row number). */
+  of: Int32Array;
+}
+
+function makeData(o: Options): Data {
+  // Seeded, so both layouts hold the same faces.
+  const rng = new Rng(7);
+  const vectors = new Float32Array(o.faces * o.dims);
+  const centres: Float32Array[] = [];
+  for (let r = 0; r < o.faces; r++) {
+    const person = Math.floor(r / FACES_PER_PERSON);
+    if (!centres[person]) centres[person] = normalise(Float32Array.from({ length: o.dims }, () => gaussian(rng)));
+    vectors.set(face(centres[person], rng), r * o.dims);
+  }
+  const queries = new Float32Array(o.queries * o.dims);
+  const of = new Int32Array(o.queries);
+  for (let q = 0; q < o.queries; q++) {
+    of[q] = rng.int(o.faces);
+    queries.set(face(centres[Math.floor(of[q] / FACES_PER_PERSON)], rng), q * o.dims);
+  }
+  return { vectors, queries, of };
+}
+
+/** Tenant of face row `r` in the many-tenant layout: persons stay within one tenant. */
+const tenantOf = (r: number, tenants: number) => (Math.floor(r / FACES_PER_PERSON) % tenants) + 1;
+
+/** The exact best face (row) of query `q` among the rows `inScope` accepts. */
+function exactBest(d: Data, dims: number, q: number, rows: number, inScope: (r: number) => boolean): number {
+  let best = -1;
+  let bestSim = -Infinity;
+  const qv = d.queries.subarray(q * dims, (q + 1) * dims);
+  for (let r = 0; r < rows; r++) {
+    if (!inScope(r)) continue;
+    let s = 0;
+    const off = r * dims;
+    for (let i = 0; i < dims; i++) s += qv[i] * d.vectors[off + i];
+    if (s > bestSim) {
+      bestSim = s;
+      best = r;
+    }
+  }
+  return best;
+}
+
+/** Builds the layout; its seconds, and what the process grew by (the index's memory, as the service holds it). */
+async function build(index: FaceIndex, d: Data, o: Options, scopes: (r: number) => string[]): Promise<{ buildS: number; memoryMiB: number }> {
+  for (const s of index.shards()) await index.finishRebuild(s.shard, 0);
+  const rss = process.memoryUsage().rss;
+  const started = performance.now();
+  const page = 4096;
+  for (let from = 0; from < o.faces; from += page) {
+    const changes: IndexChange[] = [];
+    for (let r = from; r < Math.min(o.faces, from + page); r++) {
+      changes.push({ position: r + 1, op: 'upsert', id: r + 1, vector: d.vectors.subarray(r * o.dims, (r + 1) * o.dims), galleries: scopes(r) });
+    }
+    await index.apply(changes);
+  }
+  return { buildS: (performance.now() - started) / 1000, memoryMiB: (process.memoryUsage().rss - rss) / 2 ** 20 };
+}
+
+interface Measured {
+  layout: string;
+  recall: number;
+  p50: number;
+  p99: number;
+  perS: number;
+  memoryMiB: number;
+  buildS: number;
+}
+
+async function measure(
+  layout: string,
+  index: FaceIndex,
+  d: Data,
+  o: Options,
+  scopeOf: (q: number) => string | undefined,
+  truth: Int32Array,
+  built: { buildS: number; memoryMiB: number },
+): Promise<Measured> {
+  const { buildS, memoryMiB } = built;
+  let hits = 0;
+  for (let q = 0; q < o.queries; q++) {
+    const [r] = await index.searchBatch(d.queries.subarray(q * o.dims, (q + 1) * o.dims), 1, scopeOf(q));
+    if (r.matches[0]?.id === truth[q] + 1) hits++;
+  }
+  let q = 0;
+  const bench = new Bench({ time: o.seconds * 1000, iterations: 50 });
+  bench.add(layout, async () => {
+    const k = q++ % o.queries;
+    await index.searchBatch(d.queries.subarray(k * o.dims, (k + 1) * o.dims), 10, scopeOf(k));
+  });
+  await bench.run();
+  const res = bench.tasks[0].result;
+  if (!res || !('latency' in res)) throw new Error(`${layout}: no result`);
+  return { layout, recall: hits / o.queries, p50: res.latency.p50 ?? NaN, p99: res.latency.p99 ?? NaN, perS: res.throughput.mean, memoryMiB, buildS };
+}
+
+async function withIndex<T>(o: Options, fn: (index: FaceIndex) => Promise<T>): Promise<T> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tenant-scopes-'));
+  const index = await openFaceIndex({ dir, shards: 0, dims: o.dims, scalar: 'f16', threads: 0 });
+  try {
+    return await fn(index);
+  } finally {
+    index.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(o: Options): Promise<number> {
+  const perTenant = Math.floor(o.faces / o.tenants);
+  console.log(machineLine(describeMachine({ faces: String(o.faces), tenants: String(o.tenants), dims: String(o.dims), queries: String(o.queries) })));
+  const d = makeData(o);
+  // Exact answers: over every face for one tenant, over the query's tenant for many.
+  const truthAll = Int32Array.from({ length: o.queries }, (_, q) => exactBest(d, o.dims, q, o.faces, () => true));
+  const truthTenant = Int32Array.from({ length: o.queries }, (_, q) => {
+    const t = tenantOf(d.of[q], o.tenants);
+    return exactBest(d, o.dims, q, o.faces, (r) => tenantOf(r, o.tenants) === t);
+  });
+  const rows: Measured[] = [];
+  await withIndex(o, async (index) => {
+    const built = await build(index, d, o, () => [searchScope(1)]);
+    rows.push(await measure(`one tenant of ${o.faces}, its scope`, index, d, o, () => searchScope(1), truthAll, built));
+    rows.push(await measure(`one tenant of ${o.faces}, no scope (before tenants)`, index, d, o, () => undefined, truthAll, built));
+  });
+  await withIndex(o, async (index) => {
+    const built = await build(index, d, o, (r) => [searchScope(tenantOf(r, o.tenants))]);
+    rows.push(await measure(`${o.tenants} tenants of ${perTenant}, the query's tenant`, index, d, o, (q) => searchScope(tenantOf(d.of[q], o.tenants)), truthTenant, built));
+  });
+  const ref = rows[0];
+  console.log('\n| layout | recall@1 | p50 ms | p99 ms | searches/s | p50 vs one tenant | memory MiB | build s |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(
+      `| ${r.layout} | ${r.recall.toFixed(3)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${Math.round(r.perS)} | ${(r.p50 / ref.p50).toFixed(2)}x | ${r.memoryMiB.toFixed(0)} | ${r.buildS.toFixed(1)} |`,
+    );
+  }
+  return 0;
+}
+
+runAsScript(import.meta.url, parse, main);
