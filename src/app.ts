@@ -206,6 +206,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
       engine,
       caughtUp: async (position) => !(await search.search.settle(position, false, undefined, INDEX_WAIT_MS)),
       log,
+      audit: new AuditLog(db.sql),
     });
   } catch (err) {
     await search.close();

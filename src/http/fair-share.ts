@@ -9,7 +9,8 @@
  * (FACE_TOKEN_RATE_PER_S, FACE_TOKEN_PHOTOS_IN_FLIGHT). The rate is a token
  * bucket holding one second of requests, so a client at its rate never sees
  * a 429 while a burst above it is cut at once. State is per token key and
- * only valid tokens get one, so it is bounded by the tokens that exist.
+ * only valid tokens get one, so it is bounded by the tokens that exist. The
+ * 429s are counted with every answer (face_http_requests_total by code).
  */
 import type { Principal } from '../auth.js';
 import { DomainError } from '../errors.js';
@@ -32,8 +33,6 @@ const keyOf = (p: Principal) => (p.tokenId !== undefined ? `id:${p.tokenId}` : `
 
 export class FairShare {
   private readonly shares = new Map<string, Share>();
-  /** 429s answered, by reason, for metrics. */
-  readonly refused = { rate: 0, photos: 0 };
 
   constructor(
     private readonly defaults: FairShareDefaults,
@@ -59,13 +58,11 @@ export class FairShare {
       share.tokens = Math.min(burst, share.tokens + ((t - share.refilledAt) / 1000) * rate);
       share.refilledAt = t;
       if (share.tokens < 1) {
-        this.refused.rate++;
         const waitS = Math.max(1, Math.ceil((1 - share.tokens) / rate));
         throw new DomainError('RATE_LIMITED', `This token is limited to ${rate} requests per second`, { retryAfterS: waitS });
       }
     }
     if (photo && photos > 0 && share.photos >= photos) {
-      this.refused.photos++;
       throw new DomainError('RATE_LIMITED', `This token may have ${photos} photo requests in progress at once`, { retryAfterS: 1 });
     }
     if (rate > 0) share.tokens -= 1;

@@ -18,6 +18,7 @@
  *   re-embedded but none counts as live (`duringMigration`): X-Live-Servers
  *   reads 0/N and `strict` identify answers 503.
  */
+import { SERVICE_ACTOR, type AuditLog } from '../db/audit.js';
 import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Engine } from '../native/engine.js';
@@ -48,6 +49,8 @@ export interface MigrationOptions {
   /** Resolves once the search index reflects a change-log position (IndexSync.caughtUp). */
   caughtUp: (position: number) => Promise<boolean>;
   log: Logger;
+  /** Where its start and end are recorded, as the service's own actions. */
+  audit?: AuditLog;
   /** Faces per transaction. */
   batchSize?: number;
   /** Photos in the engine at once. */
@@ -158,6 +161,7 @@ export class EmbeddingMigration {
       log.info({ done: s.done, failed: s.failed, total: s.total, perSecond: Math.round(rate * 10) / 10 }, 'embedding migration progress');
     }, this.opts.progressMs ?? 10_000);
     progress.unref();
+    await this.record('reembed.start', { pending: s.total - s.done - s.failed, total: s.total });
     let after = 0;
     try {
       while (!this.stopping) {
@@ -190,6 +194,13 @@ export class EmbeddingMigration {
     s.state = 'done';
     const seconds = Math.round((Date.now() - started) / 100) / 10;
     log.info({ from: s.from, to: s.to, done: s.done, failed: s.failed, total: s.total, seconds }, 'embedding migration finished');
+    await this.record('reembed.finish', { done: s.done, failed: s.failed, total: s.total, seconds });
+  }
+
+  /** An audit entry of the migration; a failure to write it is logged, never stops the migration. */
+  private async record(action: string, detail: Record<string, unknown>): Promise<void> {
+    const { from, to } = this.current;
+    await this.opts.audit?.record(SERVICE_ACTOR, action, `${from.join('+')} -> ${to}`, detail).catch((err) => this.opts.log.warn({ err }, 'audit entry not written'));
   }
 
   /** New embeddings (or failure reasons) for a batch, one photo at a time per worker. */
