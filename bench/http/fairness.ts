@@ -14,6 +14,12 @@
  * alone (the goal is a p99 at most 2x), A's answers by status (its 429s),
  * and every answer accounted for (no connection error, no 5xx). The
  * generator's CPU is printed with each run.
+ *
+ * Then, with the service idle, whether A can tell B's faces from faces that do
+ * not exist by time: A's token reads B's face ids and ids no face has,
+ * alternately (--probes of each, default 2000); both must answer 404, and the
+ * difference of the mean times is given with Welch's t (|t| < 2: not told
+ * apart at about 95%).
  */
 import os from 'node:os';
 import { parseOptions, saveJson } from '../lib/args.js';
@@ -25,7 +31,50 @@ import { generatorLine, runLoad, statusSummary, type LoadResult } from '../../te
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { startBenchService } from '../../test/harness/load-service.js';
 
-const USAGE = 'usage: npm run bench:fairness -- [--seconds S] [--flood N] [--steady N] [--photos P] [--json out.json]';
+const USAGE = 'usage: npm run bench:fairness -- [--seconds S] [--flood N] [--steady N] [--photos P] [--probes N] [--json out.json]';
+
+interface Timing {
+  statuses: string[];
+  b: { median: number; mean: number };
+  none: { median: number; mean: number };
+  welchT: number;
+}
+
+const median = (v: number[]) => [...v].sort((x, y) => x - y)[Math.floor(v.length / 2)];
+const mean = (v: number[]) => v.reduce((s, x) => s + x, 0) / v.length;
+const variance = (v: number[]) => {
+  const m = mean(v);
+  return v.reduce((s, x) => s + (x - m) ** 2, 0) / (v.length - 1);
+};
+
+/** A's reads of B's face ids and of ids no face has, alternately, one at a time: statuses and times (ms). */
+async function timingProbe(base: string, a: Client, bIds: number[], probes: number): Promise<Timing> {
+  const none = Math.max(...bIds) + 1_000_000;
+  const times: Record<'b' | 'none', number[]> = { b: [], none: [] };
+  const statuses = new Set<string>();
+  for (let i = 0; i < probes; i++) {
+    const pair: ['b' | 'none', number][] = [
+      ['b', bIds[i % bIds.length]],
+      ['none', none + i],
+    ];
+    // Alternate which goes first, so neither always follows the other.
+    if (i % 2) pair.reverse();
+    for (const [kind, id] of pair) {
+      const t0 = performance.now();
+      const r = await fetch(`${base}/v0/face/id/${id}/`, { headers: a.auth });
+      await r.text();
+      times[kind].push(performance.now() - t0);
+      statuses.add(`${kind === 'b' ? "B's" : 'none'}: ${r.status}`);
+    }
+  }
+  const welchT = (mean(times.b) - mean(times.none)) / Math.sqrt(variance(times.b) / times.b.length + variance(times.none) / times.none.length);
+  return {
+    statuses: [...statuses].sort(),
+    b: { median: median(times.b), mean: mean(times.b) },
+    none: { median: median(times.none), mean: mean(times.none) },
+    welchT,
+  };
+}
 
 interface Row {
   limit: string;
@@ -35,7 +84,8 @@ interface Row {
 }
 
 async function main(): Promise<void> {
-  const opts = parseOptions(process.argv.slice(2), ['seconds', 'flood', 'steady', 'photos', 'json'], USAGE);
+  const opts = parseOptions(process.argv.slice(2), ['seconds', 'flood', 'steady', 'photos', 'probes', 'json'], USAGE);
+  const probes = Number(opts.probes ?? 2000);
   const seconds = Number(opts.seconds ?? 20);
   const flood = Number(opts.flood ?? 32);
   const steady = Number(opts.steady ?? 2);
@@ -46,6 +96,7 @@ async function main(): Promise<void> {
   console.log(`B: ${steady} connections; A: ${flood}; ${seconds} s each; engine slots ${engineSlots}; A's photo limit ${photos} or none\n`);
 
   const rows: Row[] = [];
+  let timing: Timing | undefined;
   for (const limit of [photos, undefined]) {
     const svc = await startBenchService('fairness-operator');
     try {
@@ -56,7 +107,7 @@ async function main(): Promise<void> {
       const a = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'flood-app', {}, 'flood')).token, demoPhotos());
       const b = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'steady-app', {}, 'steady')).token, demoPhotos());
       await a.seed('a');
-      await b.seed('b');
+      const bIds = await b.seed('b');
       const identify = (c: Client) => (i: number) => c.upload('POST', '/v0/identify/', { photo: i, n: '5' });
       // Both accept a 429 as an answer: it is the fair share doing its work, counted by status.
       const ok = (s: number) => s === 200 || s === 429;
@@ -67,6 +118,7 @@ async function main(): Promise<void> {
       const bAlone = await load('B alone', b, steady);
       const [bShared, aFlood] = await Promise.all([load('B with A flooding', b, steady), load('A flooding', a, flood)]);
       rows.push({ limit: limit !== undefined ? `${limit} photos in flight` : 'none', bAlone, bShared, aFlood });
+      timing ??= await timingProbe(svc.base, a, bIds, probes);
     } finally {
       await svc.stop();
     }
@@ -87,7 +139,15 @@ async function main(): Promise<void> {
       console.log(`${r.limit}, ${run.name}: ${run.requests} answers, ${run.perSecond.toFixed(1)}/s; ${generatorLine(run.generator)}${lost.length ? `; LOST OR FAILED: ${JSON.stringify(lost)}` : ''}`);
     }
   }
-  saveJson(opts.json, { machine, seconds, flood, steady, engineSlots, rows: rows.map(({ bAlone, bShared, aFlood, limit }) => ({ limit, bAlone: { ...bAlone, samples: undefined }, bShared: { ...bShared, samples: undefined }, aFlood: { ...aFlood, samples: undefined } })) });
+  if (timing) {
+    console.log(`\nA's token reading B's face ids and ids no face has, ${probes} of each, alternately (ms):`);
+    console.log('| ids | answers | median | mean |');
+    console.log('|---|---|---|---|');
+    console.log(`| B's | ${timing.statuses.filter((x) => x.startsWith("B's")).join(', ')} | ${timing.b.median.toFixed(3)} | ${timing.b.mean.toFixed(3)} |`);
+    console.log(`| none | ${timing.statuses.filter((x) => x.startsWith('none')).join(', ')} | ${timing.none.median.toFixed(3)} | ${timing.none.mean.toFixed(3)} |`);
+    console.log(`Welch's t of the means: ${timing.welchT.toFixed(2)} (|t| < 2: not told apart at about 95%)`);
+  }
+  saveJson(opts.json, { machine, seconds, flood, steady, engineSlots, timing, rows: rows.map(({ bAlone, bShared, aFlood, limit }) => ({ limit, bAlone: { ...bAlone, samples: undefined }, bShared: { ...bShared, samples: undefined }, aFlood: { ...aFlood, samples: undefined } })) });
 }
 
 main().catch((err) => {

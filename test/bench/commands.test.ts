@@ -94,7 +94,7 @@ const COMMANDS: BenchCommand[] = [
     timeoutS: 300,
   },
   { script: 'bench:tenants', args: () => ['--faces', '2000', '--tenants', '10', '--queries', '20', '--seconds', '0.2'], done: /\| layout \| recall@1/ },
-  { script: 'bench:fairness', args: (out) => ['--seconds', '1', '--flood', '4', '--json', path.join(out, 'fair.json')], done: /B p99 ratio/ },
+  { script: 'bench:fairness', args: (out) => ['--seconds', '1', '--flood', '4', '--probes', '20', '--json', path.join(out, 'fair.json')], done: /Welch's t/ },
   { script: 'bench:change-log', args: () => ['--faces', '100', '--writes', '10'], done: /\| path \|/ },
   { script: 'bench:store', args: () => ['--faces', '1000', '--seconds', '1'], done: /listing \d+ faces/ },
   { script: 'bench:history', args: () => ['--events', '10000', '--cameras', '5', '--persons', '100', '--seconds', '1'], done: /## Plans/ },
