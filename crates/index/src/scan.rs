@@ -88,15 +88,10 @@ impl ScanStore {
         self.slot_of.contains_key(&id)
     }
 
-    /// Face `id`'s stored vector, widened to f32 into `out`; false when absent.
-    pub fn get(&self, id: u64, out: &mut [f32]) -> bool {
-        match self.slot_of.get(&id) {
-            Some(&s) => {
-                self.vector(s as usize).convert_to_f32_slice(out);
-                true
-            }
-            None => false,
-        }
+    /// The exact similarity of face `id` to the (normalised) query `q`, as the scan re-scores
+    /// its candidates; `None` when the face is not here.
+    pub fn score(&self, id: u64, q: &[f32]) -> Option<f32> {
+        self.slot_of.get(&id).map(|&s| fastscan::dot_f16(q, self.vector(s as usize)))
     }
 
     fn vector(&self, slot: usize) -> &[f16] {

@@ -232,6 +232,20 @@ pub(crate) struct Shard {
     snapshot: Mutex<Option<(u64, SystemTime)>>,
 }
 
+/// How many faces a scan reads, per face scored exactly, for the same time: one exact score
+/// (a member's f16 vector found by id, then a dot product) costs about as much as reading 32
+/// codes in a scan block, measured by `npm run bench:tenants` (bench/RESULTS.md, "Tenants").
+const SCAN_CODES_PER_MEMBER: usize = 32;
+
+/// Whether a search of gallery `g` scores its members one by one rather than walking the
+/// graph or scanning the shard: always for a gallery of at most `exact_scan_below` faces;
+/// on a scan store also for one that is a small share of the shard (a tenant among many),
+/// where reading every code of the shard to keep a few would cost more.
+fn scores_members(d: &Data, g: u32, o: &ShardSetOptions) -> bool {
+    let count = d.members.count(g);
+    count <= o.exact_scan_below || (matches!(d.store, Store::Scan(_)) && count.saturating_mul(SCAN_CODES_PER_MEMBER) <= d.store.len())
+}
+
 /// Scratch contexts usearch must have reserved per shard: one per pool thread (searches,
 /// or a refill's workers, never both at once on one shard) plus one for a writer.
 fn contexts(o: &ShardSetOptions) -> usize {
@@ -916,7 +930,7 @@ impl Shard {
             // A scope holding every face of the shard (the only tenant's) filters nothing: the
             // search runs unfiltered, as it did before tenants, without a membership check per candidate.
             let gid = gid.filter(|&g| d.members.count(g) < d.store.len());
-            if let Some(g) = gid.filter(|&g| d.members.count(g) <= o.exact_scan_below) {
+            if let Some(g) = gid.filter(|&g| scores_members(&d, g, o)) {
                 out[i] = Some(self.score_members(&d, q, g, o, sim)?);
                 continue;
             }
@@ -942,8 +956,9 @@ impl Shard {
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 
-    /// A small gallery's members scored directly: a filtered graph walk would visit about
-    /// `expansion / selectivity` nodes, which for a tiny gallery is the whole shard.
+    /// A gallery's members scored directly (see `scores_members`): a filtered graph walk
+    /// would visit about `expansion / selectivity` nodes, which for a tiny gallery is the
+    /// whole shard, and a scan would read every code of the shard.
     fn score_members(&self, d: &Data, q: &Query<'_>, g: u32, o: &ShardSetOptions, sim: &SimilarityFn) -> Result<Vec<Hit>> {
         let mut buf = vec![0f32; o.dims];
         let mut hits = Vec::with_capacity(d.members.count(g));
@@ -960,16 +975,20 @@ impl Shard {
                     }
                 },
                 Store::Scan(s) => {
-                    if !s.get(id, &mut buf) {
-                        continue;
+                    if let Some(similarity) = s.score(id, q.vector) {
+                        hits.push(Hit { id, similarity, shard: self.k as u32 });
                     }
-                    &buf[..]
+                    continue;
                 }
             };
             hits.push(Hit { id, similarity: sim(q.vector, v), shard: self.k as u32 });
         }
+        // The best `n` first, in the order sort_hits gives, without sorting every member.
+        if hits.len() > q.n {
+            hits.select_nth_unstable_by(q.n, |a, b| b.similarity.total_cmp(&a.similarity).then(a.id.cmp(&b.id)));
+            hits.truncate(q.n);
+        }
         sort_hits(&mut hits);
-        hits.truncate(q.n);
         Ok(hits)
     }
 

@@ -7,7 +7,7 @@ mod common;
 use std::sync::{mpsc, Arc};
 
 use common::{brute_force, live_set, options, scan_options, temp_dir, Rng};
-use face_index::{GatheredSearch, IndexKind, Scalar, ShardSet, ShardSetOptions};
+use face_index::{dot, GatheredSearch, IndexKind, Scalar, ShardSet, ShardSetOptions};
 
 const DIMS: usize = 128;
 
@@ -94,6 +94,31 @@ fn large_gallery_is_filtered_inside_the_scan() {
         assert_eq!(got.hits[0].id, brute_force(&members, q, 1)[0]);
     }
     assert!(set.search(&faces[0].1, 5, Some("nobody")).unwrap().hits.is_empty());
+}
+
+#[test]
+fn a_small_share_of_the_shard_is_scored_member_by_member_exactly() {
+    let mut rng = Rng::new(21);
+    let faces = photos(5000, 2, &mut rng);
+    // One face in a hundred (about 50 per shard of 5,000): a tenant among many. Below a 32nd
+    // of the shard, its members are scored one by one even above exact_scan_below.
+    let tenant = |id: u64| (id % 100 == 0).then_some("tenant");
+    let mut o = scan_options(DIMS, 2);
+    o.exact_scan_below = 0;
+    let set = filled(&o, &faces, tenant);
+    let members: Vec<(u64, Vec<f32>)> = faces.iter().filter(|f| f.0 % 100 == 0).map(|(id, v, _)| (*id, v.clone())).collect();
+    for (_, q, _) in faces.iter().step_by(97) {
+        let got = set.search(q, 5, Some("tenant")).unwrap();
+        assert_eq!(got.faces, members.len() as u64, "the N of the search is the tenant's faces");
+        assert!(got.hits.iter().all(|h| h.id % 100 == 0), "a non-member leaked");
+        // Exact: the best member first, and each rank's similarity the exact one (f16 storage aside).
+        let truth = brute_force(&members, q, 5);
+        assert_eq!(got.hits[0].id, truth[0]);
+        let exact = |id: u64| dot(q, &members.iter().find(|m| m.0 == id).unwrap().1);
+        for (hit, id) in got.hits.iter().zip(&truth) {
+            assert!((hit.similarity - exact(*id)).abs() < 2e-3, "{} vs {}", hit.similarity, exact(*id));
+        }
+    }
 }
 
 #[test]
