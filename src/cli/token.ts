@@ -49,6 +49,13 @@ const OPTIONS = {
   'create-database': { type: 'boolean' },
 } as const;
 
+/** The options each command takes besides --create-database; any other is refused, not ignored. */
+function optionsOf(command: string, sub: string | undefined): readonly string[] {
+  if (command === 'create') return ['tenant', 'operator', 'access', 'galleries', 'rate', 'photos'];
+  if (command === 'tenant' && sub === 'create') return ['rate', 'photos'];
+  return [];
+}
+
 function positive(value: string | undefined, what: string, integer: boolean): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
@@ -145,6 +152,11 @@ async function main(argv: string[]): Promise<number> {
   const [command, arg, third] = positionals;
   if (!command) {
     process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  const stray = Object.keys(values).find((o) => o !== 'create-database' && !optionsOf(command, arg).includes(o));
+  if (stray) {
+    process.stderr.write(`${command}${command === 'tenant' ? ` ${arg ?? ''}` : ''} takes no --${stray}\n${USAGE}\n`);
     return 2;
   }
   try {

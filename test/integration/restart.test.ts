@@ -109,12 +109,13 @@ describe('the service process', () => {
     const ops = await cli('create', 'ops', '--operator');
     expect(ops.stdout).toContain('role: operator');
     for (const path of ['/metrics', '/v0/admin/shards']) {
-      expect((await fetch(`${service.base}${path}`, { headers: tokenOf(client.stdout) })).status, path).toBe(401);
+      // A valid client token is known but not allowed there: 403, not 401.
+      expect((await fetch(`${service.base}${path}`, { headers: tokenOf(client.stdout) })).status, path).toBe(403);
       expect((await fetch(`${service.base}${path}`, { headers: tokenOf(ops.stdout) })).status, path).toBe(200);
     }
     expect((await fetch(`${service.base}/v0/galleries/`, { headers: tokenOf(client.stdout) })).status).toBe(200);
     await expect(cli('create', 'app')).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('an active token is already named "app"') });
-    expect((await cli('list')).stdout).toMatch(/^\d+\tops\toperator\t.*\tactive$/m);
+    expect((await cli('list')).stdout).toMatch(/^\d+\tops\ttenant default\toperator\twrite\t.*\tactive$/m);
   });
 
   it('refuses a data folder without a database unless asked to make one', async () => {
