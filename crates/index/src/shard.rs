@@ -960,28 +960,30 @@ impl Shard {
     /// would visit about `expansion / selectivity` nodes, which for a tiny gallery is the
     /// whole shard, and a scan would read every code of the shard.
     fn score_members(&self, d: &Data, q: &Query<'_>, g: u32, o: &ShardSetOptions, sim: &SimilarityFn) -> Result<Vec<Hit>> {
-        let mut buf = vec![0f32; o.dims];
+        let shard = self.k as u32;
         let mut hits = Vec::with_capacity(d.members.count(g));
-        for id in d.members.members(g) {
-            let v = match &d.store {
-                Store::Graph { index, exact } => match exact.as_ref().and_then(|x| x.get(id)) {
-                    Some(v) => v,
-                    None => {
-                        // Without exact copies this is the stored (possibly quantised) vector.
-                        if index.get(id, &mut buf[..]).map_err(IndexError::native)? == 0 {
-                            continue;
+        match &d.store {
+            Store::Scan(s) => hits.extend(
+                s.score_each(d.members.members(g), q.vector)
+                    .into_iter()
+                    .map(|(id, similarity)| Hit { id, similarity, shard }),
+            ),
+            Store::Graph { index, exact } => {
+                let mut buf = vec![0f32; o.dims];
+                for id in d.members.members(g) {
+                    let v = match exact.as_ref().and_then(|x| x.get(id)) {
+                        Some(v) => v,
+                        None => {
+                            // Without exact copies this is the stored (possibly quantised) vector.
+                            if index.get(id, &mut buf[..]).map_err(IndexError::native)? == 0 {
+                                continue;
+                            }
+                            &buf[..]
                         }
-                        &buf[..]
-                    }
-                },
-                Store::Scan(s) => {
-                    if let Some(similarity) = s.score(id, q.vector) {
-                        hits.push(Hit { id, similarity, shard: self.k as u32 });
-                    }
-                    continue;
+                    };
+                    hits.push(Hit { id, similarity: sim(q.vector, v), shard });
                 }
-            };
-            hits.push(Hit { id, similarity: sim(q.vector, v), shard: self.k as u32 });
+            }
         }
         // The best `n` first, in the order sort_hits gives, without sorting every member.
         if hits.len() > q.n {
