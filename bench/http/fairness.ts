@@ -10,10 +10,12 @@
  * 32), both closed loops of S seconds (default 20). It runs twice: with A's
  * tenant limited to --photos photo requests in flight (default half of the
  * engine's slots, FACE_MAX_ENGINE_INFLIGHT), and with no limit, where only
- * the engine's turn-taking shares it. Reported: B's p50 and p99 against B
+ * the shared photo slots and the engine's turns share it. Reported: B's p50 and p99 against B
  * alone (the goal is a p99 at most 2x), A's answers by status (its 429s),
  * and every answer accounted for (no connection error, no 5xx). The
- * generator's CPU is printed with each run.
+ * generator's CPU is printed with each run, and the service's: on one
+ * machine they share the cores, so what A's refused requests cost the
+ * service and the generator is visible beside B's latencies.
  *
  * Then, with the service idle, whether A can tell B's faces from faces that do
  * not exist by time: A's token reads B's face ids and ids no face has,
@@ -29,6 +31,7 @@ import { TokenStore } from '../../src/db/tokens.js';
 import { Client, demoPhotos } from '../../test/harness/http/client.js';
 import { generatorLine, runLoad, statusSummary, type LoadResult } from '../../test/harness/http/http-load.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
+import { processCpuSeconds } from '../../test/harness/proc-cpu.js';
 import { startBenchService } from '../../test/harness/load-service.js';
 
 const USAGE = 'usage: npm run bench:fairness -- [--seconds S] [--flood N] [--steady N] [--photos P] [--probes N] [--json out.json]';
@@ -78,6 +81,8 @@ async function timingProbe(base: string, a: Client, bIds: number[], probes: numb
 
 interface Row {
   limit: string;
+  /** The service's CPU in cores, B alone and with A flooding. */
+  serviceCores: [number, number];
   bAlone: LoadResult;
   bShared: LoadResult;
   aFlood: LoadResult;
@@ -111,13 +116,19 @@ async function main(): Promise<void> {
       const identify = (c: Client) => (i: number) => c.upload('POST', '/v0/identify/', { photo: i, n: '5' });
       // Both accept a 429 as an answer: it is the fair share doing its work, counted by status.
       const ok = (s: number) => s === 200 || s === 429;
-      const load = (name: string, c: Client, connections: number) =>
-        runLoad({ name, base: svc.base, headers: c.auth, request: identify(c), connections, seconds, ok });
+      // B's requests are built one by one, for their latencies; A's flood is a fixed set of
+      // requests built once, so the generator spends the least it can on the flood.
+      const measured = (name: string) => runLoad({ name, base: svc.base, headers: b.auth, request: identify(b), connections: steady, seconds, ok });
+      const floodOnce = () => runLoad({ name: 'A flooding', base: svc.base, headers: a.auth, fixed: demoPhotos().map((_, i) => identify(a)(i)), connections: flood, seconds, ok });
       // Warm the engine's batches and caches before the first timed run.
-      await load('warm-up', b, steady).catch(() => undefined);
-      const bAlone = await load('B alone', b, steady);
-      const [bShared, aFlood] = await Promise.all([load('B with A flooding', b, steady), load('A flooding', a, flood)]);
-      rows.push({ limit: limit !== undefined ? `${limit} photos in flight` : 'none', bAlone, bShared, aFlood });
+      await measured('warm-up').catch(() => undefined);
+      const cpu0 = processCpuSeconds(svc.child.pid!);
+      const bAlone = await measured('B alone');
+      const cpu1 = processCpuSeconds(svc.child.pid!);
+      const [bShared, aFlood] = await Promise.all([measured('B with A flooding'), floodOnce()]);
+      const cpu2 = processCpuSeconds(svc.child.pid!);
+      const serviceCores = (from?: number, to?: number) => (from !== undefined && to !== undefined ? (to - from) / seconds : NaN);
+      rows.push({ limit: limit !== undefined ? `${limit} photos in flight` : 'none', bAlone, bShared, aFlood, serviceCores: [serviceCores(cpu0, cpu1), serviceCores(cpu1, cpu2)] });
       timing ??= await timingProbe(svc.base, a, bIds, probes);
     } finally {
       await svc.stop();
@@ -136,7 +147,8 @@ async function main(): Promise<void> {
   for (const r of rows) {
     for (const run of [r.bAlone, r.bShared, r.aFlood]) {
       const lost = Object.entries(run.statuses ?? {}).filter(([s]) => s === '0' || s.startsWith('5'));
-      console.log(`${r.limit}, ${run.name}: ${run.requests} answers, ${run.perSecond.toFixed(1)}/s; ${generatorLine(run.generator)}${lost.length ? `; LOST OR FAILED: ${JSON.stringify(lost)}` : ''}`);
+      const service = run === r.aFlood ? '' : `; service CPU: ${r.serviceCores[run === r.bAlone ? 0 : 1].toFixed(2)} cores`;
+      console.log(`${r.limit}, ${run.name}: ${run.requests} answers, ${run.perSecond.toFixed(1)}/s; ${generatorLine(run.generator)}${service}${lost.length ? `; LOST OR FAILED: ${JSON.stringify(lost)}` : ''}`);
     }
   }
   if (timing) {

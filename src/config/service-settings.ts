@@ -231,15 +231,15 @@ export const SERVICE_SETTINGS = {
       shown: '0 (no limit)',
       doc: 'requests per second of each token unless its tenant or itself sets another; over it the answer is 429 `RATE_LIMITED` with `Retry-After`',
     }),
-    // No limit unless set: one application alone may use every engine slot, as before tenants.
-    // Where tenants share a deployment, a limit below FACE_MAX_ENGINE_INFLIGHT leaves slots to
-    // the others, who then wait their turn in the engine instead of being shed with 503.
+    // No limit unless set: one application alone may use every engine slot, as before tenants,
+    // and a full lane is shared out between tenants anyway (http/limiter.ts). A limit refuses a
+    // flood before its requests compete for the lane at all.
     photosInFlight: set({
       env: 'FACE_TOKEN_PHOTOS_IN_FLIGHT',
       kind: integer(0),
       default: 0,
       shown: '0 (no limit)',
-      doc: 'photo requests in progress at once of each token unless its tenant or itself sets another; over it the answer is 429 `RATE_LIMITED`. With several tenants, set it below `FACE_MAX_ENGINE_INFLIGHT` so that one cannot take every slot',
+      doc: 'photo requests in progress at once of each token unless its tenant or itself sets another; over it the answer is 429 `RATE_LIMITED`. Without it, a tenant may hold every photo slot until others need theirs (their share of a full lane)',
     }),
   },
   identify: {

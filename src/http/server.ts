@@ -26,7 +26,7 @@ import { randomUUID } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import type { Logger } from '../log.js';
 import { allows, authenticate, callerOf, forbidden, type Principal, type TokenVerifier } from '../auth.js';
-import { unavailable } from '../errors.js';
+import { DomainError, unavailable } from '../errors.js';
 import { createBodyParser, type BodyLimits, type BodyParser } from './body.js';
 import { HttpError, INTERNAL_REASON, toHttpError } from './errors.js';
 import type { FairShare } from './fair-share.js';
@@ -427,7 +427,8 @@ interface Gates {
 
 /** What one request holds while it runs, released when it finishes. */
 interface Held {
-  slot?: ConcurrencyLimiter;
+  /** Gives back the lane's slot. */
+  slot?: () => void;
   reservedBytes: number;
   /** Gives back the token's fair share of photos in flight. */
   share?: () => void;
@@ -488,7 +489,7 @@ function openGates(opts: HttpServerOptions): Gates {
   return { opts, limiter, engineLimiter, budget, requestTimeoutMs, activity: new ActivityTracker(), state, publicPaths };
 }
 
-/** One request, from uWS's handler: copied, admitted (or refused) before anything awaits, then run. */
+/** One request, from uWS's handler: copied, its route found and its body's reading begun before anything awaits, then run (authorized, then given a slot of its lane). */
 function handle(g: Gates, res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   const { opts } = g;
   const started = performance.now();
@@ -513,7 +514,7 @@ function handle(g: Gates, res: uWS.HttpResponse, req: uWS.HttpRequest): void {
   if (withBody) ex.watchBody(headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined);
   const finish = (pattern: string) => {
     ex.clearDeadline();
-    held.slot?.release();
+    held.slot?.();
     held.share?.();
     g.budget.release(held.reservedBytes);
     held.reservedBytes = 0;
@@ -559,7 +560,8 @@ function handle(g: Gates, res: uWS.HttpResponse, req: uWS.HttpRequest): void {
     }
     route = match.value;
     ex.routeHeaders = route.headers;
-    admit(g, route, held);
+    // After the route is known, so a route's own headers (X-Live-Servers) ride on this 503 too.
+    if (g.state.draining) throw unavailable('Server is shutting down');
     if (withBody) bodyPromise = readAdmittedBody(g, ex, route, headers, held);
   } catch (err) {
     // A body still arriving is drained before the answer goes out (Exchange.linger), so the
@@ -576,16 +578,22 @@ function handle(g: Gates, res: uWS.HttpResponse, req: uWS.HttpRequest): void {
     .finally(() => finish(chosen.path));
 }
 
-/** Admits a request to `route`, or throws the 503 that sheds it: draining, or its lane full. The slot taken goes to `held`. */
-function admit(g: Gates, route: AnyRoute, held: Held): void {
-  // After the route is known, so a route's own headers (X-Live-Servers) ride on this 503 too.
-  if (g.state.draining) throw unavailable('Server is shutting down');
+/**
+ * Takes a slot of the route's lane for the caller's tenant, or throws what sheds the request:
+ * 503 for a full lane, 429 for a tenant holding its share of a lane others use too
+ * (limiter.ts). Only after the token is authorized and within its fair share: a request
+ * refused for its token never holds a slot another client's request could have had.
+ */
+function takeSlot(g: Gates, route: AnyRoute, held: Held, principal: Principal | undefined): void {
   if (route.limited === false) return;
   const pool = route.cost === 'engine' ? g.engineLimiter : g.limiter;
-  if (!pool.tryAcquire()) {
-    throw unavailable(`Too many ${route.cost === 'engine' ? 'photo ' : ''}requests in progress (limit ${pool.max})`, RETRY_AFTER_S);
+  const what = `${route.cost === 'engine' ? 'photo ' : ''}requests`;
+  const slot = pool.tryAcquire(principal?.tenant);
+  if (slot === 'full') throw unavailable(`Too many ${what} in progress (limit ${pool.max})`, RETRY_AFTER_S);
+  if (slot === 'over-share') {
+    throw new DomainError('RATE_LIMITED', `This tenant holds its share of the ${what} in progress while other tenants wait (limit ${pool.max})`, { retryAfterS: RETRY_AFTER_S });
   }
-  held.slot = pool;
+  held.slot = slot;
 }
 
 /**
@@ -666,6 +674,7 @@ async function authorize(g: Gates, route: AnyRoute, header: string | undefined, 
 async function run(g: Gates, a: Admitted): Promise<void> {
   const { route, headers, ex } = a;
   const principal = route.auth ? await authorize(g, route, headers.authorization, a.held) : undefined;
+  takeSlot(g, route, a.held, principal);
   if (a.malformed.length) throw new HttpError(400, 'BAD_PARAM', `${a.malformed[0]}: malformed percent-encoding`, { param: a.malformed[0] });
   assertText(a.rawParams);
   const params = route.params ? parseParams(route.params, a.rawParams) : a.rawParams;

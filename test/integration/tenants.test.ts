@@ -11,6 +11,7 @@
  * of it holds again after a restart.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,8 +41,8 @@ const b = { faces: [] as number[], meta: 'b-secret-meta', gallery: 'b-gallery', 
 const a = { faces: [] as number[], sightings: [] as number[], person: 0 };
 
 /** The service on the test's database and data folder; a server closes its engine, so each start opens one. */
-async function start(): Promise<void> {
-  const config = testConfig({ FACE_DATA_DIR: dir });
+async function start(env: Record<string, string> = {}): Promise<void> {
+  const config = testConfig({ FACE_DATA_DIR: dir, ...env });
   const engine = await openEngine({ ...config });
   server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
   base = `http://127.0.0.1:${server.port}`;
@@ -335,5 +336,54 @@ describe('fair shares', () => {
     expect(answers.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(1);
     expect(answers.filter((r) => r.status === 429).length).toBeGreaterThanOrEqual(1);
     expect((await as('B', 'POST', '/v1/detect/', form({ photo: sample(6) }))).status).toBe(200);
+  });
+
+  it("serves a tenant under its share of a full photo lane, and holds the tenant that filled it to its share", async () => {
+    await server.close();
+    await start({ FACE_MAX_ENGINE_INFLIGHT: '2' });
+    const port = Number(new URL(base).port);
+    // A photo upload that never finishes holds its slot from the moment its token is authorized.
+    const hold = (name: string) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      const part = '--held\r\nContent-Disposition: form-data; name="photo"; filename="p.jpg"\r\nContent-Type: image/jpeg\r\n\r\n';
+      socket.write(`POST /v1/detect/ HTTP/1.1\r\nHost: x\r\nAuthorization: Token ${t[name]}\r\nContent-Type: multipart/form-data; boundary=held\r\nContent-Length: 1000000\r\n\r\n${part}`);
+      return socket;
+    };
+    const held: net.Socket[] = [];
+    try {
+      held.push(hold('A'), hold('A'));
+      const photo = () => form({ photo: sample(6) });
+      let alone = 0;
+      for (let i = 0; i < 50 && alone !== 503; i++) {
+        alone = (await as('A', 'POST', '/v1/detect/', photo())).status;
+        if (alone !== 503) await new Promise((r) => setTimeout(r, 20));
+      }
+      // A alone fills the lane: the lane is full for A.
+      expect(alone).toBe(503);
+      // B holds nothing: it is admitted beyond the limit and served.
+      expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(200);
+      held.push(hold('B'));
+      let shared: { status: number; json: { error?: string } } = { status: 0, json: {} };
+      for (let i = 0; i < 50 && shared.status !== 429; i++) {
+        shared = await as('A', 'POST', '/v1/detect/', photo());
+        if (shared.status !== 429) await new Promise((r) => setTimeout(r, 20));
+      }
+      // With B in the lane too, A (over its share of 1) is refused as a rate limit, B is not.
+      expect(shared.status).toBe(429);
+      expect(shared.json).toMatchObject({ error: 'RATE_LIMITED' });
+      // B holds its share (1) too; once A's uploads are gone, the lane has room for B's next.
+      expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(429);
+      held[0].destroy();
+      held[1].destroy();
+      let after = 0;
+      for (let i = 0; i < 50 && after !== 200; i++) {
+        after = (await as('B', 'POST', '/v1/detect/', photo())).status;
+        if (after !== 200) await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(after).toBe(200);
+    } finally {
+      for (const s of held) s.destroy();
+    }
   });
 });
