@@ -147,7 +147,7 @@ function operation(route: AnyRoute, components: Json): Json {
     responses[String(status)] = {
       description: errorDescription(status, codes),
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-      ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } } } } : {}),
+      ...(status === 503 || status === 429 ? { headers: { 'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer' } } } } : {}),
     };
   }
   op.responses = responses;

@@ -214,7 +214,7 @@ const BODY_METHODS = new Set<Method>(['POST', 'PUT', 'PATCH']);
  * (`errors`), those the HTTP layer raises by the route's shape, and the
  * common ones.
  * - AUTH_FAILED, FORBIDDEN, RATE_LIMITED: a route that needs a token (refused,
- *   lacking a scope, over its fair share).
+ *   lacking a scope, over its fair share or its tenant's share of a full lane).
  * - BAD_PARAM: any route, as a parameter the route does not take is refused
  *   (http/params.ts), besides invalid path, query and body parameters.
  * - The body parsers' codes: a route that reads a body (a JSON or form body
