@@ -13,11 +13,18 @@
  * person), queries a new face of a stored person. Recall@1 is against the
  * exact answer within the query's scope; latency is one face per call from
  * one caller (tinybench), with what the process grew by in the build (RSS).
+ *
+ * Then listings in an embedded PostgreSQL holding both layouts: a page of 100
+ * of one tenant's faces (the first, and one from the middle), one tenant of
+ * `--faces` against one of `--tenants` sharing as many.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Bench } from 'tinybench';
+import { FaceStore } from '../../src/db/faces.js';
+import { openDatabase } from '../../src/db/open.js';
+import { PhotoBlobs, PhotoStore } from '../../src/db/photos.js';
 import { searchScope } from '../../src/db/tenants.js';
 import { openFaceIndex, type FaceIndex, type IndexChange } from '../../src/native/face-index.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
@@ -207,7 +214,86 @@ async function main(o: Options): Promise<number> {
       `| ${r.layout} | ${r.recall.toFixed(3)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${Math.round(r.perS)} | ${(r.p50 / ref.p50).toFixed(2)}x | ${r.memoryMiB.toFixed(0)} | ${r.buildS.toFixed(1)} |`,
     );
   }
+  await listingCost(o);
   return 0;
+}
+
+/** What the listing of one tenant's faces costs: one page (first, and from the middle), p50 ms. */
+interface ListingCost {
+  layout: string;
+  first: number;
+  middle: number;
+}
+
+/**
+ * Listings, side by side in one database: the faces table holds both layouts at once (one
+ * tenant of `faces`, and `tenants` tenants sharing another `faces`, ids interleaved), and a
+ * page of 100 is read through the service's FaceStore as GET /v0/faces/ reads it. Rows are
+ * made in SQL (a one-value embedding: a listing never reads it).
+ */
+async function listingCost(o: Options): Promise<void> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tenant-listing-'));
+  const database = await openDatabase({ dataDir, dbPool: 2 });
+  try {
+    const sql = database.db.sql;
+    const hash = '0'.repeat(64);
+    await sql`INSERT INTO photos (hash, size, content_type) VALUES (${hash}, 0, 'image/jpeg')`;
+    const [solo] = await sql<{ id: string }[]>`INSERT INTO tenants (name) VALUES ('solo') RETURNING id`;
+    const many = (await sql<{ id: string }[]>`INSERT INTO tenants (name) SELECT 'shared-' || g FROM generate_series(1, ${o.tenants}::int) g RETURNING id`).map((t) => Number(t.id));
+    const started = performance.now();
+    // Whole numbers of this bench only, written into the statement: one plain INSERT per 100k rows.
+    const fill = async (tenantOfRow: string) => {
+      for (let from = 0; from < o.faces; from += 100_000) {
+        const to = Math.min(o.faces, from + 100_000) - 1;
+        await sql.unsafe(`INSERT INTO faces (tenant_id, meta, photo_hash, x1, y1, x2, y2, dim, embedding, model)
+          SELECT ${tenantOfRow}, 'person-' || (g / 4), '${hash}', 0, 0, 1, 1, 1, '\\x00000000'::bytea, 'bench'
+          FROM generate_series(${from}, ${to}) g`);
+      }
+    };
+    await fill(`${Number(solo.id)}`);
+    await fill(`(ARRAY[${many.join(',')}]::bigint[])[1 + g % ${o.tenants}]`);
+    await sql`ANALYZE faces`;
+    console.log(`\nlisting: ${2 * o.faces} faces made in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    const store = new FaceStore(sql, new PhotoStore(sql, new PhotoBlobs(path.join(dataDir, 'photos'))), { model: 'bench' });
+    const page = async (tenant: number, maxId?: number) => {
+      const listing = await store.listFaces({ tenant }, {}, { limit: 100, ...(maxId !== undefined ? { maxId } : {}) });
+      let n = 0;
+      for await (const batch of listing.batches) n += batch.length;
+      if (n !== 100) throw new Error(`a page of ${n} faces, not 100`);
+    };
+    const middleOf = async (tenant: number) => Number((await sql<{ id: string }[]>`SELECT id FROM faces WHERE tenant_id = ${tenant} ORDER BY id LIMIT 1 OFFSET ${Math.floor(o.faces / (tenant === Number(solo.id) ? 2 : 2 * o.tenants))}`)[0].id);
+    const costs: ListingCost[] = [];
+    for (const [layout, tenantOfCall] of [
+      [`one tenant of ${o.faces}`, () => Number(solo.id)],
+      [`${o.tenants} tenants of ${Math.floor(o.faces / o.tenants)}, each call another's`, (k: number) => many[k % o.tenants]],
+    ] as const) {
+      const middles = new Map<number, number>();
+      for (let k = 0; k < o.tenants; k++) middles.set(tenantOfCall(k), await middleOf(tenantOfCall(k)));
+      let k = 0;
+      const bench = new Bench({ time: o.seconds * 1000, iterations: 50 });
+      bench.add('first', async () => page(tenantOfCall(k++)));
+      bench.add('middle', async () => {
+        const t = tenantOfCall(k++);
+        await page(t, middles.get(t));
+      });
+      await bench.run();
+      const p50 = (name: string) => {
+        const r = bench.tasks.find((t) => t.name === name)?.result;
+        if (!r || !('latency' in r)) throw new Error(`${layout}, ${name}: no result`);
+        return r.latency.p50 ?? NaN;
+      };
+      costs.push({ layout, first: p50('first'), middle: p50('middle') });
+    }
+    console.log('\n| listing, a page of 100 | first page p50 ms | a page from the middle p50 ms | vs one tenant |');
+    console.log('|---|---|---|---|');
+    for (const c of costs) {
+      console.log(`| ${c.layout} | ${c.first.toFixed(3)} | ${c.middle.toFixed(3)} | ${(c.first / costs[0].first).toFixed(2)}x / ${(c.middle / costs[0].middle).toFixed(2)}x |`);
+    }
+  } finally {
+    await database.db.close();
+    await database.embedded?.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
 }
 
 runAsScript(import.meta.url, parse, main);

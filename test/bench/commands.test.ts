@@ -93,7 +93,7 @@ const COMMANDS: BenchCommand[] = [
     needs: ['lfw', 'cameras'],
     timeoutS: 300,
   },
-  { script: 'bench:tenants', args: () => ['--faces', '2000', '--tenants', '10', '--queries', '20', '--seconds', '0.2'], done: /\| layout \| recall@1/ },
+  { script: 'bench:tenants', args: () => ['--faces', '2000', '--tenants', '10', '--queries', '20', '--seconds', '0.2'], done: /\| listing, a page of 100 / },
   { script: 'bench:fairness', args: (out) => ['--seconds', '1', '--flood', '4', '--probes', '20', '--json', path.join(out, 'fair.json')], done: /Welch's t/ },
   { script: 'bench:change-log', args: () => ['--faces', '100', '--writes', '10'], done: /\| path \|/ },
   { script: 'bench:store', args: () => ['--faces', '1000', '--seconds', '1'], done: /listing \d+ faces/ },
