@@ -350,38 +350,38 @@ describe('fair shares', () => {
       socket.write(`POST /v1/detect/ HTTP/1.1\r\nHost: x\r\nAuthorization: Token ${t[name]}\r\nContent-Type: multipart/form-data; boundary=held\r\nContent-Length: 1000000\r\n\r\n${part}`);
       return socket;
     };
+    // The photo requests in progress, as /metrics counts them: each hold is in place before the next step.
+    const engineInFlight = async () => {
+      const text = await (await fetch(`${base}/metrics`, { headers: auth('op') })).text();
+      return Number(/^face_http_inflight_requests\{class="engine"\} (\d+)$/m.exec(text)?.[1]);
+    };
+    const holding = async (n: number) => {
+      for (let i = 0; i < 200 && (await engineInFlight()) !== n; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(await engineInFlight()).toBe(n);
+    };
     const held: net.Socket[] = [];
     try {
-      held.push(hold('A'), hold('A'));
+      held.push(hold('A'));
+      await holding(1);
+      held.push(hold('A'));
+      await holding(2);
       const photo = () => form({ photo: sample(6) });
-      let alone = 0;
-      for (let i = 0; i < 50 && alone !== 503; i++) {
-        alone = (await as('A', 'POST', '/v1/detect/', photo())).status;
-        if (alone !== 503) await new Promise((r) => setTimeout(r, 20));
-      }
       // A alone fills the lane: the lane is full for A.
-      expect(alone).toBe(503);
+      expect((await as('A', 'POST', '/v1/detect/', photo())).status).toBe(503);
       // B holds nothing: it is admitted beyond the limit and served.
       expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(200);
       held.push(hold('B'));
-      let shared: { status: number; json: { error?: string } } = { status: 0, json: {} };
-      for (let i = 0; i < 50 && shared.status !== 429; i++) {
-        shared = await as('A', 'POST', '/v1/detect/', photo());
-        if (shared.status !== 429) await new Promise((r) => setTimeout(r, 20));
-      }
-      // With B in the lane too, A (over its share of 1) is refused as a rate limit, B is not.
+      await holding(3);
+      // With B in the lane too, A (over its share of 1) is refused as a rate limit.
+      const shared = await as('A', 'POST', '/v1/detect/', photo());
       expect(shared.status).toBe(429);
       expect(shared.json).toMatchObject({ error: 'RATE_LIMITED' });
       // B holds its share (1) too; once A's uploads are gone, the lane has room for B's next.
       expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(429);
       held[0].destroy();
       held[1].destroy();
-      let after = 0;
-      for (let i = 0; i < 50 && after !== 200; i++) {
-        after = (await as('B', 'POST', '/v1/detect/', photo())).status;
-        if (after !== 200) await new Promise((r) => setTimeout(r, 20));
-      }
-      expect(after).toBe(200);
+      await holding(1);
+      expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(200);
     } finally {
       for (const s of held) s.destroy();
     }
