@@ -57,6 +57,7 @@ import { pipeline } from 'node:stream/promises';
 import { mergeMatches } from '../../src/search/cluster-index.js';
 import { ShardClient } from '../../src/search/shard-client.js';
 import { findProjectRoot } from '../../src/config/index.js';
+import { FIRST_TENANT } from '../../src/auth.js';
 import { connect, type Database } from '../../src/db/client.js';
 import { claimLayout, SHARD_RULE } from '../../src/db/layout.js';
 import { migrate } from '../../src/db/migrate.js';
@@ -271,12 +272,12 @@ async function fill(db: Database, vectors: Vectors, model: string): Promise<numb
       for (let r = from; r < Math.min(count, from + page); r++) {
         const hex = bytes.toString('hex', r * dims * 4, (r + 1) * dims * 4);
         // COPY text format: the bytea's \x doubles its backslash.
-        text += `${r + 1}\tsynthetic\t${SYNTHETIC_PHOTO}\t0\t0\t112\t112\t${dims}\t\\\\x${hex}\t${model}\n`;
+        text += `${r + 1}\t${FIRST_TENANT}\tsynthetic\t${SYNTHETIC_PHOTO}\t0\t0\t112\t112\t${dims}\t\\\\x${hex}\t${model}\n`;
       }
       yield text;
     }
   }
-  const copy = await sql`COPY faces (id, meta, photo_hash, x1, y1, x2, y2, dim, embedding, model) FROM STDIN`.writable();
+  const copy = await sql`COPY faces (id, tenant_id, meta, photo_hash, x1, y1, x2, y2, dim, embedding, model) FROM STDIN`.writable();
   await pipeline(Readable.from(rows()), copy);
   await sql`SELECT setval(pg_get_serial_sequence('faces', 'id'), ${count})`;
   await sql`SELECT setval(pg_get_serial_sequence('face_changes', 'position'), ${count})`;
