@@ -54,6 +54,12 @@ export function runAsScript(moduleUrl: string, parse: () => unknown, main: (opts
     console.error((err as Error).message);
     process.exit(2);
   }
+  // Work left waiting on something that can no longer happen (a stream that errored without
+  // rejecting) empties the event loop, and Node would exit 0 as if the run had finished.
+  process.once('beforeExit', () => {
+    console.error('the run stopped before it finished: it was left waiting on work that will never complete');
+    process.exit(1);
+  });
   main(opts as never).then(
     (code) => process.exit(code),
     (err) => {
