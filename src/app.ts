@@ -179,7 +179,7 @@ interface Stores {
  * (its shards caught up with the change log), then the re-embedding decision, taken before any
  * answer counts the shards as live. What was opened is closed again when a later step fails.
  */
-async function openStores(config: Config, db: Database, engine: Engine, metrics: ServiceMetrics, indexWaitMs: number, log: Logger): Promise<Stores> {
+async function openStores(config: Config, db: Database, engine: Engine, metrics: ServiceMetrics, indexWaitMs: number, log: Logger, forgetTokens: () => void): Promise<Stores> {
   const { recognizer, dim } = engine.info();
   // Listings, history search and person views read from the replica while it is within the lag bound.
   const replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
@@ -241,6 +241,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
     tenants: new TenantStore(db.sql, photos),
     tokens: new TokenStore(db.sql),
     audit: new AuditLog(db.sql),
+    forgetTokens,
   };
   return { search, migration, database, replica };
 }
@@ -287,7 +288,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     (outcome) => metrics.photoFetched(outcome),
   );
   const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
-  const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log) : undefined;
+  const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log, () => dbTokens?.clear()) : undefined;
   const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
   const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;

@@ -228,7 +228,7 @@ interface ListingCost {
 /**
  * Listings, side by side in one database: the faces table holds both layouts at once (one
  * tenant of `faces`, and `tenants` tenants sharing another `faces`, ids interleaved), and a
- * page of 100 is read through the service's FaceStore as GET /v0/faces/ reads it. Rows are
+ * page of 100 is read through the service's FaceStore as GET /v0/faces/ reads it, with its links. Rows are
  * made in SQL (a one-value embedding: a listing never reads it).
  */
 async function listingCost(o: Options): Promise<void> {
@@ -260,6 +260,8 @@ async function listingCost(o: Options): Promise<void> {
       let n = 0;
       for await (const batch of listing.batches) n += batch.length;
       if (n !== 100) throw new Error(`a page of ${n} faces, not 100`);
+      // The links to the pages before and after, as the answer carries them.
+      await listing.links();
     };
     const middleOf = async (tenant: number) => Number((await sql<{ id: string }[]>`SELECT id FROM faces WHERE tenant_id = ${tenant} ORDER BY id LIMIT 1 OFFSET ${Math.floor(o.faces / (tenant === Number(solo.id) ? 2 : 2 * o.tenants))}`)[0].id);
     const costs: ListingCost[] = [];

@@ -36,7 +36,7 @@ export interface Listing<T> {
   links(): Promise<PageLinks>;
 }
 
-type Fragment = PendingQuery<Row[]>;
+export type Fragment = PendingQuery<Row[]>;
 
 export interface PagedQuery<T> {
   /** Ids only, for the page bounds and links: `where` and `order` filled in, `extra` a LIMIT/OFFSET. */

@@ -255,7 +255,7 @@ export class DbTokenVerifier implements TokenVerifier {
     return { accepted: this.accepted.size, refused: this.refused.size };
   }
 
-  /** Drops cached answers (tests; revocations in this process). */
+  /** Drops cached answers: after a change this process made (services/tenants.ts), and in tests. */
   clear(): void {
     this.accepted.clear();
     this.refused.clear();

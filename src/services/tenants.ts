@@ -21,6 +21,11 @@ export interface TenantAdminDeps {
   tokens: TokenStore;
   audit: AuditLog;
   writes: IndexWrites;
+  /**
+   * Drops this process's cached token answers, so that what a change refuses is refused here
+   * before the answer goes out; other processes hear of it by notification.
+   */
+  forgetTokens: () => void;
 }
 
 export function listTenants(deps: TenantAdminDeps): Promise<TenantRecord[]> {
@@ -34,16 +39,19 @@ export async function createTenant(deps: TenantAdminDeps, actor: Principal, name
   return made;
 }
 
-export function setTenantDisabled(deps: TenantAdminDeps, actor: Principal, name: string, disabled: boolean): Promise<void> {
-  return deps.tenants.setDisabled(actor, name, disabled);
+export async function setTenantDisabled(deps: TenantAdminDeps, actor: Principal, name: string, disabled: boolean): Promise<void> {
+  await deps.tenants.setDisabled(actor, name, disabled);
+  deps.forgetTokens();
 }
 
-export function setTenantLimits(deps: TenantAdminDeps, actor: Principal, name: string, limits: Partial<TenantLimits>): Promise<void> {
-  return deps.tenants.setLimits(actor, name, limits);
+export async function setTenantLimits(deps: TenantAdminDeps, actor: Principal, name: string, limits: Partial<TenantLimits>): Promise<void> {
+  await deps.tenants.setLimits(actor, name, limits);
+  deps.forgetTokens();
 }
 
 export async function deleteTenant(deps: TenantAdminDeps, actor: Principal, name: string): Promise<{ deleted: number; indexLag?: IndexLag }> {
   const gone = await deps.tenants.delete(actor, name);
+  deps.forgetTokens();
   // Its faces may be in any shard.
   const indexLag = await deps.writes.settle(gone.position, false);
   return { deleted: gone.faces, ...(indexLag ? { indexLag } : {}) };
@@ -59,6 +67,7 @@ export function createToken(deps: TenantAdminDeps, actor: Principal, name: strin
 
 export async function revokeToken(deps: TenantAdminDeps, actor: Principal, id: number): Promise<void> {
   if (!(await deps.tokens.revoke(actor, id))) throw notFound(`No active token with id ${id}`);
+  deps.forgetTokens();
 }
 
 export function auditEntries(deps: TenantAdminDeps, limit: number, before?: number): Promise<AuditEntry[]> {
