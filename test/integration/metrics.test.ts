@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findProjectRoot } from '../../src/config/index.js';
 import { TokenStore } from '../../src/db/tokens.js';
 import { form, sample, SAMPLE_FACES } from '../harness/images.js';
+import { parseMetrics } from '../harness/metrics-text.js';
 import { request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
 import { CLI_ACTOR } from '../../src/db/audit.js';
 
@@ -25,21 +26,10 @@ let photosBase: string;
 
 const call = (method: string, url: string, body?: FormData | object, as = token) => request(base, method, url, body, { Authorization: `Token ${as}` });
 
-/** The exposition text parsed into `name{labels}` → value (labels sorted, as written by prom-client). */
-function parse(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    out.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return out;
-}
-
 async function scrape(): Promise<Map<string, number>> {
   const r = await call('GET', '/metrics', undefined, OPERATOR);
   expect(r.status).toBe(200);
-  return parse(r.text);
+  return parseMetrics(r.text);
 }
 
 /** The value of one series, 0 when absent (a counter never incremented is not written). */
@@ -77,7 +67,7 @@ describe('GET /metrics', () => {
     const r = await call('GET', '/metrics', undefined, OPERATOR);
     expect(r.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     expect(r.text).toContain('# TYPE face_http_request_duration_seconds histogram');
-    const m = parse(r.text);
+    const m = parseMetrics(r.text);
     expect(value(m, 'process_resident_memory_bytes')).toBeGreaterThan(10_000_000);
     expect(value(m, 'face_db_pool_size{pool="main"}')).toBe(20);
     expect(value(m, 'face_db_pool_size{pool="listings"}')).toBe(4);

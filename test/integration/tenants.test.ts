@@ -20,6 +20,7 @@ import { CLI_ACTOR } from '../../src/db/audit.js';
 import { TenantStore } from '../../src/db/tenants.js';
 import { TokenStore, type TokenGrant } from '../../src/db/tokens.js';
 import { createLogger } from '../../src/log.js';
+import { parseMetrics } from '../harness/metrics-text.js';
 import { openEngine } from '../../src/native/engine.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 import { form, sample } from '../harness/images.js';
@@ -353,7 +354,7 @@ describe('fair shares', () => {
     // The photo requests in progress, as /metrics counts them: each hold is in place before the next step.
     const engineInFlight = async () => {
       const text = await (await fetch(`${base}/metrics`, { headers: auth('op') })).text();
-      return Number(/^face_http_inflight_requests\{class="engine"\} (\d+)$/m.exec(text)?.[1]);
+      return parseMetrics(text).get('face_http_inflight_requests{class="engine"}');
     };
     const holding = async (n: number) => {
       for (let i = 0; i < 200 && (await engineInFlight()) !== n; i++) await new Promise((r) => setTimeout(r, 20));
