@@ -62,6 +62,7 @@ import { connect, type Database } from '../../src/db/client.js';
 import { claimLayout, SHARD_RULE } from '../../src/db/layout.js';
 import { migrate } from '../../src/db/migrate.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/open.js';
+import { searchScope } from '../../src/db/tenants.js';
 import { openFaceIndex } from '../../src/native/face-index.js';
 import { parseOptions, runAsScript, saveJson } from '../lib/args.js';
 import { Rng } from '../../test/harness/reliability/outcome.js';
@@ -685,7 +686,7 @@ async function runLayout(ctx: Context, servers: number): Promise<LayoutReport> {
     const queryRows = vectors.queries.length / dims;
     const fanOut = async (i: number) => {
       const q = vectors.queries.subarray((i % queryRows) * dims, ((i % queryRows) + 1) * dims);
-      const answers = await Promise.all(shardClients.map((c, k) => c.search(q, N, undefined, layout[k], DEADLINE_MS)));
+      const answers = await Promise.all(shardClients.map((c, k) => c.search(q, N, searchScope(FIRST_TENANT), layout[k], DEADLINE_MS)));
       for (const a of answers) if (a.results[0].missing.length) throw new Error(`shards ${a.results[0].missing.join(', ')} not searched`);
       const top = mergeMatches(answers.map((a) => a.results[0].matches), N);
       if (top.length !== N) throw new Error(`${top.length} matches`);
@@ -765,7 +766,7 @@ async function baseMemory(ctx: Context, emptyUrl: string, ids: number[]): Promis
   try {
     const client = new ShardClient(node.base, TOKEN);
     const dims = ctx.vectors.dims;
-    for (let i = 0; i < 500; i++) await client.search(ctx.vectors.queries.subarray((i % 100) * dims, ((i % 100) + 1) * dims), N, undefined, ids, DEADLINE_MS);
+    for (let i = 0; i < 500; i++) await client.search(ctx.vectors.queries.subarray((i % 100) * dims, ((i % 100) + 1) * dims), N, searchScope(FIRST_TENANT), ids, DEADLINE_MS);
     return memoryOf(node.pid);
   } finally {
     await stopNode(node);

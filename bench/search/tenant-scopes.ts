@@ -25,7 +25,7 @@ import { Bench } from 'tinybench';
 import { FaceStore } from '../../src/db/faces.js';
 import { openDatabase } from '../../src/db/open.js';
 import { PhotoBlobs, PhotoStore } from '../../src/db/photos.js';
-import { searchScope } from '../../src/db/tenants.js';
+import { scopeKey, searchScope } from '../../src/db/tenants.js';
 import { openFaceIndex, type FaceIndex, type IndexChange } from '../../src/native/face-index.js';
 import { parseOptions, runAsScript } from '../lib/args.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
@@ -198,13 +198,13 @@ async function main(o: Options): Promise<number> {
   });
   const rows: Measured[] = [];
   await withIndex(o, async (index) => {
-    const built = await build(index, d, o, () => [searchScope(1)]);
-    rows.push(await measure(`one tenant of ${o.faces}, its scope`, index, d, o, () => searchScope(1), truthAll, built));
+    const built = await build(index, d, o, () => [scopeKey(searchScope(1))]);
+    rows.push(await measure(`one tenant of ${o.faces}, its scope`, index, d, o, () => scopeKey(searchScope(1)), truthAll, built));
     rows.push(await measure(`one tenant of ${o.faces}, no scope (before tenants)`, index, d, o, () => undefined, truthAll, built));
   });
   await withIndex(o, async (index) => {
-    const built = await build(index, d, o, (r) => [searchScope(tenantOf(r, o.tenants))]);
-    rows.push(await measure(`${o.tenants} tenants of ${perTenant}, the query's tenant`, index, d, o, (q) => searchScope(tenantOf(d.of[q], o.tenants)), truthTenant, built));
+    const built = await build(index, d, o, (r) => [scopeKey(searchScope(tenantOf(r, o.tenants)))]);
+    rows.push(await measure(`${o.tenants} tenants of ${perTenant}, the query's tenant`, index, d, o, (q) => scopeKey(searchScope(tenantOf(d.of[q], o.tenants))), truthTenant, built));
   });
   const ref = rows[0];
   console.log('\n| layout | recall@1 | p50 ms | p99 ms | searches/s | p50 vs one tenant | memory MiB | build s |');

@@ -120,7 +120,7 @@ export async function pruneChanges(sql: Sql, through: number): Promise<number> {
 }
 
 /**
- * The search scopes of face row `f` (tenants.ts `searchScope`): its tenant's, then its tenant's
+ * The search scopes of face row `f`, as tenants.ts `scopeKey` spells them: its tenant's, then its tenant's
  * name for each gallery it is in besides `default`, sorted. Searches filter by one of them.
  */
 const scopesOf = (sql: Sql | TransactionSql) => sql`

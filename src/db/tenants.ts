@@ -18,9 +18,34 @@ import { DEFAULT_GALLERY, GALLERY_NAME } from './galleries.js';
 import type { PhotoStore } from './photos.js';
 import { TOKENS_CHANGED } from './tokens.js';
 
-/** What the shards filter a search by: a tenant's faces (its `default`), or one of its galleries. */
-export function searchScope(tenant: number, gallery?: string): string {
-  return gallery === undefined || gallery === DEFAULT_GALLERY ? `t${tenant}` : `t${tenant}/${gallery}`;
+declare const scoped: unique symbol;
+
+/**
+ * Where a search looks: a tenant's faces (its `default` gallery), or one of its other galleries.
+ * Made by `searchScope` alone, so a search cannot be given a tenant-less or hand-spelled scope;
+ * it travels as its two fields (the shard wire sends `tenant` and `gallery`) and becomes the key
+ * the shards filter by (`scopeKey`) only where a search meets an index.
+ */
+export interface SearchScope {
+  readonly tenant: number;
+  /** Absent: the tenant's `default`, which holds every face of the tenant. */
+  readonly gallery?: string;
+  readonly [scoped]: true;
+}
+
+/** The scope of tenant `tenant`'s faces, or of its gallery `gallery`. */
+export function searchScope(tenant: number, gallery?: string): SearchScope {
+  if (!Number.isSafeInteger(tenant) || tenant < 1) throw new RangeError(`not a tenant id: ${tenant}`);
+  if (gallery !== undefined && !GALLERY_NAME.test(gallery)) throw new RangeError(`not a gallery name: ${gallery}`);
+  return (gallery === undefined || gallery === DEFAULT_GALLERY ? { tenant } : { tenant, gallery }) as SearchScope;
+}
+
+/**
+ * The key an index files a face under for `scope`, as the change log writes them (change-log.ts
+ * `scopesOf`): `t<tenant>`, or `t<tenant>/<gallery>`.
+ */
+export function scopeKey(scope: SearchScope): string {
+  return scope.gallery === undefined ? `t${scope.tenant}` : `t${scope.tenant}/${scope.gallery}`;
 }
 
 export interface TenantLimits {

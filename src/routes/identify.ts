@@ -86,6 +86,14 @@ export const identifyResponse = z.object({
     .array(historyEvent)
     .optional()
     .meta({ description: 'Only with cam_id: the history event recorded for each face searched, in the order of results.' }),
+  unaligned: z
+    .array(z.string())
+    .optional()
+    .meta({
+      description:
+        "Only when some exist: the keys of results whose box is a caller's box in which the detector found no face. Such a face was " +
+        'cropped upright rather than aligned on its landmarks, so its matches are less reliable.',
+    }),
 });
 
 /** The result key of a face: its box as JSON text with ", " between the numbers. */
@@ -114,7 +122,12 @@ export function registerIdentify(registry: RouteRegistry, deps: IdentifyDeps): v
     for (const r of found.results) {
       results[resultKey(r.face)] = r.matches.map((m) => ({ confidence: m.confidence, face: renderFace(m.face, base) }));
     }
-    const body = found.sightings ? { results, sightings: found.sightings.map((e) => renderEvent(e, base)) } : { results };
+    const unaligned = found.results.filter((r) => !r.face.aligned).map((r) => resultKey(r.face));
+    const body = {
+      results,
+      ...(found.sightings ? { sightings: found.sightings.map((e) => renderEvent(e, base)) } : {}),
+      ...(unaligned.length ? { unaligned } : {}),
+    };
     return Reply.json(body, 200, liveServersHeader(found));
   }
 

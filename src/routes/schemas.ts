@@ -142,7 +142,17 @@ const int = z.number().int();
 
 /** Bounding box as returned: keys in the order x1, y1, x2, y2. */
 export const boxOutput = z
-  .object({ x1: int, y1: int, x2: int, y2: int })
+  .object({
+    x1: int,
+    y1: int,
+    x2: int,
+    y2: int,
+    aligned: z.literal(false).optional().meta({
+      description:
+        "Only on a caller's box in which the detector found no face: that face was cropped upright rather than aligned on its " +
+        'landmarks, so its confidence is less reliable. A box that names a face the detector finds is that face, embedded as without the box.',
+    }),
+  })
   .meta({ id: 'BoundingBox', description: 'Pixel coordinates of the top-left (x1,y1) and bottom-right (x2,y2) corners in the upright image.' });
 
 export const errorBody = z

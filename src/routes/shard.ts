@@ -34,7 +34,8 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     request: z.object({
       vectors: z.custom<Buffer>((v) => Buffer.isBuffer(v), { message: `expected a ${VECTORS_TYPE} body` }),
       n: numberParam(z.number().int().min(1).max(deps.maxN)).meta({ description: `Matches per query, 1 to ${deps.maxN}.` }),
-      gallery: galleryName.optional().meta({ description: 'Only faces of this gallery (absent: all).' }),
+      tenant: numberParam(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).meta({ description: 'Whose faces: only faces of this tenant are searched and counted.' }),
+      gallery: galleryName.optional().meta({ description: "Only faces of this gallery of the tenant's (absent: its `default`, which holds all its faces)." }),
       shards: z
         .string()
         .regex(/^\d+(,\d+)*$/, 'expected shard numbers separated by commas')
@@ -48,7 +49,7 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     }),
     response: { status: 200, description: 'The matches per query.', schema: searchAnswer },
     errors: [],
-    handler: ({ input }) => server.search(input.vectors, input.n, input.gallery, input.shards),
+    handler: ({ input }) => server.search(input.vectors, input.n, { tenant: input.tenant, gallery: input.gallery }, input.shards),
   });
 
   registry.define({

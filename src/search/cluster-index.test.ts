@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { SHARD_RULE } from '../db/layout.js';
+import { searchScope } from '../db/tenants.js';
 import { createLogger } from '../log.js';
 import { checkOwnership, ClusterIndex, mergeMatches } from './cluster-index.js';
 
@@ -67,7 +68,7 @@ describe('faces searched across servers', () => {
       log: createLogger('silent'),
     });
     try {
-      const [r] = await cluster.searchBatch(new Float32Array([1, 0]), 1, 'staff');
+      const [r] = await cluster.searchBatch(new Float32Array([1, 0]), 1, searchScope(1, 'staff'));
       return r.faces;
     } finally {
       cluster.close();

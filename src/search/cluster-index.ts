@@ -12,11 +12,12 @@
  * it answers again. Nothing here needs another API node: any number run side
  * by side.
  */
+import type { SearchScope } from '../db/tenants.js';
 import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { shardOf } from '../native/face-index.js';
 import type { IndexLag, SearchOutcome, SearchShards, ServerCount, ShardView } from './search-shards.js';
-import { ShardClient } from './shard-client.js';
+import { ShardClient, ShardRefused } from './shard-client.js';
 import type { StrangerHits } from './stranger-index.js';
 import type { SearchAnswer, WireShard } from './shard-wire.js';
 
@@ -168,27 +169,34 @@ export class ClusterIndex implements SearchShards {
    * Server `i`'s answer to a search; undefined when it is out (it missed its
    * last call, or does not fit the deployment) or misses this one. A server
    * out is not asked until a state poll finds it back (within a second), so
-   * one that stopped answering costs searches no deadline each.
+   * one that stopped answering costs searches no deadline each. A server
+   * that refuses the search (4xx) answered: this search goes without it, and
+   * it stays in service for every other, so one bad request cannot take it
+   * out.
    */
-  private async ask(i: number, queries: Float32Array, n: number, gallery: string | undefined): Promise<SearchAnswer | undefined> {
+  private async ask(i: number, queries: Float32Array, n: number, scope: SearchScope): Promise<SearchAnswer | undefined> {
     if (!this.seen[i].up) return undefined;
     try {
-      const answer = await this.clients[i].search(queries, n, gallery, this.opts.servers[i].shards, this.opts.deadlineMs);
+      const answer = await this.clients[i].search(queries, n, scope, this.opts.servers[i].shards, this.opts.deadlineMs);
       this.note(i, answer);
       return answer;
     } catch (err) {
+      if (err instanceof ShardRefused) {
+        this.opts.log.error({ server: this.opts.servers[i].url, err: err.message }, 'shard server refused a search; this search goes without it');
+        return undefined;
+      }
       if (this.seen[i].up) this.opts.log.warn({ server: this.opts.servers[i].url, err: (err as Error).message }, 'shard server missed a search; searching without it');
       this.seen[i].up = false;
       return undefined;
     }
   }
 
-  async searchBatch(queries: Float32Array, n: number, gallery?: string): Promise<SearchOutcome[]> {
+  async searchBatch(queries: Float32Array, n: number, scope: SearchScope): Promise<SearchOutcome[]> {
     const count = queries.length / this.opts.dims;
     if (!Number.isInteger(count) || count === 0) {
       throw new DomainError('BAD_PARAM', `queries must be whole ${this.opts.dims}-value embeddings`);
     }
-    const answers = await Promise.all(this.clients.map((_, i) => this.ask(i, queries, n, gallery)));
+    const answers = await Promise.all(this.clients.map((_, i) => this.ask(i, queries, n, scope)));
     const total = this.clients.length;
     return Array.from({ length: count }, (_, q) => {
       const got = answers.map((a) => a?.results[q]);
@@ -280,8 +288,9 @@ export class ClusterIndex implements SearchShards {
           const a = await this.clients[i].waitFor(position, timeoutMs, timeoutMs + this.opts.deadlineMs);
           this.note(i, a);
           return a.reached && (!findable || this.live(i));
-        } catch {
-          this.seen[i].up = false;
+        } catch (err) {
+          // A refusal (4xx) is this call's fault; the server answered and stays in service.
+          if (!(err instanceof ShardRefused)) this.seen[i].up = false;
           return false;
         }
       }),

@@ -7,6 +7,7 @@
  * of a cluster, or, in one process, the shards themselves (each is served on
  * its own).
  */
+import { scopeKey, type SearchScope } from '../db/tenants.js';
 import type { FaceIndex, IndexSearchResult, ShardInfo } from '../native/face-index.js';
 
 /** One shard as last seen; `unreachable`: its server did not answer in time. */
@@ -34,9 +35,9 @@ export interface IndexLag {
 export interface SearchShards {
   /**
    * One search per query (`queries` holds them one after another), in the order given, among
-   * the faces of `scope` (db/tenants.ts `searchScope`: a tenant's faces or one of its galleries).
+   * the faces of `scope` (a tenant's faces or one of its galleries).
    */
-  searchBatch(queries: Float32Array, n: number, scope: string): Promise<SearchOutcome[]>;
+  searchBatch(queries: Float32Array, n: number, scope: SearchScope): Promise<SearchOutcome[]>;
   /** Every shard of the deployment as last seen; never waits. */
   shards(): ShardView[];
   /** Servers in service out of all, as last seen; never waits. */
@@ -65,8 +66,8 @@ export function localShards(index: FaceIndex, follower: IndexFollower): SearchSh
     return { live: shards.length - down.length, total: shards.length, down };
   };
   return {
-    async searchBatch(queries, n, gallery) {
-      const results = await index.searchBatch(queries, n, gallery);
+    async searchBatch(queries, n, scope) {
+      const results = await index.searchBatch(queries, n, scopeKey(scope));
       return results.map((r) => ({ ...r, down: r.missing.map(String) }));
     },
     shards: () => index.shards(),

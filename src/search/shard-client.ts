@@ -4,6 +4,7 @@
  * server of another version fails loudly instead of being misread.
  */
 import type { z } from 'zod';
+import type { SearchScope } from '../db/tenants.js';
 import {
   encodeQueries,
   MAX_WAIT_MS,
@@ -17,6 +18,14 @@ import {
   type StateAnswer,
   type StrangerAnswer,
 } from './shard-wire.js';
+
+/**
+ * The server answered and refused the call (4xx): the call was at fault, not the server, which
+ * stays in service. Timeouts, refused connections and 5xx are plain errors: the server failed.
+ */
+export class ShardRefused extends Error {
+  override readonly name = 'ShardRefused';
+}
 
 export class ShardClient {
   private readonly auth: string;
@@ -35,13 +44,21 @@ export class ShardClient {
       signal: AbortSignal.timeout(deadlineMs),
     });
     const text = await res.text();
-    if (!res.ok) throw new Error(`${res.status} from ${this.url}${path.split('?')[0]}: ${text.slice(0, 200)}`);
+    if (!res.ok) {
+      const what = `${res.status} from ${this.url}${path.split('?')[0]}: ${text.slice(0, 200)}`;
+      throw res.status >= 400 && res.status < 500 ? new ShardRefused(what) : new Error(what);
+    }
     return schema.parse(JSON.parse(text));
   }
 
-  /** Searches the shards named in `shards` of those the server holds. */
-  search(queries: Float32Array, n: number, gallery: string | undefined, shards: number[], deadlineMs: number): Promise<SearchAnswer> {
-    const q = new URLSearchParams({ n: String(n), shards: shards.join(','), ...(gallery !== undefined ? { gallery } : {}) });
+  /** Searches `scope` on the shards named in `shards` of those the server holds. */
+  search(queries: Float32Array, n: number, scope: SearchScope, shards: number[], deadlineMs: number): Promise<SearchAnswer> {
+    const q = new URLSearchParams({
+      n: String(n),
+      shards: shards.join(','),
+      tenant: String(scope.tenant),
+      ...(scope.gallery !== undefined ? { gallery: scope.gallery } : {}),
+    });
     return this.call(`/v0/shard/search?${q}`, searchAnswer, deadlineMs, {
       method: 'POST',
       headers: { 'content-type': VECTORS_TYPE },

@@ -6,6 +6,7 @@
  * server (cluster-index.ts) is refreshed by each call. The shapes are
  * shard-wire.ts's, which the API node checks.
  */
+import { scopeKey, searchScope } from '../db/tenants.js';
 import { invalid, unavailable } from '../errors.js';
 import type { FaceIndex, ShardInfo } from '../native/face-index.js';
 import type { IndexFollower } from './search-shards.js';
@@ -30,15 +31,17 @@ export class ShardServer {
   ) {}
 
   /**
-   * Top `n` per query of `vectors` (the binary query body) over the live
-   * shards held here, or over `shards` of them; shards not live are listed
-   * as missing, never waited for.
+   * Top `n` per query of `vectors` (the binary query body) among the faces
+   * of the tenant's `gallery` (absent: all its faces) over the live shards
+   * held here, or over `shards` of them; shards not live are listed as
+   * missing, never waited for.
    */
-  async search(vectors: Buffer, n: number, gallery: string | undefined, shards: number[] | undefined): Promise<SearchAnswer> {
+  async search(vectors: Buffer, n: number, where: { tenant: number; gallery?: string }, shards: number[] | undefined): Promise<SearchAnswer> {
+    const scope = searchScope(where.tenant, where.gallery);
     const { dims } = this.layout;
     const queries = decodeQueries(vectors, dims);
     if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${dims} float32 values`);
-    const results = await this.index.searchBatch(queries, n, gallery, shards);
+    const results = await this.index.searchBatch(queries, n, scopeKey(scope), shards);
     return { ...this.served(), results: results.map((r) => ({ matches: r.matches, missing: r.missing, faces: r.faces })) };
   }
 

@@ -29,7 +29,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { HistoryStore, Representative } from '../db/history-store.js';
-import { searchScope } from '../db/tenants.js';
+import { scopeKey, searchScope } from '../db/tenants.js';
 import type { Logger } from '../log.js';
 import { oneAtATime } from '../one-at-a-time.js';
 import { openFaceIndex, type FaceIndex, type IndexOptions } from '../native/face-index.js';
@@ -197,7 +197,7 @@ export class StrangerIndex implements StrangerSearch {
     await this.catchUp(upTo);
     if (this.size() === 0) return Array.from({ length: rows.length / this.opts.dims }, () => ({ hits: [], searched: 0 }));
     // Only the tenant's strangers, and only they count as searched.
-    const found = await this.index.searchBatch(rows, n, searchScope(tenant));
+    const found = await this.index.searchBatch(rows, n, scopeKey(searchScope(tenant)));
     return found.map((r) => ({
       hits: r.matches.flatMap((m) => {
         const rep = this.bySighting.get(m.id);
@@ -223,7 +223,7 @@ export class StrangerIndex implements StrangerSearch {
       list.sort((a, b) => b.quality - a.quality);
       this.reps.set(rep.person, list);
       this.bySighting.set(rep.sightingId, held);
-      changes.push({ position: ++this.position, op: 'upsert', id: rep.sightingId, vector, galleries: [searchScope(rep.tenant)] });
+      changes.push({ position: ++this.position, op: 'upsert', id: rep.sightingId, vector, galleries: [scopeKey(searchScope(rep.tenant))] });
       for (const out of list.splice(STRANGER_REPRESENTATIVES)) changes.push(this.drop(out.sightingId));
     }
     if (changes.length) await this.index.apply(changes);

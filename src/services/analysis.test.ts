@@ -3,7 +3,7 @@ import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
 import { requireQuality, selectFaces, subjectOf, SUBJECT_AREA_MARGIN } from './analysis.js';
 
-const face = (x1: number, quality: number): FaceResult => ({ x1, y1: 0, x2: x1 + 80, y2: 80, score: 0.9, quality, landmarks: [] });
+const face = (x1: number, quality: number): FaceResult => ({ x1, y1: 0, x2: x1 + 80, y2: 80, score: 0.9, aligned: true, quality, landmarks: [] });
 
 describe('requireQuality', () => {
   const faces = [face(0, 0.8), face(100, 0.2), face(200, 0.5)];
@@ -42,6 +42,7 @@ describe('the subject of a photo', () => {
     x2: cx + side / 2,
     y2: cy + side / 2,
     score: 0.9,
+    aligned: true,
     quality: 0.7,
     landmarks: [],
   });

@@ -27,6 +27,14 @@ export function boxOf(f: { x1: number; y1: number; x2: number; y2: number }): Bo
   return { x1: f.x1, y1: f.y1, x2: f.x2, y2: f.y2 };
 }
 
+/**
+ * A face's box as an answer shows it, flagged `aligned: false` where it is a caller's box in which
+ * the detector found no face: that face was cropped upright, not aligned, and embeds less reliably.
+ */
+export function answeredBox(f: { x1: number; y1: number; x2: number; y2: number; aligned: boolean }): BoxObject & { aligned?: false } {
+  return f.aligned ? boxOf(f) : { ...boxOf(f), aligned: false };
+}
+
 /** Engine failures that say nothing about the photo (the service's state, the request's fate): they name no parameter. */
 const NOT_THE_PHOTO = new Set<ErrorCode>(['INTERNAL', 'SERVICE_UNAVAILABLE', 'OVERLOADED', 'SHARDS_UNAVAILABLE', 'DEADLINE_EXCEEDED', 'CLIENT_CLOSED']);
 

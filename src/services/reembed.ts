@@ -250,8 +250,8 @@ export class EmbeddingMigration {
 export function duringMigration(index: SearchShards, migration: EmbeddingMigration): SearchShards {
   return {
     ...index,
-    async searchBatch(queries, n, gallery) {
-      const results = await index.searchBatch(queries, n, gallery);
+    async searchBatch(queries, n, scope) {
+      const results = await index.searchBatch(queries, n, scope);
       if (!migration.running()) return results;
       const all = index.shards().map((s) => s.shard);
       return results.map((r) => ({ ...r, live: 0, missing: all, down: all.map(String) }));

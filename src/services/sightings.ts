@@ -8,6 +8,7 @@ import type { TransactionSql } from '../db/client.js';
 import type { Reach } from '../db/faces.js';
 import type { HistoryEvent, HistoryStore, Sighting, SightingFace } from '../db/history-store.js';
 import { sha256Hex } from '../db/photos.js';
+import type { SearchScope } from '../db/tenants.js';
 import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
 import { oneAtATime, type OneAtATime } from '../one-at-a-time.js';
@@ -21,7 +22,7 @@ import { photoUrlOf, type PhotoInput } from './photo-source.js';
  * confidence reaches `threshold` (`none`: the most similar at all): the same decision as
  * identify's, so a stranger seen by a camera is not filed under a known person.
  */
-export async function bestMatches(index: SearchShards, scope: string, rows: Float32Array, threshold: ThresholdPreset | number | undefined): Promise<(number | undefined)[]> {
+export async function bestMatches(index: SearchShards, scope: SearchScope, rows: Float32Array, threshold: ThresholdPreset | number | undefined): Promise<(number | undefined)[]> {
   const found = await index.searchBatch(rows, 1, scope);
   return found.map(({ matches: [best], faces }) => {
     return best && identifyAccepts(threshold, faces)(best.similarity) ? best.id : undefined;

@@ -7,7 +7,7 @@
  * confidences, and with a threshold the verdicts.
  */
 import { isVerified, resolveThreshold, toConfidence, type ThresholdPreset } from './calibration.js';
-import { boxOf, pickRows, selectFaces, type Box, type BoxObject, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
+import { answeredBox, pickRows, selectFaces, type Box, type BoxObject, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import type { PhotoInput } from './photo-source.js';
 
 export interface VerifyRequest {
@@ -20,8 +20,8 @@ export interface VerifyRequest {
 }
 
 export interface Pair {
-  bbox1: BoxObject;
-  bbox2: BoxObject;
+  bbox1: BoxObject & { aligned?: false };
+  bbox2: BoxObject & { aligned?: false };
   confidence: number;
   /** confidence ≥ threshold; absent when the threshold is none. */
   verified?: boolean;
@@ -54,7 +54,7 @@ export async function verify(faces: PhotoAnalysis, party: number, req: VerifyReq
     let matched = false;
     pick2.forEach((j, c) => {
       const confidence = toConfidence(sims[r * pick2.length + c]);
-      const pair: Pair = { bbox1: boxOf(a.faces[i]), bbox2: boxOf(b.faces[j]), confidence };
+      const pair: Pair = { bbox1: answeredBox(a.faces[i]), bbox2: answeredBox(b.faces[j]), confidence };
       if (threshold !== null) {
         pair.verified = isVerified(confidence, threshold);
         matched ||= pair.verified;

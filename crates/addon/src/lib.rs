@@ -105,8 +105,11 @@ pub struct FaceResult {
     pub y1: i32,
     pub x2: i32,
     pub y2: i32,
-    /// Detector score 0..1 (1 for caller-given boxes).
+    /// Detector score 0..1 (1 for a caller's box that names none of the detector's faces).
     pub score: f64,
+    /// Cut along its keypoints; false for a caller's box where the detector found no face,
+    /// cropped upright.
+    pub aligned: bool,
     /// Recognition quality 0..1: detector score x size factor x frontality (0 without landmarks).
     pub quality: f64,
     /// Flat [x, y, ...] keypoints used for alignment, in the detector's order. YuNet: right eye,
@@ -450,6 +453,7 @@ fn js_analysis(a: CoreAnalysis) -> Analysis {
                 x2: f.x2,
                 y2: f.y2,
                 score: f.score as f64,
+                aligned: f.aligned,
                 quality: f.quality as f64,
                 landmarks: f.landmarks.into_iter().map(|v| v as f64).collect(),
                 age: f.age,

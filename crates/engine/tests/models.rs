@@ -113,15 +113,24 @@ fn caller_boxes_give_the_same_identity() {
     let sims = Engine::similarity(&detected.embeddings, &given.embeddings, dim).unwrap();
     let n = boxes.len();
     for i in 0..n {
+        // The box names the detector's own face: the same keypoints, crop and embedding.
         let same = sims[i * n + (n - 1 - i)];
-        assert!(same > 0.9, "face {i}: same face via its box scores {same}: {boxes:?} {:?}", given.faces.iter().map(|f| (f.x1, f.y1, f.x2, f.y2, f.landmarks.len())).collect::<Vec<_>>());
-        for j in 0..n {
-            if j != n - 1 - i {
-                assert!(sims[i * n + j] < same, "face {i} is closer to another face");
-            }
-        }
+        assert!(same > 0.9999, "face {i}: same face via its box scores {same}: {boxes:?} {:?}", given.faces.iter().map(|f| (f.x1, f.y1, f.x2, f.y2, f.landmarks.len())).collect::<Vec<_>>());
+        let (d, g) = (&detected.faces[i], &given.faces[n - 1 - i]);
+        assert_eq!((g.x1, g.y1, g.x2, g.y2), (d.x1, d.y1, d.x2, d.y2));
+        assert_eq!((g.score, &g.landmarks, g.aligned), (d.score, &d.landmarks, true));
     }
-    assert!(given.faces.iter().all(|f| f.score == 1.0 && f.landmarks.len() == 10));
+    // A box shifted by a fifth of the face's side still names that face, and is reported as given.
+    let f = &detected.faces[0];
+    let shift = (f.x2 - f.x1) as f32 / 5.0;
+    let loose = [f.x1 as f32 + shift, f.y1 as f32, f.x2 as f32 + shift, f.y2 as f32];
+    let near = engine.analyze(&bytes, &AnalyzeOptions { boxes: Some(vec![loose]), ..ALL }).unwrap();
+    assert_eq!((near.faces[0].aligned, &near.faces[0].landmarks), (true, &detected.faces[0].landmarks));
+    assert_eq!(near.faces[0].x1, loose[0].round() as i32);
+    // Where there is no face at all, the box is cropped upright and says so.
+    let (w, h) = (detected.width as f32, detected.height as f32);
+    let empty = engine.analyze(&bytes, &AnalyzeOptions { boxes: Some(vec![[w - 40.0, h - 40.0, w - 1.0, h - 1.0]]), ..ALL }).unwrap();
+    assert!(!empty.faces[0].aligned && empty.faces[0].landmarks.is_empty() && empty.faces[0].score == 1.0);
     // Out-of-image and inverted boxes are refused.
     let bad = engine.analyze(&bytes, &AnalyzeOptions { boxes: Some(vec![[5000.0, 10.0, 5100.0, 100.0]]), ..DETECT_ONLY });
     assert_eq!(bad.unwrap_err().code(), "BAD_PARAM");

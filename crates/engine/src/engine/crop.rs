@@ -49,6 +49,8 @@ pub(super) struct Candidate {
     pub(super) det: Detection,
     /// Whether `det`'s keypoints were found (a caller's box without them is cropped upright).
     pub(super) has_keypoints: bool,
+    /// The caller's box, reported instead of `det`'s, where `det` is the detector's face it names.
+    pub(super) shown: Option<Detection>,
 }
 
 /// A recogniser-type stage's input and where the face sits in it.

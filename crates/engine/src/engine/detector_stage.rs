@@ -42,8 +42,17 @@ const WHOLE_PHOTO_MARGIN: f32 = 0.1;
 const LARGE_FACE_FRACTION: f32 = 0.2;
 
 /// Input side of the detector pass that looks for keypoints around a caller's box (the box
-/// then spans half of it, well within what the detector finds).
+/// then spans a half or a third of it, well within what the detector finds).
 pub(super) const CALLER_BOX_INPUT: f32 = 320.0;
+
+/// The windows around a caller's box that the photo's own detection did not explain, as
+/// multiples of the box's longer side: the first that finds the face wins.
+const CALLER_BOX_WINDOWS: [f32; 2] = [2.0, 3.0];
+
+/// Overlap (IoU) from which a detection is the face a caller's box names. Boxes of other
+/// detectors are looser or tighter than ours; two faces' boxes overlap this much only in
+/// a crowd pressed together, where the larger overlap wins.
+const CALLER_BOX_IOU: f32 = 0.3;
 
 /// How YuNet's detections from overlapping windows are merged.
 const YUNET_NMS: NmsOptions = NmsOptions { iou: 0.3, containment: 0.65, weighted: false };
@@ -145,10 +154,13 @@ impl DetectorStage {
             .collect())
     }
 
-    /// Caller boxes are validated, then the detector looks inside each (with some margin) for
-    /// keypoints so that the crop can still be aligned; a box where it finds none is cropped
-    /// upright.
-    pub(super) fn caller_boxes(&self, img: &Arc<RgbImage>, boxes: &[[f32; 4]]) -> Result<Vec<Candidate>> {
+    /// The faces the caller's boxes name. A box is a way to name a face, not to change how it is
+    /// embedded: a box that overlaps one of the detector's own faces on the photo (as detect finds
+    /// them) is that face, cut, aligned and embedded exactly as without the box. A box the photo's
+    /// detection does not explain (a face below the smallest searched, another detector's box)
+    /// gets passes of its own around it, at CALLER_BOX_WINDOWS scales, for keypoints; one where
+    /// none finds any is cropped upright, and reported as not aligned.
+    pub(super) fn caller_boxes(&self, img: &Arc<RgbImage>, boxes: &[[f32; 4]], photo_per_pixel: f32, heavy: bool, cancel: &CancelToken) -> Result<Vec<Candidate>> {
         let (w, h) = img.dimensions();
         for (i, b) in boxes.iter().enumerate() {
             let [x1, y1, x2, y2] = *b;
@@ -162,9 +174,35 @@ impl DetectorStage {
         if boxes.len() > 1024 {
             return Err(EngineError::BadParam("at most 1024 boxes per image".into()));
         }
-        // Each box is its own pass at its own scale: a square twice the box's side around it.
+        let given: Vec<Detection> = boxes.iter().map(|b| Detection { score: 1.0, x1: b[0], y1: b[1], x2: b[2], y2: b[3], keypoints: Vec::new() }).collect();
+        let detected = self.detect(img, photo_per_pixel, heavy, cancel)?;
+        let mut found: Vec<Option<Detection>> = given.iter().map(|g| best_overlap(g, detected.iter().cloned())).collect();
+        for factor in CALLER_BOX_WINDOWS {
+            let missing: Vec<usize> = (0..boxes.len()).filter(|&i| found[i].is_none()).collect();
+            if missing.is_empty() {
+                break;
+            }
+            cancel.check()?;
+            let around: Vec<[f32; 4]> = missing.iter().map(|&i| boxes[i]).collect();
+            for (&i, dets) in missing.iter().zip(self.windows_around(img, &around, factor)?) {
+                found[i] = best_overlap(&given[i], dets.into_iter());
+            }
+        }
+        Ok(given
+            .into_iter()
+            .zip(found)
+            .map(|(given, found)| match found {
+                Some(det) => Candidate { det, has_keypoints: true, shown: Some(given) },
+                None => Candidate { det: given, has_keypoints: false, shown: None },
+            })
+            .collect())
+    }
+
+    /// The detector's faces in a square window around each box, `factor` times the box's longer
+    /// side (in photo pixels): one pass each, at the box's own scale.
+    fn windows_around(&self, img: &Arc<RgbImage>, boxes: &[[f32; 4]], factor: f32) -> Result<Vec<Vec<Detection>>> {
         let pass_for = |b: &[f32; 4], input: f32| {
-            let side = (b[2] - b[0]).max(b[3] - b[1]) * 2.0;
+            let side = (b[2] - b[0]).max(b[3] - b[1]) * factor;
             Pass { origin_x: (b[0] + b[2]) / 2.0 - side / 2.0, origin_y: (b[1] + b[3]) / 2.0 - side / 2.0, scale: side / input, level: 0, tiled: false }
         };
         let (passes, results) = match self {
@@ -184,29 +222,21 @@ impl DetectorStage {
             }
             DetectorStage::Yunet { batcher, .. } => {
                 let side = CALLER_BOX_INPUT as u32;
-                let windows: Vec<yunet::Window> = boxes
-                    .iter()
-                    .map(|b| yunet::Window::around(pass_for(b, CALLER_BOX_INPUT), side))
-                    .collect();
+                let windows: Vec<yunet::Window> = boxes.iter().map(|b| yunet::Window::around(pass_for(b, CALLER_BOX_INPUT), side)).collect();
                 (windows.iter().map(|win| win.pass).collect(), batcher.run(WindowJob::each(img, &windows))?)
             }
         };
-        let mut out = Vec::with_capacity(boxes.len());
-        for ((b, pass), dets) in boxes.iter().zip(&passes).zip(results) {
-            let given = Detection { score: 1.0, x1: b[0], y1: b[1], x2: b[2], y2: b[3], keypoints: Vec::new() };
-            let best = dets
-                .iter()
-                .map(|d| pass.to_photo(d))
-                .map(|d| (given.iou(&d), d))
-                .filter(|(iou, _)| *iou > 0.3)
-                .max_by(|a, b| a.0.total_cmp(&b.0));
-            match best {
-                Some((_, found)) => out.push(Candidate { det: Detection { keypoints: found.keypoints, ..given }, has_keypoints: true }),
-                None => out.push(Candidate { det: given, has_keypoints: false }),
-            }
-        }
-        Ok(out)
+        Ok(passes.iter().zip(results).map(|(pass, dets)| dets.iter().map(|d| pass.to_photo(d)).collect()).collect())
     }
+}
+
+/// Of `candidates`, the one overlapping `given` most, when by more than CALLER_BOX_IOU.
+fn best_overlap(given: &Detection, candidates: impl Iterator<Item = Detection>) -> Option<Detection> {
+    candidates
+        .map(|d| (given.iou(&d), d))
+        .filter(|(iou, _)| *iou > CALLER_BOX_IOU)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, d)| d)
 }
 
 /// BlazeFace: a padded whole-photo pass plus tiles, merged by one weighted NMS.

@@ -44,6 +44,8 @@ impl Inner {
         };
         for (c, out) in candidates.iter().zip(outs) {
             let d = &to_photo(&c.det);
+            // A caller's box is reported as given, whichever face of the detector's it names.
+            let shown = &c.shown.as_ref().map(to_photo).unwrap_or_else(|| d.clone());
             let clamp_x = |v: f32| (v.round() as i64).clamp(0, w as i64) as i32;
             let clamp_y = |v: f32| (v.round() as i64).clamp(0, h as i64) as i32;
             let attribute = |from: AttributeSource| match from {
@@ -52,11 +54,12 @@ impl Inner {
             };
             let (age, gender) = (attribute(self.age_from).and_then(|a| a.age), attribute(self.gender_from).and_then(|a| a.gender));
             let mut face = Face {
-                x1: clamp_x(d.x1),
-                y1: clamp_y(d.y1),
-                x2: clamp_x(d.x2),
-                y2: clamp_y(d.y2),
+                x1: clamp_x(shown.x1),
+                y1: clamp_y(shown.y1),
+                x2: clamp_x(shown.x2),
+                y2: clamp_y(shown.y2),
                 score: d.score,
+                aligned: c.has_keypoints,
                 quality: if c.has_keypoints { quality(d, self.decoder) } else { 0.0 },
                 landmarks: if c.has_keypoints { d.keypoints.iter().flat_map(|&(x, y)| [x, y]).collect() } else { Vec::new() },
                 age: None,
@@ -87,13 +90,13 @@ impl Inner {
         Ok(Analysis { width: w, height: h, faces, embeddings, dim })
     }
 
-    /// The faces to describe: the caller's boxes (given in photo pixels, `scale` photo pixels
-    /// per decoded pixel), else the detector's faces, biggest first.
+    /// The faces to describe: those the caller's boxes name (given in photo pixels, `scale` photo
+    /// pixels per decoded pixel), else the detector's faces, biggest first.
     fn candidates(&self, img: &Arc<RgbImage>, opts: &AnalyzeOptions, (sx, sy): (f32, f32), heavy: bool, cancel: &CancelToken) -> Result<Vec<Candidate>> {
         match &opts.boxes {
             Some(boxes) => {
                 let scaled: Vec<[f32; 4]> = boxes.iter().map(|b| [b[0] / sx, b[1] / sy, b[2] / sx, b[3] / sy]).collect();
-                self.detector.caller_boxes(img, &scaled)
+                self.detector.caller_boxes(img, &scaled, (sx + sy) / 2.0, heavy, cancel)
             }
             None => {
                 let min_face = (sx + sy) / 2.0;
@@ -102,7 +105,7 @@ impl Inner {
                 let (dw, dh) = img.dimensions();
                 let clamped = |d: &Detection| (d.x2.min(dw as f32) - d.x1.max(0.0)).max(0.0) * (d.y2.min(dh as f32) - d.y1.max(0.0)).max(0.0);
                 dets.sort_by(|a, b| clamped(b).total_cmp(&clamped(a)));
-                Ok(dets.into_iter().map(|det| Candidate { det, has_keypoints: true }).collect())
+                Ok(dets.into_iter().map(|det| Candidate { det, has_keypoints: true, shown: None }).collect())
             }
         }
     }

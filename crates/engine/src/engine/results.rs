@@ -11,8 +11,11 @@ pub struct Face {
     pub y1: i32,
     pub x2: i32,
     pub y2: i32,
-    /// Detector score (1 for caller-given boxes).
+    /// Detector score (1 for a caller's box that names none of the detector's faces).
     pub score: f32,
+    /// Cut along its keypoints (false: a caller's box where the detector found no face, cropped
+    /// upright, which embeds less reliably).
+    pub aligned: bool,
     /// How usable the face is for recognition, in [0, 1]: see [`quality`](fn@crate::engine::quality).
     pub quality: f32,
     /// Flat `[x, y, ...]` keypoints used for alignment, in the detector family's order (YuNet:
