@@ -165,9 +165,28 @@ export function bracketPath(key: string): { base: string; path: string[]; member
 export const baseName = (key: string): string => bracketPath(key)?.base ?? key;
 
 /**
+ * An object whose keys are exactly 0 to n-1 is the array PHP's http_build_query spells as
+ * `x[0]=…&x[1]=…`: read as that array, in index order, at any depth.
+ */
+function indexedAsArrays(v: unknown): unknown {
+  if (!isRecord(v)) return v;
+  const keys = Object.keys(v);
+  const entries = keys.map((k) => [k, indexedAsArrays(v[k])] as const);
+  if (keys.length > 0 && keys.every((k) => CANONICAL_INTEGER.test(k) && Number(k) < keys.length)) {
+    const out: unknown[] = new Array(keys.length);
+    for (const [k, x] of entries) out[Number(k)] = x;
+    return out;
+  }
+  const out = newParams();
+  for (const [k, x] of entries) out[k] = x as RawParams[string];
+  return out;
+}
+
+/**
  * The parameters with bracketed names folded into the arrays and objects they spell, so
- * `galleries[]=a&galleries[]=b` reads as `galleries: ["a","b"]` and `galleries[add][]=a` as
- * `galleries: {add: ["a"]}`. A name given both plain and bracketed is a 400 naming it.
+ * `galleries[]=a&galleries[]=b` reads as `galleries: ["a","b"]`, `galleries[add][]=a` as
+ * `galleries: {add: ["a"]}` and `bbox[0]=1&bbox[1]=2…` as `bbox: ["1","2",…]`. A name given
+ * both plain and bracketed is a 400 naming it.
  */
 export function foldBrackets(raw: RawParams): RawParams {
   const out = newParams();
@@ -193,6 +212,7 @@ export function foldBrackets(raw: RawParams): RawParams {
     if (at.member) into[name] = [...(prev === undefined ? [] : Array.isArray(prev) ? prev : [prev]), ...values];
     else for (const v of values) addParam(into, name, v);
   }
+  for (const key of Object.keys(out)) if (isRecord(out[key])) out[key] = indexedAsArrays(out[key]);
   return out;
 }
 

@@ -28,6 +28,25 @@ import {
   thresholdParam,
 } from './schemas.js';
 
+/**
+ * A field of detect's sent to face create: refused naming where it belongs, rather than as an
+ * unknown parameter or quietly ignored (a client asking for an age would take its absence for
+ * none found). Left out, or false, it is no request at all.
+ */
+const detectOnly = (name: 'age' | 'gender' | 'emotions') =>
+  z
+    .unknown()
+    .optional()
+    .superRefine((v, ctx) => {
+      if (v === undefined || v === false || v === 'false' || v === '') return;
+      ctx.addIssue({
+        code: 'custom',
+        message: `${name} is estimated by POST /v1/detect/ (${name}=true) and is not stored with a face: detect the photo for it, and add the face without it`,
+      });
+    })
+    .transform(() => undefined)
+    .meta({ description: `Not taken here: POST /v1/detect/ estimates ${name}. Refused with 400 BAD_PARAM saying so, unless false.`, type: 'boolean' });
+
 export const addFaceRequest = z.object({
   photo: photoParam('The photo to take faces from.'),
   meta: metaParam.default(''),
@@ -42,6 +61,9 @@ export const addFaceRequest = z.object({
     description:
       "Only with cam_id: identify's 1:N confidence a stored face must reach for a new face to join its person (the same presets and decision as identify, over every stored face); below it the face starts a new person. Default 0.75.",
   }),
+  age: detectOnly('age'),
+  gender: detectOnly('gender'),
+  emotions: detectOnly('emotions'),
 });
 
 const faceIdParams = z.object({

@@ -47,15 +47,17 @@ export function registerGalleries(registry: RouteRegistry, deps: FaceChangeDeps)
     method: 'POST',
     path: '/v0/galleries/',
     summary: 'Create a gallery named in the body',
-    description: 'For clients of the older API: the name as `name` in a JSON, urlencoded or multipart body. An existing one answers 409 CONFLICT.',
+    description:
+      'For clients of the older API: the name as `name` in a JSON, urlencoded or multipart body. It answers as that API did, ' +
+      '200 with the gallery named in a JSON body (clients of it read the answer as JSON). An existing one answers 409 CONFLICT.',
     aliasOf: 'POST /v0/galleries/:gallery/',
     auth: true,
     request: z.object({ name: galleryName }),
-    response: { status: 201, description: 'Created; no body.' },
+    response: { status: 200, description: 'Created.', schema: z.object({ name: z.string().meta({ description: 'The gallery created.' }) }) },
     errors: ['CONFLICT'],
     async handler(ctx) {
       await createGallery(deps, principalOf(ctx), ctx.input.name);
-      return Reply.empty(201);
+      return { name: ctx.input.name };
     },
   });
 

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { invalid } from '../errors.js';
-import { jsonParam, numberParam, textToBoolean, textToJson } from '../http/params.js';
+import { jsonParam, numberParam, textToBoolean, textToJson, textToNumber } from '../http/params.js';
 import { CALIBRATIONS, DEFAULT_RECOGNIZER, DEFAULT_THRESHOLD, thresholdPresets } from '../services/calibration.js';
 import { SUBJECT_AREA_MARGIN } from '../services/analysis.js';
 
@@ -34,7 +34,10 @@ const BOX_FORMAT = 'a box is [x1, y1, x2, y2] or {"x1": …, "y1": …, "x2": �
 
 const isCoord = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 
-/** `[x1,y1,x2,y2]` or `{x1,y1,x2,y2}` as a rounded box with area, or undefined when it is neither. */
+/**
+ * `[x1,y1,x2,y2]` or `{x1,y1,x2,y2}` as a rounded box with area, or undefined when it is neither.
+ * Coordinates may be numbers' text, as bracketed form fields (`bbox[]=762`, `bbox1[x1]=370`) give them.
+ */
 function toBox(v: unknown): Box | undefined {
   let c: unknown[];
   if (Array.isArray(v)) c = v;
@@ -43,6 +46,7 @@ function toBox(v: unknown): Box | undefined {
     if (Object.keys(o).some((k) => !['x1', 'y1', 'x2', 'y2'].includes(k))) return undefined;
     c = [o.x1, o.y1, o.x2, o.y2];
   } else return undefined;
+  c = c.map(textToNumber);
   if (c.length !== 4 || !c.every(isCoord)) return undefined;
   const b = c.map((n) => Math.round(n as number)) as Box;
   return b[2] > b[0] && b[3] > b[1] ? b : undefined;

@@ -158,6 +158,34 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
     }
   });
 
+  it("searches a named gallery through a gallery-limited token with every server live, and another tenant's search at once after it", async () => {
+    const tenants = new TenantStore(tdb.db.sql);
+    const tokens = new TokenStore(tdb.db.sql);
+    await tenants.create(CLI_ACTOR, 'cluster-g');
+    const whole = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-g-app', {}, 'cluster-g')).token}` };
+    const staffOnly = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-g-staff', { galleries: ['staff'] }, 'cluster-g')).token}` };
+    expect((await call(api(1), 'POST', '/v0/galleries/staff/', undefined, whole)).status).toBe(201);
+    const added = await call(api(1), 'POST', '/v0/face/', form({ photo: sample(6), meta: 'staff-6', galleries: 'staff', mf_selector: 'all' }), staffOnly);
+    expect(added.status, added.text).toBe(200);
+    const ids = new Set(added.json.results.map((f: { id: number }) => f.id));
+    const inGallery = await call(api(2), 'POST', '/v0/faces/gallery/staff/identify/', form({ photo: sample(6), mf_selector: 'all', strict: 'true' }), staffOnly);
+    expect(inGallery.status, inGallery.text).toBe(200);
+    expect(inGallery.headers.get('x-live-servers')).toBe('4/4');
+    const found = Object.values(inGallery.json.results as Record<string, { face: { id: number } }[]>).map((m) => m[0]?.face.id);
+    expect(new Set(found)).toEqual(ids);
+    // The first tenant's search right after it is served by every server too.
+    const other = await bestMatches(api(2), 1, true);
+    expect(other.answer.headers.get('x-live-servers')).toBe('4/4');
+    expect(new Set(other.ids)).toEqual(new Set(acknowledged.get(1)));
+    expect((await shardsReport(2)).live).toBe(SHARDS);
+    // Gone with its tenant, so the shards hold what the tests below count.
+    expect((await tenants.delete(CLI_ACTOR, 'cluster-g')).faces).toBe(ids.size);
+    await until('the shards drop the deleted tenant', async () => {
+      const report = await shardsReport();
+      return report.shards.reduce((n, s) => n + s.size, 0) === [1, 2, 4, 5].reduce((k, n) => k + SAMPLE_FACES[n], 0) ? true : undefined;
+    }, 20_000);
+  });
+
   it("keeps tenants apart across nodes: one tenant's faces, enrolled through one node, never answer the other's search through the other", async () => {
     const tenants = new TenantStore(tdb.db.sql);
     const tokens = new TokenStore(tdb.db.sql);

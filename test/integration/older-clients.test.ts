@@ -138,12 +138,51 @@ describe('paths of the older API', () => {
     expect(r.json.faces).toHaveLength(3);
   });
 
-  it('creates a gallery named in the body', async () => {
-    expect((await raw('POST', '/v0/galleries', URLENCODED, 'name=older')).status).toBe(201);
-    expect((await call('POST', '/v0/galleries/', { name: 'older-json' })).status).toBe(201);
+  it('creates a gallery named in the body, answering 200 with a JSON body naming it', async () => {
+    expect(await raw('POST', '/v0/galleries', URLENCODED, 'name=older')).toEqual({ status: 200, json: { name: 'older' } });
+    expect(await raw('POST', '/v0/galleries/', 'application/json', '{"name":"older-json"}')).toEqual({ status: 200, json: { name: 'older-json' } });
     expect((await call('POST', '/v0/galleries/', { name: 'older-json' })).status).toBe(409);
+    // The current route keeps its 201 with no body.
+    expect((await call('POST', '/v0/galleries/newer/')).status).toBe(201);
     const list = await call('GET', '/v0/galleries/');
     expect(list.json.results).toEqual(expect.arrayContaining(['older', 'older-json']));
+  });
+
+  it('reads bracketed numbers as numbers: bbox[], bbox[0] and bbox1[x1], urlencoded and multipart', async () => {
+    const [face] = (await call('POST', '/v1/detect/', form({ photo: sample(1) }))).json.faces as { x1: number; y1: number; x2: number; y2: number }[];
+    const key = `[${face.x1}, ${face.y1}, ${face.x2}, ${face.y2}]`;
+    const corners = [face.x1, face.y1, face.x2, face.y2];
+    const photo = encodeURIComponent(photoUrl);
+    // PHP's http_build_query writes bbox[0]=…; Ruby's HTTParty and qs write bbox[]=….
+    for (const spelling of [corners.map((v) => `bbox%5B%5D=${v}`), corners.map((v, i) => `bbox%5B${i}%5D=${v}`), corners.map((v, i) => `bbox%5B0%5D%5B${i}%5D=${v}`)]) {
+      const r = await raw('POST', '/v0/identify/', URLENCODED, [`photo=${photo}`, ...spelling, 'threshold=none'].join('&'));
+      expect(r.status, JSON.stringify(r.json)).toBe(200);
+      expect(Object.keys(r.json.results)).toEqual([key]);
+    }
+    const { type, body } = multipart([
+      ['photo1', sample(1)],
+      ['photo2', sample(1)],
+      ...(['x1', 'y1', 'x2', 'y2'] as const).map((k): [string, string] => [`bbox1[${k}]`, String(face[k])]),
+      ['threshold', 'none'],
+    ]);
+    const v = await raw('POST', '/v0/verify/', type, body);
+    expect(v.status, JSON.stringify(v.json)).toBe(200);
+    expect(v.json.results.every((p: { bbox1: object }) => JSON.stringify(p.bbox1) === JSON.stringify(face))).toBe(true);
+    // Text that is no number is still refused, naming the field.
+    const bad = await raw('POST', '/v0/identify/', URLENCODED, [`photo=${photo}`, 'bbox%5B%5D=1', 'bbox%5B%5D=two', 'bbox%5B%5D=3', 'bbox%5B%5D=4'].join('&'));
+    expect(bad.json).toMatchObject({ code: 400, error: 'BAD_PARAM', param: 'bbox' });
+  });
+
+  it('refuses age, gender and emotions on face create, saying detect estimates them, and stores nothing', async () => {
+    for (const name of ['age', 'gender', 'emotions']) {
+      const r = await call('POST', '/v0/face/', form({ photo: sample(2), meta: 'with-attributes', [name]: 'true' }));
+      expect(r.json).toMatchObject({ code: 400, error: 'BAD_PARAM', param: name });
+      expect(r.json.reason).toContain('/v1/detect/');
+    }
+    expect((await call('GET', '/v0/face/meta/with-attributes/')).json.results).toEqual([]);
+    // false is no request at all.
+    const plain = await call('POST', '/v0/face/', form({ photo: sample(2), meta: 'with-attributes', age: 'false' }));
+    expect(plain.status, plain.text).toBe(200);
   });
 
   it('lists a gallery by meta under the plural path', async () => {
