@@ -19,6 +19,7 @@ import { freePort } from '../harness/load-service.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 import { form, haveLfw, lfwDir, sample, SAMPLE_FACES } from '../harness/images.js';
 import { buildDist, startProcess, type ServiceProcess } from '../harness/process.js';
+import { clusterEnv, startApiNode, startShardServer, stopNode } from '../harness/shapes.js';
 import { request, type Answer } from '../harness/service.js';
 import { until } from '../harness/until.js';
 import { CLI_ACTOR } from '../../src/db/audit.js';
@@ -38,41 +39,11 @@ const ports: number[] = [];
 const shardServers: (ServiceProcess | undefined)[] = [];
 const apis: (ServiceProcess | undefined)[] = [];
 
-const common = () => ({
-  ...process.env,
-  HOST: '127.0.0.1',
-  DATABASE_URL: tdb.url,
-  FACE_TOKEN: TOKEN,
-  FACE_SHARDS: String(SHARDS),
-  LOG_LEVEL: 'info',
-});
+const common = () => clusterEnv(tdb, { FACE_TOKEN: TOKEN, FACE_SHARDS: String(SHARDS) });
 
-function startShard(k: number, held = String(k), port = ports[k], data = `shard-${k}`): Promise<ServiceProcess> {
-  return startProcess({
-    ...common(),
-    FACE_ROLE: 'shard',
-    FACE_SHARD_IDS: held,
-    PORT: String(port),
-    FACE_DATA_DIR: path.join(dir, data),
-    FACE_INDEX_THREADS: '1',
-    // Snapshot after every change, so a restart has one to start from.
-    FACE_INDEX_SNAPSHOT_CHANGES: '1',
-    FACE_INDEX_SNAPSHOT_SECONDS: '1',
-  });
-}
+const startShard = (k: number, held = String(k), port = ports[k], data = `shard-${k}`) => startShardServer(common(), held, port, path.join(dir, data));
 
-function startApi(n: number, servers = ports.map((p, k) => `${k}@http://127.0.0.1:${p}`).join(',')): Promise<ServiceProcess> {
-  return startProcess({
-    ...common(),
-    FACE_ROLE: 'api',
-    PORT: '0',
-    // API nodes share the photo store, as behind a load balancer they would share a volume.
-    FACE_DATA_DIR: path.join(dir, 'api'),
-    FACE_SHARD_SERVERS: servers,
-    FACE_INFERENCE_WORKERS: '1',
-    FACE_INTRA_THREADS: '1',
-  });
-}
+const startApi = (n: number, servers = ports.map((p, k) => `${k}@http://127.0.0.1:${p}`).join(',')) => startApiNode(common(), servers, path.join(dir, 'api'));
 
 const api = (n: number) => apis[n]!.base;
 const call = (base: string, method: string, url: string, body?: FormData | object, headers: Record<string, string> = AUTH) =>
@@ -112,12 +83,7 @@ beforeAll(async () => {
 }, 240_000);
 
 afterAll(async () => {
-  for (const p of [...apis, ...shardServers]) {
-    if (p && p.child.exitCode === null && p.child.signalCode === null) {
-      p.child.kill('SIGTERM');
-      await p.exited;
-    }
-  }
+  for (const p of [...apis, ...shardServers]) await stopNode(p);
   await tdb?.drop();
   await rm(dir, { recursive: true, force: true });
 }, 60_000);
