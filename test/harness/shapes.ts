@@ -49,8 +49,8 @@ export interface Shape {
    * search gives what is out when it is offline: the shard, or its shard server.
    */
   shard(k: number): { base: string; name: string };
-  /** Stops every process gracefully and starts it again on the same database and data. */
-  restart(): Promise<void>;
+  /** Stops every process gracefully and starts it again on the same database and data, with `env` over the settings it started with. */
+  restart(env?: Record<string, string>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -69,13 +69,14 @@ export async function startShape(name: ShapeName, env: Record<string, string> = 
 }
 
 async function startOne(tdb: TestDatabase, dir: string, env: Record<string, string>): Promise<Shape> {
-  const config = testConfig({ FACE_DATA_DIR: dir, ...env });
   let server: RunningServer;
-  const start = async () => {
+  // A server closes its engine, so each start opens one.
+  const start = async (changed: Record<string, string> = {}) => {
+    const config = testConfig({ FACE_DATA_DIR: dir, ...env, ...changed });
     server = await startServer({ config, engine: await openEngine(engineOptionsFrom(config)), db: tdb.db, log: createLogger('silent') });
   };
   await start();
-  const shards = config.index.shards;
+  const shards = Number(env.FACE_SHARDS);
   return {
     name: 'one',
     tdb,
@@ -83,9 +84,9 @@ async function startOne(tdb: TestDatabase, dir: string, env: Record<string, stri
     base: () => `http://127.0.0.1:${server.port}`,
     live: (down = 0) => `${shards - down}/${shards}`,
     shard: (k) => ({ base: `http://127.0.0.1:${server.port}`, name: String(k) }),
-    async restart() {
+    async restart(changed) {
       await server.close();
-      await start();
+      await start(changed);
     },
     async close() {
       await server.close();
@@ -142,7 +143,7 @@ const API_NODES = 2;
 async function startCluster(tdb: TestDatabase, dir: string, settings: Record<string, string>): Promise<Shape> {
   await buildDist();
   // What testConfig sets for one process: photo URLs on loopback (the tests' photo hosts), quickly given up.
-  const env = clusterEnv(tdb, { FACE_FETCH_ALLOW_PRIVATE: 'true', FACE_FETCH_TIMEOUT_MS: '2000', ...settings });
+  let env = clusterEnv(tdb, { FACE_FETCH_ALLOW_PRIVATE: 'true', FACE_FETCH_TIMEOUT_MS: '2000', ...settings });
   const shardCount = Number(settings.FACE_SHARDS);
   // Shard k lives on server k mod 2.
   const held = Array.from({ length: SERVERS }, (_, s) => Array.from({ length: shardCount }, (_, k) => k).filter((k) => k % SERVERS === s));
@@ -186,8 +187,9 @@ async function startCluster(tdb: TestDatabase, dir: string, settings: Record<str
     base: () => apiNodes[turn++ % apiNodes.length].base,
     live: (down = 0) => `${SERVERS - down}/${SERVERS}`,
     shard: (k) => ({ base: shardNodes[k % SERVERS].base, name: serverName(k % SERVERS) }),
-    async restart() {
+    async restart(changed = {}) {
       await stop();
+      env = { ...env, ...changed };
       await start();
     },
     async close() {

@@ -8,383 +8,366 @@
  * the answer for the one that does not exist (the id or name in a message
  * aside), and B's faces must never appear. Then each scope is held to what it
  * allows, a revoked token and a disabled tenant are refused at once, and all
- * of it holds again after a restart.
+ * of it holds again after a restart. In every shape (test/harness/shapes.ts): one
+ * process, and a cluster whose API nodes take turns answering.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type RunningServer } from '../../src/app.js';
 import { CLI_ACTOR } from '../../src/db/audit.js';
 import { TenantStore } from '../../src/db/tenants.js';
 import { TokenStore, type TokenGrant } from '../../src/db/tokens.js';
-import { createLogger } from '../../src/log.js';
 import { parseMetrics } from '../harness/metrics-text.js';
-import { openEngine } from '../../src/native/engine.js';
-import { freshDatabase, type TestDatabase } from '../harness/database.js';
 import { form, sample } from '../harness/images.js';
-import { request, testConfig, type Answer } from '../harness/service.js';
+import { request, type Answer } from '../harness/service.js';
+import { shapesUnderTest, startShape, type Shape } from '../harness/shapes.js';
 
-let tdb: TestDatabase;
-let dir: string;
-let server: RunningServer;
-let base: string;
-let tokens: TokenStore;
+describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
+  let shape: Shape;
+  let tokens: TokenStore;
 
-/** Tokens by name: A and B are two tenants' applications, `op` an operator's. */
-const t: Record<string, string> = {};
-const auth = (name: string) => ({ Authorization: `Token ${t[name]}` });
-const as = (name: string, method: string, url: string, body?: FormData | object) => request(base, method, url, body, auth(name));
+  /** Tokens by name: A and B are two tenants' applications, `op` an operator's. */
+  const t: Record<string, string> = {};
+  const auth = (name: string) => ({ Authorization: `Token ${t[name]}` });
+  const as = (name: string, method: string, url: string, body?: FormData | object) => request(shape.base(), method, url, body, auth(name));
 
-/** B's data, as B's own calls made it. */
-const b = { faces: [] as number[], meta: 'b-secret-meta', gallery: 'b-gallery', hash: '', sightings: [] as number[], persons: [] as number[] };
-const a = { faces: [] as number[], sightings: [] as number[], person: 0 };
+  /** B's data, as B's own calls made it. */
+  const b = { faces: [] as number[], meta: 'b-secret-meta', gallery: 'b-gallery', hash: '', sightings: [] as number[], persons: [] as number[] };
+  const a = { faces: [] as number[], sightings: [] as number[], person: 0 };
 
-/** The service on the test's database and data folder; a server closes its engine, so each start opens one. */
-async function start(env: Record<string, string> = {}): Promise<void> {
-  const config = testConfig({ FACE_DATA_DIR: dir, ...env });
-  const engine = await openEngine({ ...config });
-  server = await startServer({ config, engine, db: tdb.db, log: createLogger('silent') });
-  base = `http://127.0.0.1:${server.port}`;
-}
-
-async function token(name: string, tenant: string, grant: TokenGrant = {}): Promise<void> {
-  t[name] = (await tokens.create(CLI_ACTOR, name, grant, tenant)).token;
-}
-
-beforeAll(async () => {
-  tdb = await freshDatabase();
-  dir = await mkdtemp(path.join(os.tmpdir(), 'face-tenants-'));
-  tokens = new TokenStore(tdb.db.sql);
-  const tenants = new TenantStore(tdb.db.sql);
-  await tenants.create(CLI_ACTOR, 'alpha');
-  await tenants.create(CLI_ACTOR, 'beta');
-  await token('A', 'alpha');
-  await token('B', 'beta');
-  await token('op', 'default', { operator: true });
-  await start();
-
-  expect((await as('B', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
-  const enrolled = await as('B', 'POST', '/v0/face/', form({ photo: sample(1), meta: b.meta, mf_selector: 'all', galleries: b.gallery }));
-  expect(enrolled.status).toBe(200);
-  b.faces = enrolled.json.results.map((f: { id: number }) => f.id);
-  b.hash = enrolled.json.results[0].photo_hash;
-  // B's camera saw its faces: sightings and persons of B's.
-  const seen = await as('B', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', cam_id: 'b-door' }));
-  expect(seen.status).toBe(200);
-  b.sightings = seen.json.sightings.map((e: { id: number }) => e.id);
-  b.persons = [...new Set<number>(seen.json.sightings.map((e: { person_id: number }) => e.person_id))];
-  // A holds faces of its own, and a gallery of the same name as B's: names are per tenant.
-  expect((await as('A', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
-  const own = await as('A', 'POST', '/v0/face/', form({ photo: sample(2), meta: 'a-meta', mf_selector: 'all' }));
-  expect(own.status).toBe(200);
-  a.faces = own.json.results.map((f: { id: number }) => f.id);
-  const mine = await as('A', 'POST', '/v0/identify/', form({ photo: sample(2), cam_id: 'a-door' }));
-  a.sightings = mine.json.sightings.map((e: { id: number }) => e.id);
-  a.person = mine.json.sightings[0].person_id;
-}, 120_000);
-
-afterAll(async () => {
-  await server?.close();
-  await tdb?.drop();
-  await rm(dir, { recursive: true, force: true });
-});
-
-/** The answer with `value` named as `<X>` wherever it appears, so two answers about different names compare. */
-function shape(r: Answer, value: string | number): unknown {
-  return { status: r.status, body: r.text.split(String(value)).join('<X>'), type: r.headers.get('content-type') };
-}
-
-/** Every call an attacker with A's token would make about one of B's things, and about a thing that does not exist. */
-function probes(): { what: string; b: string | number; none: string | number; call: (v: string | number) => Promise<Answer> }[] {
-  const faceId = b.faces[0];
-  const noFace = Math.max(...b.faces, ...a.faces) + 1000;
-  const noPerson = Math.max(...b.persons, a.person) + 1000;
-  const noSighting = Math.max(...b.sightings, ...a.sightings) + 1000;
-  return [
-    { what: 'GET a face', b: faceId, none: noFace, call: (id) => as('A', 'GET', `/v0/face/id/${id}/`) },
-    { what: 'PUT a face', b: faceId, none: noFace, call: (id) => as('A', 'PUT', `/v0/face/id/${id}/`, { meta: 'stolen' }) },
-    { what: 'move a face into a gallery', b: faceId, none: noFace, call: (id) => as('A', 'PUT', `/v0/face/id/${id}/`, { galleries: { add: [b.gallery] } }) },
-    { what: 'DELETE a face', b: faceId, none: noFace, call: (id) => as('A', 'DELETE', `/v0/face/id/${id}/`) },
-    { what: 'faces by meta', b: b.meta, none: 'no-such-meta', call: (m) => as('A', 'GET', `/v0/face/meta/${m}/`) },
-    { what: 'DELETE by meta', b: b.meta, none: 'no-such-meta', call: (m) => as('A', 'DELETE', `/v0/face/meta/${m}/`) },
-    { what: 'a photo', b: b.hash, none: 'f'.repeat(64), call: (h) => as('A', 'GET', `/v0/photo/${h}/`) },
-    { what: 'a gallery listing', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/faces/gallery/${g}/`) },
-    { what: 'a gallery meta listing', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/meta/gallery/${g}/`) },
-    { what: 'a gallery and meta', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/face/gallery/${g}/meta/${b.meta}/`) },
-    { what: 'DELETE a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'DELETE', `/v0/galleries/${g}/`) },
-    { what: 'identify in a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'POST', `/v0/faces/gallery/${g}/identify/`, form({ photo: sample(1) })) },
-    { what: 'a person', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/person/id/${id}`) },
-    { what: 'a person history', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/person/history/id/${id}`) },
-    { what: 'history by person', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/v0/history/search?person_id=${id}`) },
-    { what: 'history page after a sighting', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'GET', `/v0/history/search?limit=5&max_id=${id}`) },
-    { what: 'a screenshot', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'GET', `/v0/history/id/${id}/screenshot/`) },
-    { what: 'merge persons', b: b.persons[0], none: noPerson, call: (id) => as('A', 'POST', '/person/merge', { ids: [a.person, id] }) },
-    { what: 'split a sighting', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'POST', '/person/split', { sighting_ids: [id] }) },
-  ];
-}
-
-async function sweep(): Promise<void> {
-  // B's gallery "only-in-b" exists for B alone.
-  for (const p of probes()) {
-    const [forB, forNone] = [await p.call(p.b), await p.call(p.none)];
-    expect(shape(forB, p.b), p.what).toEqual(shape(forNone, p.none));
+  async function token(name: string, tenant: string, grant: TokenGrant = {}): Promise<void> {
+    t[name] = (await tokens.create(CLI_ACTOR, name, grant, tenant)).token;
   }
-  // Ids around B's, one by one: only A's own answer.
-  const lo = Math.max(1, Math.min(...b.faces, ...a.faces) - 3);
-  const hi = Math.max(...b.faces, ...a.faces) + 3;
-  for (let id = lo; id <= hi; id++) {
-    const r = await as('A', 'GET', `/v0/face/id/${id}/`);
-    expect(r.status, `face ${id}`).toBe(a.faces.includes(id) ? 200 : 404);
-  }
-  // Listings, galleries and search: B's faces never appear.
-  const seen = JSON.stringify([
-    (await as('A', 'GET', '/v0/faces/')).json,
-    (await as('A', 'GET', '/v0/meta/')).json,
-    (await as('A', 'GET', `/v0/faces/gallery/${b.gallery}/`)).json,
-    (await as('A', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', n: '10', threshold: 'none' }))).json,
-    (await as('A', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', n: '10', threshold: 'none', gallery: b.gallery }))).json,
-  ]);
-  for (const id of b.faces) expect(seen).not.toMatch(new RegExp(`"id":${id}[,}]`));
-  expect(seen).not.toContain(b.meta);
-  expect(seen).not.toContain(b.hash);
-  // The history and persons: A's own only.
-  const history = (await as('A', 'GET', '/v0/history/search')).json.results as { id: number; person_id: number; cam_id: string }[];
-  expect(history.map((e) => e.id).sort()).toEqual([...a.sightings].sort());
-  expect(history.every((e) => e.cam_id === 'a-door')).toBe(true);
-  const byPhoto = (await as('A', 'POST', '/v0/history/search', form({ photo: sample(1) }))).json.results as { id: number }[];
-  for (const e of byPhoto) expect(b.sightings).not.toContain(e.id);
-  // B's person cannot be joined by A's face: as an unknown person (ids are global, so a taken id cannot be A's new one).
-  const join = await as('A', 'PUT', `/v0/face/id/${a.faces[0]}/`, { person_id: b.persons[0] });
-  expect(join.status).toBe(404);
-  expect(join.json.reason).toBe(`No person with id ${b.persons[0]}`);
-  const person = (await as('B', 'GET', `/person/id/${b.persons[0]}`)).json;
-  expect(person.faces.map((f: { id: number }) => f.id).every((id: number) => b.faces.includes(id))).toBe(true);
-  expect((await as('A', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default', b.gallery] });
-  // Verify compares two photos and reads nothing stored; with boxes it is the same.
-  const v = await as('A', 'POST', '/v0/verify/', form({ photo1: sample(1), photo2: sample(1), bbox1: '[[0,0,100,100]]', bbox2: '[[0,0,100,100]]' }));
-  expect(v.status).toBe(200);
-  expect(v.text).not.toContain('"id"');
-  // B still has everything, untouched by A's attempts.
-  const mine = await as('B', 'GET', `/v0/faces/gallery/${b.gallery}/`);
-  expect(mine.json.results.map((f: { id: number; meta: string }) => [f.id, f.meta])).toEqual([...b.faces].sort((x, y) => y - x).map((id) => [id, b.meta]));
-  expect((await as('B', 'GET', `/v0/photo/${b.hash}/`)).status).toBe(200);
-  // B finds its own faces; A finds its own.
-  const found = await as('B', 'POST', '/v0/identify/', form({ photo: sample(1) }));
-  expect(Object.values(found.json.results as Record<string, { face: { id: number } }[]>)[0][0].face.id).toBeOneOf(b.faces);
-  const foundA = await as('A', 'POST', '/v0/identify/', form({ photo: sample(2) }));
-  expect(Object.values(foundA.json.results as Record<string, { face: { id: number } }[]>)[0][0].face.id).toBeOneOf(a.faces);
-}
 
-describe('tenant isolation', () => {
-  it("answers every probe of B's faces, galleries, metas, photos and persons with A's token as if they did not exist", async () => {
-    await as('B', 'POST', '/v0/galleries/only-in-b/');
-    await sweep();
-    // B's history is whole: every sighting B's camera recorded, under B's persons.
-    const mine = (await as('B', 'GET', '/v0/history/search')).json.results as { id: number }[];
-    expect(mine.map((e) => e.id).sort()).toEqual([...b.sightings].sort());
-  }, 120_000);
-
-  it('holds after a restart', async () => {
-    await server.close();
-    await start();
-    await sweep();
-  }, 120_000);
-});
-
-describe('token scopes', () => {
   beforeAll(async () => {
-    await token('analyze', 'alpha', { access: 'analyze' });
-    await token('read', 'alpha', { access: 'read' });
-    await token('limited', 'alpha', { galleries: [b.gallery] });
-  });
+    shape = await startShape(shapeName);
+    tokens = new TokenStore(shape.tdb.db.sql);
+    const tenants = new TenantStore(shape.tdb.db.sql);
+    await tenants.create(CLI_ACTOR, 'alpha');
+    await tenants.create(CLI_ACTOR, 'beta');
+    await token('A', 'alpha');
+    await token('B', 'beta');
+    await token('op', 'default', { operator: true });
 
-  it('analyze: detect and verify only', async () => {
-    expect((await as('analyze', 'POST', '/v1/detect/', form({ photo: sample(1) }))).status).toBe(200);
-    for (const [method, url, body] of [
-      ['GET', '/v0/faces/', undefined],
-      ['POST', '/v0/identify/', form({ photo: sample(2) })],
-      ['POST', '/v0/face/', form({ photo: sample(2) })],
-    ] as const) {
-      const r = await as('analyze', method, url, body);
-      expect(r.status, url).toBe(403);
-      expect(r.json).toMatchObject({ code: 403, error: 'FORBIDDEN' });
-      expect(r.json.reason).toMatch(/lacks the (read|write) scope/);
-    }
-  });
+    expect((await as('B', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
+    const enrolled = await as('B', 'POST', '/v0/face/', form({ photo: sample(1), meta: b.meta, mf_selector: 'all', galleries: b.gallery }));
+    expect(enrolled.status).toBe(200);
+    b.faces = enrolled.json.results.map((f: { id: number }) => f.id);
+    b.hash = enrolled.json.results[0].photo_hash;
+    // B's camera saw its faces: sightings and persons of B's.
+    const seen = await as('B', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', cam_id: 'b-door' }));
+    expect(seen.status).toBe(200);
+    b.sightings = seen.json.sightings.map((e: { id: number }) => e.id);
+    b.persons = [...new Set<number>(seen.json.sightings.map((e: { person_id: number }) => e.person_id))];
+    // A holds faces of its own, and a gallery of the same name as B's: names are per tenant.
+    expect((await as('A', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
+    const own = await as('A', 'POST', '/v0/face/', form({ photo: sample(2), meta: 'a-meta', mf_selector: 'all' }));
+    expect(own.status).toBe(200);
+    a.faces = own.json.results.map((f: { id: number }) => f.id);
+    const mine = await as('A', 'POST', '/v0/identify/', form({ photo: sample(2), cam_id: 'a-door' }));
+    a.sightings = mine.json.sightings.map((e: { id: number }) => e.id);
+    a.person = mine.json.sightings[0].person_id;
+  }, 240_000);
 
-  it('read: reads and searches, never writes', async () => {
-    expect((await as('read', 'GET', `/v0/face/id/${a.faces[0]}/`)).status).toBe(200);
-    expect((await as('read', 'POST', '/v0/identify/', form({ photo: sample(2) }))).status).toBe(200);
-    for (const [method, url, body] of [
-      ['POST', '/v0/face/', form({ photo: sample(2) })],
-      ['PUT', `/v0/face/id/${a.faces[0]}/`, { meta: 'x' }],
-      ['DELETE', `/v0/face/id/${a.faces[0]}/`, undefined],
-      ['POST', '/v0/galleries/new-one/', undefined],
-      ['POST', '/v0/identify/', form({ photo: sample(2), cam_id: 'door' })],
-    ] as const) {
-      const r = await as('read', method, url, body);
-      expect(r.status, `${method} ${url}`).toBe(403);
-      expect(r.json.reason).toMatch(/write scope/);
-    }
-    expect((await as('read', 'GET', `/v0/face/id/${a.faces[0]}/`)).json.meta).toBe('a-meta');
-  });
+  afterAll(async () => {
+    await shape?.close();
+  }, 60_000);
 
-  it('galleries: only the named ones of its tenant', async () => {
-    const added = await as('limited', 'POST', '/v0/face/', form({ photo: sample(3), meta: 'limited', galleries: b.gallery }));
-    expect(added.status).toBe(200);
-    const id = added.json.results[0].id;
-    expect((await as('limited', 'GET', `/v0/face/id/${id}/`)).status).toBe(200);
-    expect((await as('limited', 'POST', `/v0/faces/gallery/${b.gallery}/identify/`, form({ photo: sample(3) }))).status).toBe(200);
-    // The whole tenant, or another gallery: refused, naming the scope.
-    for (const [method, url, body] of [
-      ['POST', '/v0/identify/', form({ photo: sample(3) })],
-      ['POST', '/v0/face/', form({ photo: sample(3) })],
-      ['GET', '/v0/faces/gallery/default/', undefined],
-      ['POST', '/v0/galleries/other/', undefined],
-    ] as const) {
-      const r = await as('limited', method, url, body);
-      expect(r.status, `${method} ${url}`).toBe(403);
-      expect(r.json.reason).toMatch(/gallery scope/);
-    }
-    // A face of its tenant outside its galleries is as if it did not exist.
-    expect((await as('limited', 'GET', `/v0/face/id/${a.faces[0]}/`)).status).toBe(404);
-    const listed = (await as('limited', 'GET', '/v0/faces/')).json.results.map((f: { id: number }) => f.id);
-    expect(listed).toContain(id);
-    expect(listed).not.toContain(a.faces[0]);
-    expect((await as('limited', 'GET', '/v0/galleries/')).json).toEqual({ results: [b.gallery] });
-  });
+  /** The answer with `value` named as `<X>` wherever it appears, so two answers about different names compare. */
+  function named(r: Answer, value: string | number): unknown {
+    return { status: r.status, body: r.text.split(String(value)).join('<X>'), type: r.headers.get('content-type') };
+  }
 
-  it('operator routes: 403 for a valid client token, 401 for none; operators manage tenants and tokens, and read the audit', async () => {
-    for (const url of ['/metrics', '/v0/admin/shards', '/v0/admin/tenants', '/v0/admin/audit']) {
-      const r = await as('A', 'GET', url);
-      expect(r.status, url).toBe(403);
-      expect(r.json.reason).toMatch(/operator scope/);
-      expect((await request(base, 'GET', url, undefined, {})).status).toBe(401);
+  /** Every call an attacker with A's token would make about one of B's things, and about a thing that does not exist. */
+  function probes(): { what: string; b: string | number; none: string | number; call: (v: string | number) => Promise<Answer> }[] {
+    const faceId = b.faces[0];
+    const noFace = Math.max(...b.faces, ...a.faces) + 1000;
+    const noPerson = Math.max(...b.persons, a.person) + 1000;
+    const noSighting = Math.max(...b.sightings, ...a.sightings) + 1000;
+    return [
+      { what: 'GET a face', b: faceId, none: noFace, call: (id) => as('A', 'GET', `/v0/face/id/${id}/`) },
+      { what: 'PUT a face', b: faceId, none: noFace, call: (id) => as('A', 'PUT', `/v0/face/id/${id}/`, { meta: 'stolen' }) },
+      { what: 'move a face into a gallery', b: faceId, none: noFace, call: (id) => as('A', 'PUT', `/v0/face/id/${id}/`, { galleries: { add: [b.gallery] } }) },
+      { what: 'DELETE a face', b: faceId, none: noFace, call: (id) => as('A', 'DELETE', `/v0/face/id/${id}/`) },
+      { what: 'faces by meta', b: b.meta, none: 'no-such-meta', call: (m) => as('A', 'GET', `/v0/face/meta/${m}/`) },
+      { what: 'DELETE by meta', b: b.meta, none: 'no-such-meta', call: (m) => as('A', 'DELETE', `/v0/face/meta/${m}/`) },
+      { what: 'a photo', b: b.hash, none: 'f'.repeat(64), call: (h) => as('A', 'GET', `/v0/photo/${h}/`) },
+      { what: 'a gallery listing', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/faces/gallery/${g}/`) },
+      { what: 'a gallery meta listing', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/meta/gallery/${g}/`) },
+      { what: 'a gallery and meta', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'GET', `/v0/face/gallery/${g}/meta/${b.meta}/`) },
+      { what: 'DELETE a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'DELETE', `/v0/galleries/${g}/`) },
+      { what: 'identify in a gallery', b: 'only-in-b', none: 'nowhere', call: (g) => as('A', 'POST', `/v0/faces/gallery/${g}/identify/`, form({ photo: sample(1) })) },
+      { what: 'a person', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/person/id/${id}`) },
+      { what: 'a person history', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/person/history/id/${id}`) },
+      { what: 'history by person', b: b.persons[0], none: noPerson, call: (id) => as('A', 'GET', `/v0/history/search?person_id=${id}`) },
+      { what: 'history page after a sighting', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'GET', `/v0/history/search?limit=5&max_id=${id}`) },
+      { what: 'a screenshot', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'GET', `/v0/history/id/${id}/screenshot/`) },
+      { what: 'merge persons', b: b.persons[0], none: noPerson, call: (id) => as('A', 'POST', '/person/merge', { ids: [a.person, id] }) },
+      { what: 'split a sighting', b: b.sightings[0], none: noSighting, call: (id) => as('A', 'POST', '/person/split', { sighting_ids: [id] }) },
+    ];
+  }
+
+  async function sweep(): Promise<void> {
+    // B's gallery "only-in-b" exists for B alone.
+    for (const p of probes()) {
+      const [forB, forNone] = [await p.call(p.b), await p.call(p.none)];
+      expect(named(forB, p.b), p.what).toEqual(named(forNone, p.none));
     }
-    const made = await as('op', 'POST', '/v0/admin/tenants', { name: 'gamma', photos_in_flight: 2 });
-    expect(made.status).toBe(201);
-    expect(made.json).toMatchObject({ name: 'gamma', photos_in_flight: 2, rate_per_s: null, tokens: 0, faces: 0 });
-    expect((await as('op', 'POST', '/v0/admin/tenants', { name: 'gamma' })).status).toBe(409);
-    const tok = await as('op', 'POST', '/v0/admin/tokens', { name: 'gamma-app', tenant: 'gamma', access: 'read' });
-    expect(tok.status).toBe(201);
-    t.gamma = tok.json.token;
-    expect((await as('gamma', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default'] });
-    const listed = (await as('op', 'GET', '/v0/admin/tokens')).json.results;
-    expect(listed.find((k: { id: number }) => k.id === tok.json.id)).toMatchObject({ tenant: 'gamma', access: 'read', operator: false });
-    expect(JSON.stringify(listed)).not.toContain(tok.json.token);
-    expect((await as('op', 'DELETE', '/v0/admin/tenants/default')).status).toBe(400);
-    const audit = (await as('op', 'GET', '/v0/admin/audit?limit=3')).json.results;
-    expect(audit.map((e: { action: string; target: string; actor: string }) => [e.action, e.target, e.actor])).toEqual([
-      ['token.create', String(tok.json.id), 'op'],
-      ['tenant.create', 'gamma', 'op'],
-      expect.any(Array),
+    // Ids around B's, one by one: only A's own answer.
+    const lo = Math.max(1, Math.min(...b.faces, ...a.faces) - 3);
+    const hi = Math.max(...b.faces, ...a.faces) + 3;
+    for (let id = lo; id <= hi; id++) {
+      const r = await as('A', 'GET', `/v0/face/id/${id}/`);
+      expect(r.status, `face ${id}`).toBe(a.faces.includes(id) ? 200 : 404);
+    }
+    // Listings, galleries and search: B's faces never appear.
+    const seen = JSON.stringify([
+      (await as('A', 'GET', '/v0/faces/')).json,
+      (await as('A', 'GET', '/v0/meta/')).json,
+      (await as('A', 'GET', `/v0/faces/gallery/${b.gallery}/`)).json,
+      (await as('A', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', n: '10', threshold: 'none' }))).json,
+      (await as('A', 'POST', '/v0/identify/', form({ photo: sample(1), mf_selector: 'all', n: '10', threshold: 'none', gallery: b.gallery }))).json,
     ]);
+    for (const id of b.faces) expect(seen).not.toMatch(new RegExp(`"id":${id}[,}]`));
+    expect(seen).not.toContain(b.meta);
+    expect(seen).not.toContain(b.hash);
+    // The history and persons: A's own only.
+    const history = (await as('A', 'GET', '/v0/history/search')).json.results as { id: number; person_id: number; cam_id: string }[];
+    expect(history.map((e) => e.id).sort()).toEqual([...a.sightings].sort());
+    expect(history.every((e) => e.cam_id === 'a-door')).toBe(true);
+    const byPhoto = (await as('A', 'POST', '/v0/history/search', form({ photo: sample(1) }))).json.results as { id: number }[];
+    for (const e of byPhoto) expect(b.sightings).not.toContain(e.id);
+    // B's person cannot be joined by A's face: as an unknown person (ids are global, so a taken id cannot be A's new one).
+    const join = await as('A', 'PUT', `/v0/face/id/${a.faces[0]}/`, { person_id: b.persons[0] });
+    expect(join.status).toBe(404);
+    expect(join.json.reason).toBe(`No person with id ${b.persons[0]}`);
+    const person = (await as('B', 'GET', `/person/id/${b.persons[0]}`)).json;
+    expect(person.faces.map((f: { id: number }) => f.id).every((id: number) => b.faces.includes(id))).toBe(true);
+    expect((await as('A', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default', b.gallery] });
+    // Verify compares two photos and reads nothing stored; with boxes it is the same.
+    const v = await as('A', 'POST', '/v0/verify/', form({ photo1: sample(1), photo2: sample(1), bbox1: '[[0,0,100,100]]', bbox2: '[[0,0,100,100]]' }));
+    expect(v.status).toBe(200);
+    expect(v.text).not.toContain('"id"');
+    // B still has everything, untouched by A's attempts.
+    const mine = await as('B', 'GET', `/v0/faces/gallery/${b.gallery}/`);
+    expect(mine.json.results.map((f: { id: number; meta: string }) => [f.id, f.meta])).toEqual([...b.faces].sort((x, y) => y - x).map((id) => [id, b.meta]));
+    expect((await as('B', 'GET', `/v0/photo/${b.hash}/`)).status).toBe(200);
+    // B finds its own faces; A finds its own.
+    const found = await as('B', 'POST', '/v0/identify/', form({ photo: sample(1) }));
+    expect(Object.values(found.json.results as Record<string, { face: { id: number } }[]>)[0][0].face.id).toBeOneOf(b.faces);
+    const foundA = await as('A', 'POST', '/v0/identify/', form({ photo: sample(2) }));
+    expect(Object.values(foundA.json.results as Record<string, { face: { id: number } }[]>)[0][0].face.id).toBeOneOf(a.faces);
+  }
+
+  describe('tenant isolation', () => {
+    it("answers every probe of B's faces, galleries, metas, photos and persons with A's token as if they did not exist", async () => {
+      await as('B', 'POST', '/v0/galleries/only-in-b/');
+      await sweep();
+      // B's history is whole: every sighting B's camera recorded, under B's persons.
+      const mine = (await as('B', 'GET', '/v0/history/search')).json.results as { id: number }[];
+      expect(mine.map((e) => e.id).sort()).toEqual([...b.sightings].sort());
+    }, 120_000);
+
+    it('holds after a restart', async () => {
+      await shape.restart();
+      await sweep();
+    }, 120_000);
   });
 
-  it('a revoked token, and every token of a disabled tenant, are refused at once', async () => {
-    await token('short-lived', 'alpha');
-    expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(200);
-    const id = (await tokens.list()).find((k) => k.name === 'short-lived')!.id;
-    expect((await as('op', 'DELETE', `/v0/admin/tokens/${id}`)).status).toBe(204);
-    expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(401);
+  describe('token scopes', () => {
+    beforeAll(async () => {
+      await token('analyze', 'alpha', { access: 'analyze' });
+      await token('read', 'alpha', { access: 'read' });
+      await token('limited', 'alpha', { galleries: [b.gallery] });
+    });
 
-    expect((await as('op', 'PUT', '/v0/admin/tenants/gamma', { disabled: true })).status).toBe(204);
-    expect((await as('gamma', 'GET', '/v0/galleries/')).status).toBe(401);
-    expect((await as('op', 'PUT', '/v0/admin/tenants/gamma', { disabled: false })).status).toBe(204);
-    expect((await as('gamma', 'GET', '/v0/galleries/')).status).toBe(200);
+    it('analyze: detect and verify only', async () => {
+      expect((await as('analyze', 'POST', '/v1/detect/', form({ photo: sample(1) }))).status).toBe(200);
+      for (const [method, url, body] of [
+        ['GET', '/v0/faces/', undefined],
+        ['POST', '/v0/identify/', form({ photo: sample(2) })],
+        ['POST', '/v0/face/', form({ photo: sample(2) })],
+      ] as const) {
+        const r = await as('analyze', method, url, body);
+        expect(r.status, url).toBe(403);
+        expect(r.json).toMatchObject({ code: 403, error: 'FORBIDDEN' });
+        expect(r.json.reason).toMatch(/lacks the (read|write) scope/);
+      }
+    });
+
+    it('read: reads and searches, never writes', async () => {
+      expect((await as('read', 'GET', `/v0/face/id/${a.faces[0]}/`)).status).toBe(200);
+      expect((await as('read', 'POST', '/v0/identify/', form({ photo: sample(2) }))).status).toBe(200);
+      for (const [method, url, body] of [
+        ['POST', '/v0/face/', form({ photo: sample(2) })],
+        ['PUT', `/v0/face/id/${a.faces[0]}/`, { meta: 'x' }],
+        ['DELETE', `/v0/face/id/${a.faces[0]}/`, undefined],
+        ['POST', '/v0/galleries/new-one/', undefined],
+        ['POST', '/v0/identify/', form({ photo: sample(2), cam_id: 'door' })],
+      ] as const) {
+        const r = await as('read', method, url, body);
+        expect(r.status, `${method} ${url}`).toBe(403);
+        expect(r.json.reason).toMatch(/write scope/);
+      }
+      expect((await as('read', 'GET', `/v0/face/id/${a.faces[0]}/`)).json.meta).toBe('a-meta');
+    });
+
+    it('galleries: only the named ones of its tenant', async () => {
+      const added = await as('limited', 'POST', '/v0/face/', form({ photo: sample(3), meta: 'limited', galleries: b.gallery }));
+      expect(added.status).toBe(200);
+      const id = added.json.results[0].id;
+      expect((await as('limited', 'GET', `/v0/face/id/${id}/`)).status).toBe(200);
+      expect((await as('limited', 'POST', `/v0/faces/gallery/${b.gallery}/identify/`, form({ photo: sample(3) }))).status).toBe(200);
+      // The whole tenant, or another gallery: refused, naming the scope.
+      for (const [method, url, body] of [
+        ['POST', '/v0/identify/', form({ photo: sample(3) })],
+        ['POST', '/v0/face/', form({ photo: sample(3) })],
+        ['GET', '/v0/faces/gallery/default/', undefined],
+        ['POST', '/v0/galleries/other/', undefined],
+      ] as const) {
+        const r = await as('limited', method, url, body);
+        expect(r.status, `${method} ${url}`).toBe(403);
+        expect(r.json.reason).toMatch(/gallery scope/);
+      }
+      // A face of its tenant outside its galleries is as if it did not exist.
+      expect((await as('limited', 'GET', `/v0/face/id/${a.faces[0]}/`)).status).toBe(404);
+      const listed = (await as('limited', 'GET', '/v0/faces/')).json.results.map((f: { id: number }) => f.id);
+      expect(listed).toContain(id);
+      expect(listed).not.toContain(a.faces[0]);
+      expect((await as('limited', 'GET', '/v0/galleries/')).json).toEqual({ results: [b.gallery] });
+    });
+
+    it('operator routes: 403 for a valid client token, 401 for none; operators manage tenants and tokens, and read the audit', async () => {
+      for (const url of ['/metrics', '/v0/admin/shards', '/v0/admin/tenants', '/v0/admin/audit']) {
+        const r = await as('A', 'GET', url);
+        expect(r.status, url).toBe(403);
+        expect(r.json.reason).toMatch(/operator scope/);
+        expect((await request(shape.base(), 'GET', url, undefined, {})).status).toBe(401);
+      }
+      const made = await as('op', 'POST', '/v0/admin/tenants', { name: 'gamma', photos_in_flight: 2 });
+      expect(made.status).toBe(201);
+      expect(made.json).toMatchObject({ name: 'gamma', photos_in_flight: 2, rate_per_s: null, tokens: 0, faces: 0 });
+      expect((await as('op', 'POST', '/v0/admin/tenants', { name: 'gamma' })).status).toBe(409);
+      const tok = await as('op', 'POST', '/v0/admin/tokens', { name: 'gamma-app', tenant: 'gamma', access: 'read' });
+      expect(tok.status).toBe(201);
+      t.gamma = tok.json.token;
+      expect((await as('gamma', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default'] });
+      const listed = (await as('op', 'GET', '/v0/admin/tokens')).json.results;
+      expect(listed.find((k: { id: number }) => k.id === tok.json.id)).toMatchObject({ tenant: 'gamma', access: 'read', operator: false });
+      expect(JSON.stringify(listed)).not.toContain(tok.json.token);
+      expect((await as('op', 'DELETE', '/v0/admin/tenants/default')).status).toBe(400);
+      const audit = (await as('op', 'GET', '/v0/admin/audit?limit=3')).json.results;
+      expect(audit.map((e: { action: string; target: string; actor: string }) => [e.action, e.target, e.actor])).toEqual([
+        ['token.create', String(tok.json.id), 'op'],
+        ['tenant.create', 'gamma', 'op'],
+        expect.any(Array),
+      ]);
+    });
+
+    it('a revoked token, and every token of a disabled tenant, are refused at once', async () => {
+      await token('short-lived', 'alpha');
+      expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(200);
+      const id = (await tokens.list()).find((k) => k.name === 'short-lived')!.id;
+      expect((await as('op', 'DELETE', `/v0/admin/tokens/${id}`)).status).toBe(204);
+      expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(401);
+
+      expect((await as('op', 'PUT', '/v0/admin/tenants/gamma', { disabled: true })).status).toBe(204);
+      expect((await as('gamma', 'GET', '/v0/galleries/')).status).toBe(401);
+      expect((await as('op', 'PUT', '/v0/admin/tenants/gamma', { disabled: false })).status).toBe(204);
+      expect((await as('gamma', 'GET', '/v0/galleries/')).status).toBe(200);
+    });
+
+    it('deleting a tenant deletes its faces, camera history, persons, galleries and tokens', async () => {
+      await tokens.create(CLI_ACTOR, 'gamma-writer', {}, 'gamma').then((m) => (t.gammaWriter = m.token));
+      const added = await as('gammaWriter', 'POST', '/v0/face/', form({ photo: sample(4), meta: 'gamma', cam_id: 'gamma-door' }));
+      expect(added.status).toBe(200);
+      expect(added.json.sightings).toHaveLength(1);
+      const [{ id: tenant }] = await shape.tdb.db.sql`SELECT id FROM tenants WHERE name = 'gamma'`;
+      const gone = await as('op', 'DELETE', '/v0/admin/tenants/gamma');
+      expect(gone.status).toBe(200);
+      expect(gone.json).toEqual({ deleted: 1 });
+      expect((await as('gammaWriter', 'GET', '/v0/galleries/')).status).toBe(401);
+      // Its faces, camera history and persons went with it; the history stays append-only for everyone else.
+      const [left] = await shape.tdb.db.sql`
+        SELECT (SELECT count(*) FROM faces WHERE tenant_id = ${tenant})::int AS faces,
+          (SELECT count(*) FROM sightings WHERE tenant_id = ${tenant})::int AS sightings,
+          (SELECT count(*) FROM persons WHERE tenant_id = ${tenant})::int AS persons`;
+      expect(left).toEqual({ faces: 0, sightings: 0, persons: 0 });
+      await expect(shape.tdb.db.sql`DELETE FROM sightings WHERE cam_id = 'b-door'`).rejects.toThrow(/append-only/);
+    });
   });
 
-  it('deleting a tenant deletes its faces, camera history, persons, galleries and tokens', async () => {
-    await tokens.create(CLI_ACTOR, 'gamma-writer', {}, 'gamma').then((m) => (t.gammaWriter = m.token));
-    const added = await as('gammaWriter', 'POST', '/v0/face/', form({ photo: sample(4), meta: 'gamma', cam_id: 'gamma-door' }));
-    expect(added.status).toBe(200);
-    expect(added.json.sightings).toHaveLength(1);
-    const [{ id: tenant }] = await tdb.db.sql`SELECT id FROM tenants WHERE name = 'gamma'`;
-    const gone = await as('op', 'DELETE', '/v0/admin/tenants/gamma');
-    expect(gone.status).toBe(200);
-    expect(gone.json).toEqual({ deleted: 1 });
-    expect((await as('gammaWriter', 'GET', '/v0/galleries/')).status).toBe(401);
-    // Its faces, camera history and persons went with it; the history stays append-only for everyone else.
-    const [left] = await tdb.db.sql`
-      SELECT (SELECT count(*) FROM faces WHERE tenant_id = ${tenant})::int AS faces,
-        (SELECT count(*) FROM sightings WHERE tenant_id = ${tenant})::int AS sightings,
-        (SELECT count(*) FROM persons WHERE tenant_id = ${tenant})::int AS persons`;
-    expect(left).toEqual({ faces: 0, sightings: 0, persons: 0 });
-    await expect(tdb.db.sql`DELETE FROM sightings WHERE cam_id = 'b-door'`).rejects.toThrow(/append-only/);
-  });
-});
+  // A node's fair shares and photo lane are its own (each API node of a cluster keeps its own counts,
+  // as the README says): they are tested once, on one process.
+  describe.runIf(shapeName === 'one')('fair shares', () => {
+    it("answers 429 with Retry-After past a token's requests per second; an admitted write is whole, a refused one left no trace", async () => {
+      await token('slow', 'alpha', { ratePerS: 2 });
+      const answers = await Promise.all(Array.from({ length: 6 }, (_, k) => as('slow', 'POST', '/v0/face/', form({ photo: sample(5), meta: `burst-${k}` }))));
+      const limited = answers.filter((r) => r.status === 429);
+      expect(limited.length).toBeGreaterThanOrEqual(3);
+      expect(limited[0].json).toMatchObject({ code: 429, error: 'RATE_LIMITED' });
+      expect(Number(limited[0].headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      for (const [k, r] of answers.entries()) {
+        expect([200, 429]).toContain(r.status);
+        const [stored] = await shape.tdb.db.sql`SELECT count(*)::int AS n FROM faces WHERE meta = ${`burst-${k}`}`;
+        expect(stored.n, `burst-${k}`).toBe(r.status === 200 ? r.json.results.length : 0);
+      }
+    });
 
-describe('fair shares', () => {
-  it("answers 429 with Retry-After past a token's requests per second; an admitted write is whole, a refused one left no trace", async () => {
-    await token('slow', 'alpha', { ratePerS: 2 });
-    const answers = await Promise.all(Array.from({ length: 6 }, (_, k) => as('slow', 'POST', '/v0/face/', form({ photo: sample(5), meta: `burst-${k}` }))));
-    const limited = answers.filter((r) => r.status === 429);
-    expect(limited.length).toBeGreaterThanOrEqual(3);
-    expect(limited[0].json).toMatchObject({ code: 429, error: 'RATE_LIMITED' });
-    expect(Number(limited[0].headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    for (const [k, r] of answers.entries()) {
-      expect([200, 429]).toContain(r.status);
-      const [stored] = await tdb.db.sql`SELECT count(*)::int AS n FROM faces WHERE meta = ${`burst-${k}`}`;
-      expect(stored.n, `burst-${k}`).toBe(r.status === 200 ? r.json.results.length : 0);
-    }
-  });
+    it('answers 429 past a token\'s photos in flight, while another token is served', async () => {
+      await token('one-at-a-time', 'alpha', { photosInFlight: 1 });
+      const answers = await Promise.all(Array.from({ length: 4 }, () => as('one-at-a-time', 'POST', '/v1/detect/', form({ photo: sample(6) }))));
+      expect(answers.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(1);
+      expect(answers.filter((r) => r.status === 429).length).toBeGreaterThanOrEqual(1);
+      expect((await as('B', 'POST', '/v1/detect/', form({ photo: sample(6) }))).status).toBe(200);
+    });
 
-  it('answers 429 past a token\'s photos in flight, while another token is served', async () => {
-    await token('one-at-a-time', 'alpha', { photosInFlight: 1 });
-    const answers = await Promise.all(Array.from({ length: 4 }, () => as('one-at-a-time', 'POST', '/v1/detect/', form({ photo: sample(6) }))));
-    expect(answers.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(1);
-    expect(answers.filter((r) => r.status === 429).length).toBeGreaterThanOrEqual(1);
-    expect((await as('B', 'POST', '/v1/detect/', form({ photo: sample(6) }))).status).toBe(200);
-  });
-
-  it("serves a tenant under its share of a full photo lane, and holds the tenant that filled it to its share", async () => {
-    await server.close();
-    await start({ FACE_MAX_ENGINE_INFLIGHT: '2' });
-    const port = Number(new URL(base).port);
-    // A photo upload that never finishes holds its slot from the moment its token is authorized.
-    const hold = (name: string) => {
-      const socket = net.connect(port, '127.0.0.1');
-      socket.on('error', () => {});
-      const part = '--held\r\nContent-Disposition: form-data; name="photo"; filename="p.jpg"\r\nContent-Type: image/jpeg\r\n\r\n';
-      socket.write(`POST /v1/detect/ HTTP/1.1\r\nHost: x\r\nAuthorization: Token ${t[name]}\r\nContent-Type: multipart/form-data; boundary=held\r\nContent-Length: 1000000\r\n\r\n${part}`);
-      return socket;
-    };
-    // The photo requests in progress, as /metrics counts them: each hold is in place before the next step.
-    const engineInFlight = async () => {
-      const text = await (await fetch(`${base}/metrics`, { headers: auth('op') })).text();
-      return parseMetrics(text).get('face_http_inflight_requests{class="engine"}');
-    };
-    const holding = async (n: number) => {
-      for (let i = 0; i < 200 && (await engineInFlight()) !== n; i++) await new Promise((r) => setTimeout(r, 20));
-      expect(await engineInFlight()).toBe(n);
-    };
-    const held: net.Socket[] = [];
-    try {
-      held.push(hold('A'));
-      await holding(1);
-      held.push(hold('A'));
-      await holding(2);
-      const photo = () => form({ photo: sample(6) });
-      // A alone fills the lane: the lane is full for A.
-      expect((await as('A', 'POST', '/v1/detect/', photo())).status).toBe(503);
-      // B holds nothing: it is admitted beyond the limit and served.
-      expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(200);
-      held.push(hold('B'));
-      await holding(3);
-      // With B in the lane too, A (over its share of 1) is refused as a rate limit.
-      const shared = await as('A', 'POST', '/v1/detect/', photo());
-      expect(shared.status).toBe(429);
-      expect(shared.json).toMatchObject({ error: 'RATE_LIMITED' });
-      // B holds its share (1) too; once A's uploads are gone, the lane has room for B's next.
-      expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(429);
-      held[0].destroy();
-      held[1].destroy();
-      await holding(1);
-      expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(200);
-    } finally {
-      for (const s of held) s.destroy();
-    }
+    it("serves a tenant under its share of a full photo lane, and holds the tenant that filled it to its share", async () => {
+      await shape.restart({ FACE_MAX_ENGINE_INFLIGHT: '2' });
+      const base = shape.base();
+      const port = Number(new URL(base).port);
+      // A photo upload that never finishes holds its slot from the moment its token is authorized.
+      const hold = (name: string) => {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => {});
+        const part = '--held\r\nContent-Disposition: form-data; name="photo"; filename="p.jpg"\r\nContent-Type: image/jpeg\r\n\r\n';
+        socket.write(`POST /v1/detect/ HTTP/1.1\r\nHost: x\r\nAuthorization: Token ${t[name]}\r\nContent-Type: multipart/form-data; boundary=held\r\nContent-Length: 1000000\r\n\r\n${part}`);
+        return socket;
+      };
+      // The photo requests in progress, as /metrics counts them: each hold is in place before the next step.
+      const engineInFlight = async () => {
+        const text = await (await fetch(`${base}/metrics`, { headers: auth('op') })).text();
+        return parseMetrics(text).get('face_http_inflight_requests{class="engine"}');
+      };
+      const holding = async (n: number) => {
+        for (let i = 0; i < 200 && (await engineInFlight()) !== n; i++) await new Promise((r) => setTimeout(r, 20));
+        expect(await engineInFlight()).toBe(n);
+      };
+      const held: net.Socket[] = [];
+      try {
+        held.push(hold('A'));
+        await holding(1);
+        held.push(hold('A'));
+        await holding(2);
+        const photo = () => form({ photo: sample(6) });
+        // A alone fills the lane: the lane is full for A.
+        expect((await as('A', 'POST', '/v1/detect/', photo())).status).toBe(503);
+        // B holds nothing: it is admitted beyond the limit and served.
+        expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(200);
+        held.push(hold('B'));
+        await holding(3);
+        // With B in the lane too, A (over its share of 1) is refused as a rate limit.
+        const shared = await as('A', 'POST', '/v1/detect/', photo());
+        expect(shared.status).toBe(429);
+        expect(shared.json).toMatchObject({ error: 'RATE_LIMITED' });
+        // B holds its share (1) too; once A's uploads are gone, the lane has room for B's next.
+        expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(429);
+        held[0].destroy();
+        held[1].destroy();
+        await holding(1);
+        expect((await as('B', 'POST', '/v1/detect/', photo())).status).toBe(200);
+      } finally {
+        for (const s of held) s.destroy();
+      }
+    });
   });
 });
