@@ -6,7 +6,8 @@
  * passage is one sighting; the enrolled person is named; a stranger seen by
  * both cameras is one person; the RTSP server killed mid-stream and started
  * again is survived without losing a finished track; a source that is not a
- * video, or a camera that never answers, fails alone.
+ * video, or a camera that never answers, fails alone. A worker writing into a
+ * cluster gives the same passages and names.
  * Needs ../shared/testdata/lfw, ffmpeg and the RTSP server (in CI, all three).
  */
 import { execFile, spawn } from 'node:child_process';
@@ -24,6 +25,7 @@ import { freePort } from '../harness/load-service.js';
 import { buildDist, startProcess, type ServiceProcess } from '../harness/process.js';
 import { rtspMissing, startCameraWorker, startRtspServer, type RtspServer } from '../harness/rtsp.js';
 import { request } from '../harness/service.js';
+import { startShape, type Shape } from '../harness/shapes.js';
 import { until } from '../harness/until.js';
 
 const root = findProjectRoot();
@@ -56,6 +58,46 @@ interface Event {
   timestamp: string;
 }
 
+/**
+ * `npm run camera` reads the door video (the enrolled person passes, a stranger passes, the enrolled
+ * one comes back) into the service at `base`, with the token in the environment: one sighting per
+ * passage, the enrolled person named, the stranger a person of their own.
+ */
+async function doorPassages(video: string, base: string, token: string, enrolled: number, history: (cam: string) => Promise<Event[]>): Promise<void> {
+  const worker = spawn('npm', ['run', '--silent', 'camera', '--', '--source', video, '--cam-id', 'door', '--url', base], {
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: 'info', FACE_TOKEN: token },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  worker.stdout.on('data', (d) => (output += d));
+  worker.stderr.on('data', (d) => (output += d));
+  // It stops by itself at the file's end, once its last tracks are written.
+  const code = await new Promise<number | null>((resolve) => worker.once('exit', resolve));
+  expect(code, output.slice(-3000)).toBe(0);
+  const events = await history('door');
+  expect(
+    events.map((e) => e.face_id),
+    output.slice(-3000),
+  ).toEqual([enrolled, null, enrolled]);
+  // The stranger is a person of their own; both passages of the enrolled person are theirs.
+  expect(events[0].person_id).toBe(events[2].person_id);
+  expect(events[1].person_id).not.toBe(events[0].person_id);
+  // Each sighting's time is when its face was first seen: the passages' order and spacing.
+  const t = events.map((e) => Date.parse(`${e.timestamp}Z`));
+  expect(t[1] - t[0]).toBeGreaterThan(4000);
+  expect(t[2] - t[1]).toBeGreaterThan(4000);
+}
+
+/** The door's passages as history lists them through `call`, oldest first. */
+const historyOf =
+  (call: (method: string, url: string, body?: FormData | object) => Promise<{ status: number; text: string; json: any }>) =>
+  async (cam: string): Promise<Event[]> => {
+    const r = await call('POST', '/v0/history/search', { cam_id: cam });
+    expect(r.status, r.text).toBe(200);
+    return (r.json.results as Event[]).sort((a, b) => a.timestamp.localeCompare(b.timestamp));
+  };
+
 suite('cameras', () => {
   let tdb: TestDatabase;
   let dir: string;
@@ -63,11 +105,7 @@ suite('cameras', () => {
   let enrolled: number;
   const videos: Record<string, string> = {};
   const call = (method: string, url: string, body?: FormData | object) => request(api.base, method, url, body, AUTH);
-  const history = async (cam: string): Promise<Event[]> => {
-    const r = await call('POST', '/v0/history/search', { cam_id: cam });
-    expect(r.status, r.text).toBe(200);
-    return (r.json.results as Event[]).sort((a, b) => a.timestamp.localeCompare(b.timestamp));
-  };
+  const history = historyOf(call);
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'camera-test-'));
@@ -112,29 +150,7 @@ suite('cameras', () => {
   });
 
   it('a video file through `npm run camera`: one sighting per passage, the enrolled person named, the stranger a person', async () => {
-    const worker = spawn('npm', ['run', '--silent', 'camera', '--', '--source', videos.door, '--cam-id', 'door', '--url', api.base, '--token', TOKEN], {
-      cwd: root,
-      env: { ...process.env, LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    worker.stdout.on('data', (d) => (output += d));
-    worker.stderr.on('data', (d) => (output += d));
-    // It stops by itself at the file's end, once its last tracks are written.
-    const code = await new Promise<number | null>((resolve) => worker.once('exit', resolve));
-    expect(code, output.slice(-3000)).toBe(0);
-    const events = await history('door');
-    expect(
-      events.map((e) => e.face_id),
-      output.slice(-3000),
-    ).toEqual([enrolled, null, enrolled]);
-    // The stranger is a person of their own; both passages of the enrolled person are theirs.
-    expect(events[0].person_id).toBe(events[2].person_id);
-    expect(events[1].person_id).not.toBe(events[0].person_id);
-    // Each sighting's time is when its face was first seen: the passages' order and spacing.
-    const t = events.map((e) => Date.parse(`${e.timestamp}Z`));
-    expect(t[1] - t[0]).toBeGreaterThan(4000);
-    expect(t[2] - t[1]).toBeGreaterThan(4000);
+    await doorPassages(videos.door, api.base, TOKEN, enrolled, history);
   }, 120_000);
 
   it('an RTSP stream: the stranger is the same person as on the other camera, and a server killed mid-stream is survived', async () => {
@@ -190,4 +206,37 @@ suite('cameras', () => {
     expect(lobby[0].face_id).toBeNull();
     expect(api.output()).toMatch(/"cam":"junk"[^\n]*camera source failed/);
   }, 90_000);
+});
+
+/**
+ * The camera worker writing to a cluster (two API nodes, two shard servers): the same passages
+ * and answers as one process gives, the sightings written through one API node and read through
+ * both in turn.
+ */
+suite('cameras writing to a cluster', () => {
+  let shape: Shape;
+  let video: string;
+  let dir: string;
+  const call = (method: string, url: string, body?: FormData | object) => request(shape.base(), method, url, body, { Authorization: `Token ${shape.operator}` });
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'camera-cluster-'));
+    video = path.join(dir, 'door.mkv');
+    await makeVideo(
+      { width: 1280, height: 720, fps: 10, seconds: 17, appearances: [walk(ENROLLED, 1, 1, 4, 100, 60), walk(STRANGER, 1, 6.5, 9.5, 800, -50), walk(ENROLLED, 2, 12, 15, 500)] },
+      video,
+    );
+    shape = await startShape('cluster');
+  }, 240_000);
+
+  afterAll(async () => {
+    await shape?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  }, 60_000);
+
+  it('a video file through `npm run camera` into one API node: one sighting per passage, named as in one process', async () => {
+    const r = await call('POST', '/v0/face/', form({ photo: readFileSync(photo(ENROLLED, 3)), meta: ENROLLED }));
+    expect(r.status, r.text).toBe(200);
+    await doorPassages(video, shape.base(), shape.operator, r.json.results[0].id, historyOf(call));
+  }, 120_000);
 });
