@@ -5,7 +5,8 @@
  * - `cluster`: two API nodes (FACE_ROLE=api) and two shard servers
  *   (FACE_ROLE=shard, the deployment's shards split between them), each a
  *   process of its own, on one PostgreSQL. Calls take turns between the API
- *   nodes, so consecutive calls cross nodes, where the seams are.
+ *   nodes, so consecutive calls cross nodes, where the seams are; the URLs
+ *   they hand out name one public address, as behind a load balancer.
  *
  * Which shapes a file runs in: `shapesUnderTest`. The full matrix is
  * `npm run test:shapes` (FACE_TEST_SHAPES=all); a plain run takes the cluster
@@ -117,11 +118,11 @@ export function startShardServer(env: NodeJS.ProcessEnv, held: string, port: num
 }
 
 /** An API node fanning out to `servers` (FACE_SHARD_SERVERS); API nodes share `dataDir` as a volume behind a load balancer. */
-export function startApiNode(env: NodeJS.ProcessEnv, servers: string, dataDir: string): Promise<ServiceProcess> {
+export function startApiNode(env: NodeJS.ProcessEnv, servers: string, dataDir: string, port = 0): Promise<ServiceProcess> {
   return startProcess({
     ...env,
     FACE_ROLE: 'api',
-    PORT: '0',
+    PORT: String(port),
     FACE_DATA_DIR: dataDir,
     FACE_SHARD_SERVERS: servers,
     FACE_INFERENCE_WORKERS: '1',
@@ -149,6 +150,10 @@ async function startCluster(tdb: TestDatabase, dir: string, settings: Record<str
   const held = Array.from({ length: SERVERS }, (_, s) => Array.from({ length: shardCount }, (_, k) => k).filter((k) => k % SERVERS === s));
   const ports = await Promise.all(held.map(() => freePort()));
   const servers = held.map((ks, s) => `${ks.join('+')}@http://127.0.0.1:${ports[s]}`).join(',');
+  // Behind a load balancer every API node hands out URLs of the one public address: here, the
+  // first node's (its port kept across restarts), as FACE_PUBLIC_URL.
+  const apiPorts = await Promise.all(Array.from({ length: API_NODES }, () => freePort()));
+  env = { ...env, FACE_PUBLIC_URL: `http://127.0.0.1:${apiPorts[0]}` };
   const serverName = (s: number) => `http://127.0.0.1:${ports[s]} (shard${held[s].length > 1 ? 's' : ''} ${held[s].join(', ')})`;
   let shardNodes: ServiceProcess[] = [];
   let apiNodes: ServiceProcess[] = [];
@@ -156,9 +161,9 @@ async function startCluster(tdb: TestDatabase, dir: string, settings: Record<str
   const start = async () => {
     // Shard servers wait for an API node to record which embeddings they hold.
     const starting = held.map((ks, s) => startShardServer(env, ks.join(','), ports[s], path.join(dir, `shard-${s}`)));
-    apiNodes = [await startApiNode(env, servers, path.join(dir, 'api'))];
+    apiNodes = [await startApiNode(env, servers, path.join(dir, 'api'), apiPorts[0])];
     shardNodes = await Promise.all(starting);
-    apiNodes.push(...(await Promise.all(Array.from({ length: API_NODES - 1 }, () => startApiNode(env, servers, path.join(dir, 'api'))))));
+    apiNodes.push(...(await Promise.all(apiPorts.slice(1).map((port) => startApiNode(env, servers, path.join(dir, 'api'), port)))));
     for (const node of apiNodes) {
       await until(
         'every shard server live',
