@@ -15,7 +15,7 @@ import type { CameraOptions } from './camera/camera.js';
 import { Cameras } from './camera/cameras.js';
 import { HttpSightingWriter } from './camera/http-writer.js';
 import { findProjectRoot, type Config } from './config/index.js';
-import { databaseUnavailable, type Database } from './db/client.js';
+import { databaseUnavailable, onPrimary, type Database, type FreshRead } from './db/client.js';
 import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
 import { ReadReplica } from './db/read-replica.js';
@@ -172,6 +172,8 @@ interface Stores {
   migration: EmbeddingMigration | undefined;
   database: DatabaseRoutes;
   replica: ReadReplica | undefined;
+  /** Reads that want the primary: on it, or on the replica while it is lost. */
+  fresh: FreshRead;
 }
 
 /**
@@ -184,9 +186,11 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   // Listings, history search and person views read from the replica while it is within the lag bound.
   const replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
   const reads = replica?.reads ?? db.stream;
+  // Faces by id, galleries and tokens: the primary, and the replica while a failover is under way.
+  const fresh: FreshRead = replica ? (read) => replica.fresh(read) : onPrimary(db.sql);
   if (replica) metrics.watchReplica(replica);
   const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
-  const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads });
+  const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads, fresh });
   const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads);
   const groupsStrangers = config.persons.threshold !== 'off';
   let search: OpenedSearch;
@@ -220,7 +224,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   const database: DatabaseRoutes = {
     store,
     photos,
-    galleries: new GalleryStore(db.sql, photos),
+    galleries: new GalleryStore(db.sql, photos, fresh),
     history,
     grouping:
       search.strangers && threshold !== 'off'
@@ -243,7 +247,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
     audit: new AuditLog(db.sql),
     forgetTokens,
   };
-  return { search, migration, database, replica };
+  return { search, migration, database, replica, fresh };
 }
 
 /**
@@ -287,8 +291,9 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     },
     (outcome) => metrics.photoFetched(outcome),
   );
-  const dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log }) : undefined;
+  let dbTokens: DbTokenVerifier | undefined;
   const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log, () => dbTokens?.clear()) : undefined;
+  dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log, fresh: stores?.fresh }) : undefined;
   const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
   const expiry = history && config.history.thumbnailRetentionDays > 0 ? expireThumbnails(history, config.history.thumbnailRetentionDays, log) : undefined;

@@ -36,7 +36,9 @@ async function main(): Promise<void> {
       console.log(
         `round ${round}: killed ${report.killed}, new leader ${report.newLeader}; writes back after ${report.writesBackAfterS.toFixed(1)} s; ` +
           `${report.acknowledged} acknowledged, ${report.lost} lost, ${report.storedTwice} stored twice; retried ${JSON.stringify(report.retried)}; ` +
-          `identify ${report.identify.answered} answered, others ${JSON.stringify(report.identify.other)}, slowest ${(report.identify.slowestMs / 1000).toFixed(1)} s; ` +
+          `identify ${report.identify.answered} answered, others ${JSON.stringify(report.identify.other)}, slowest ${(report.identify.slowestMs / 1000).toFixed(2)} s; ` +
+          `GET ${report.gets.answered} answered, others ${JSON.stringify(report.gets.other)}, slowest ${(report.gets.slowestMs / 1000).toFixed(2)} s; ` +
+          `${report.wrong.length} wrong${report.wrong.length ? ` (${report.wrong.slice(0, 3).join('; ')})` : ''}; ` +
           `shards ${report.shardsEqualDatabase ? 'equal' : 'NOT equal'} to the database (${report.stored} faces)`,
       );
       deployment.cluster.start(killed);
@@ -50,7 +52,8 @@ async function main(): Promise<void> {
   console.log(
     `${rounds} rounds: lost ${reports.reduce((n, r) => n + r.lost, 0)} of ${reports.reduce((n, r) => n + r.acknowledged, 0)} acknowledged, ` +
       `stored twice ${reports.reduce((n, r) => n + r.storedTwice, 0)}; writes back after ${back[0].toFixed(1)}-${back.at(-1)!.toFixed(1)} s ` +
-      `(median ${back[Math.floor(back.length / 2)].toFixed(1)}); shards equal the database after ${reports.filter((r) => r.shardsEqualDatabase).length} of ${rounds}`,
+      `(median ${back[Math.floor(back.length / 2)].toFixed(1)}); slowest read ${(Math.max(...reports.flatMap((r) => [r.identify.slowestMs, r.gets.slowestMs])) / 1000).toFixed(2)} s, ` +
+      `${reports.reduce((n, r) => n + r.wrong.length, 0)} wrong; shards equal the database after ${reports.filter((r) => r.shardsEqualDatabase).length} of ${rounds}`,
   );
   saveJson(optionArg('json'), { machine: machineLine(describeMachine()), rounds: reports });
 }

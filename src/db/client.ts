@@ -17,6 +17,19 @@ import type { Logger } from '../log.js';
 export type Sql = postgres.Sql;
 export type TransactionSql = postgres.TransactionSql;
 
+/**
+ * Runs a read that wants what is committed now: on the primary, or, with a
+ * replica, on it while the primary is lost (read-replica.ts `fresh`). Stores
+ * take one for the reads a request cannot do without (a face by id, a token).
+ */
+export type FreshRead = <T>(read: (sql: Sql) => Promise<T>) => Promise<T>;
+
+/** The fresh reads of a deployment without a replica: the primary, however long it takes. */
+export const onPrimary =
+  (sql: Sql): FreshRead =>
+  (read) =>
+    read(sql);
+
 export interface DatabaseOptions {
   url: string;
   /** Pool size; each in-flight store request holds at most one connection. */

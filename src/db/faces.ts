@@ -20,7 +20,7 @@
  */
 import type { Row } from 'postgres';
 import { logChanges } from './change-log.js';
-import { transaction, type Sql, type TransactionSql } from './client.js';
+import { onPrimary, transaction, type FreshRead, type Sql, type TransactionSql } from './client.js';
 import { floatsToBytes } from './embedding.js';
 import { DEFAULT_GALLERY, extraGalleries, galleryExists, shareGalleries, unknownGallery } from './galleries.js';
 import { pagedListing, type Fragment, type Listing, type Page } from './paging.js';
@@ -152,10 +152,13 @@ export interface FaceStoreOptions {
   model?: string;
   /** Pool for streamed listings (Database.stream); the main pool when absent. */
   stream?: Sql;
+  /** Reads of faces by id, which want what is committed now; the main pool when absent. */
+  fresh?: FreshRead;
 }
 
 export class FaceStore {
   private readonly stream: Sql;
+  private readonly fresh: FreshRead;
 
   constructor(
     private readonly sql: Sql,
@@ -163,6 +166,7 @@ export class FaceStore {
     private readonly opts: FaceStoreOptions = {},
   ) {
     this.stream = opts.stream ?? sql;
+    this.fresh = opts.fresh ?? onPrimary(sql);
   }
 
   /**
@@ -231,13 +235,13 @@ export class FaceStore {
   /** Faces of `reach` by id, in the order asked; others are left out. One query for all. */
   async getFaces(reach: Reach, ids: number[]): Promise<StoredFace[]> {
     if (ids.length === 0) return [];
-    const rows = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id IN ${this.sql(ids)} AND ${within(this.sql, reach)}`;
+    const rows = await this.fresh((sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id IN ${sql(ids)} AND ${within(sql, reach)}`);
     const byId = new Map(rows.map((r) => [Number(r.id), toFace(r)]));
     return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
   async getFace(reach: Reach, id: number): Promise<StoredFace | undefined> {
-    const [row] = await this.sql`SELECT ${faceColumns(this.sql)} FROM faces f WHERE f.id = ${id} AND ${within(this.sql, reach)}`;
+    const [row] = await this.fresh((sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id = ${id} AND ${within(sql, reach)}`);
     return row ? toFace(row) : undefined;
   }
 
@@ -316,7 +320,7 @@ export class FaceStore {
     const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
     const match = (s: Sql) => s`${within(s, reach, 'f', true)} AND ${filter.meta !== undefined ? s`f.meta = ${filter.meta}` : s`true`}`;
     const orderBy = listingOrder(scoped, filter.meta !== undefined);
-    return pagedListing(this.sql, this.stream, page, batchSize, {
+    return pagedListing(this.stream, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${orderBy(s, order)} ${extra}`,
       rows: (s, where) => s`SELECT ${faceColumns(s)} FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${orderBy(s, s`DESC`)}`,
       idCol,
@@ -341,7 +345,7 @@ export class FaceStore {
         : s`FROM faces o WHERE o.meta = f.meta AND ${within(s, reach, 'o')}`;
     const first = (s: Sql) => s`${within(s, reach, 'f', true)} AND NOT EXISTS (SELECT 1 ${same(s)} AND o.id < f.id)`;
     const orderBy = listingOrder(scoped, false);
-    return pagedListing(this.sql, this.stream, page, batchSize, {
+    return pagedListing(this.stream, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${first(s)} AND ${where} ORDER BY ${orderBy(s, order)} ${extra}`,
       rows: (s, where) => s`
         SELECT ${faceColumns(s)}, (SELECT count(*) ${same(s)}) AS meta_count
@@ -353,6 +357,6 @@ export class FaceStore {
   }
 
   private async requireGallery(tenant: number, name: string): Promise<void> {
-    if (!(await galleryExists(this.sql, tenant, name))) throw unknownGallery([name], 'gallery');
+    if (!(await this.fresh((sql) => galleryExists(sql, tenant, name)))) throw unknownGallery([name], 'gallery');
   }
 }

@@ -12,7 +12,7 @@
 import { DomainError } from '../errors.js';
 import { audit, type Actor } from './audit.js';
 import { logChanges } from './change-log.js';
-import { transaction, type Sql, type TransactionSql } from './client.js';
+import { onPrimary, transaction, type FreshRead, type Sql, type TransactionSql } from './client.js';
 import type { PhotoStore } from './photos.js';
 
 export const DEFAULT_GALLERY = 'default';
@@ -50,6 +50,8 @@ export class GalleryStore {
   constructor(
     private readonly sql: Sql,
     private readonly photos: PhotoStore,
+    /** Whether a gallery exists, asked before a search: the primary, or the replica while it is lost. */
+    private readonly fresh: FreshRead = onPrimary(sql),
   ) {}
 
   /** The tenant's galleries (those of `only` when given), default first, then the others sorted. */
@@ -61,7 +63,7 @@ export class GalleryStore {
   }
 
   exists(tenant: number, name: string): Promise<boolean> {
-    return galleryExists(this.sql, tenant, name);
+    return this.fresh((sql) => galleryExists(sql, tenant, name));
   }
 
   /** The first gallery of `names` the tenant does not have, checked one by one (cheap, before any inference). */

@@ -49,15 +49,19 @@ export interface PagedQuery<T> {
   idOf: (t: T) => number;
 }
 
-/** A listing of `q` under `page`; `sql` answers the short queries, `stream` the cursor. */
-export async function pagedListing<T>(sql: Sql, stream: Sql, page: Page, batchSize: number, q: PagedQuery<T>): Promise<Listing<T>> {
+/**
+ * A listing of `q` under `page`, read on `stream`: the cursor and the short queries of the page
+ * bounds and links alike, so that the links describe the rows the listing read (a replica's, when
+ * `stream` reads from one) and a listing answers wherever its rows can be read.
+ */
+export async function pagedListing<T>(stream: Sql, page: Page, batchSize: number, q: PagedQuery<T>): Promise<Listing<T>> {
   const bounds = (s: Sql, lo?: number, hi?: number) =>
     s`${lo !== undefined ? s`${q.idCol(s)} > ${lo}` : s`true`} AND ${hi !== undefined ? s`${q.idCol(s)} < ${hi}` : s`true`}`;
   let upper = page.maxId;
   const lower = page.minId;
   if (lower !== undefined && page.limit !== undefined) {
     // The page's newest result: the limit-th above minId.
-    const [top] = await q.ids(sql, bounds(sql, lower, upper), sql`ASC`, sql`LIMIT 1 OFFSET ${page.limit - 1}`);
+    const [top] = await q.ids(stream, bounds(stream, lower, upper), stream`ASC`, stream`LIMIT 1 OFFSET ${page.limit - 1}`);
     if (top) upper = Number(top.id) + 1;
   }
   const limited = page.limit !== undefined ? stream`LIMIT ${page.limit}` : stream``;
@@ -79,8 +83,8 @@ export async function pagedListing<T>(sql: Sql, stream: Sql, page: Page, batchSi
     batches,
     links: async () => {
       if (page.limit === undefined || firstId === undefined || lastId === undefined) return {};
-      const [older] = await q.ids(sql, bounds(sql, undefined, lastId), sql`DESC`, sql`LIMIT 1`);
-      const [newer] = await q.ids(sql, bounds(sql, firstId, undefined), sql`ASC`, sql`LIMIT 1`);
+      const [older] = await q.ids(stream, bounds(stream, undefined, lastId), stream`DESC`, stream`LIMIT 1`);
+      const [newer] = await q.ids(stream, bounds(stream, firstId, undefined), stream`ASC`, stream`LIMIT 1`);
       return { ...(older ? { nextMaxId: lastId } : {}), ...(newer ? { prevMinId: firstId } : {}) };
     },
   };

@@ -345,4 +345,32 @@ describe('a streaming replica', () => {
     await until('the note is replayed', async () => (await read('while down')).seen);
     expect(await read('while down')).toEqual({ standby: true, seen: true });
   });
+
+  it('keeps reads, and reads that want the primary, on the standby while the primary is lost, and goes back when it returns', async () => {
+    await until('reads are on the standby', () => replica!.usingReplica());
+    await write('before the loss');
+    await until('the note is replayed', async () => (await read('before the loss')).seen);
+    const port = primary!.port;
+    const fresh = () =>
+      replica!.fresh(async (sql) => (await sql<Array<{ standby: boolean; seen: boolean }>>`
+        SELECT pg_is_in_recovery() AS standby, EXISTS (SELECT 1 FROM notes WHERE body = 'before the loss') AS seen`)[0]);
+    expect(await fresh()).toEqual({ standby: false, seen: true });
+    await primary!.stop();
+    try {
+      // A read that wants the primary answers from the standby within the patience and one measurement.
+      const t0 = Date.now();
+      expect(await fresh()).toEqual({ standby: true, seen: true });
+      expect(Date.now() - t0).toBeLessThan(2000);
+      expect(replica!.state()).toMatchObject({ usingReplica: true, primaryLost: true });
+      // Listings stay on it too, though no measurement of the lag can be made.
+      await sleep(3 * maxLagMs);
+      expect(replica!.state()).toMatchObject({ usingReplica: true, primaryLost: true });
+      expect(await read('before the loss')).toEqual({ standby: true, seen: true });
+    } finally {
+      primary = await startEmbedded({ dataDir: path.join(dir!, 'primary'), port });
+
+    }
+    await until('the primary is back', () => !replica!.state().primaryLost, 60_000);
+    expect(await fresh()).toEqual({ standby: false, seen: true });
+  });
 });

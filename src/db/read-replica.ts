@@ -54,17 +54,36 @@
  * notices (within one interval), fails like a read on a failed primary; it
  * is not retried elsewhere.
  *
+ * When the primary is lost (a failover under way: its probe fails or does
+ * not answer within the bound, while the replica answers as a standby of the
+ * same cluster), nothing newer than what the replica holds can be committed
+ * anywhere, so its lag stops growing: reads stay on it, at the lag last
+ * measured, for at most PRIMARY_LOSS_MS, which covers a Patroni failover
+ * (writes were back within about 20 s in the failover test). Reads that want
+ * the primary (`fresh`: a face by id, a token) move to the replica too: one
+ * that the primary does not answer within PRIMARY_PATIENCE_MS waits for a
+ * measurement, and runs on the replica once the primary is found lost. A
+ * node cut off from a primary that others still write to sees the same, so
+ * the cap bounds what it may miss.
+ *
  * Long reads on a hot standby can be cancelled by replay conflicts
  * (SQLSTATE 40001, "conflict with recovery"): give the replica
  * `hot_standby_feedback = on` or a larger `max_standby_streaming_delay`
  * when listings stream to slow clients.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 import type { Logger } from '../log.js';
-import { STREAM_POOL, type Database, type Sql } from './client.js';
+import { databaseUnavailable, STREAM_POOL, type Database, type Sql } from './client.js';
 
 /** Staleness allowed unless told otherwise (FACE_READ_MAX_LAG_MS). */
 export const DEFAULT_MAX_LAG_MS = 1000;
+
+/** Longest a lost primary keeps reads on the replica: past a failover's length, the lag is no longer known. */
+export const PRIMARY_LOSS_MS = 60_000;
+
+/** How long a fresh read waits for the primary before a measurement is asked whether it is lost. */
+const PRIMARY_PATIENCE_MS = 200;
 
 export interface ReadReplicaOptions {
   /** The replica (DATABASE_READ_URL): same cluster, same database name as the primary's. */
@@ -97,6 +116,8 @@ export type FallbackReason = 'starting' | 'lagging' | 'stale' | 'unreachable' | 
 export interface ReplicaState {
   /** The last measured lag in milliseconds; undefined before the first or after a failed one. */
   lagMs: number | undefined;
+  /** The primary does not answer while the replica does (a failover under way): reads are on the replica. */
+  primaryLost: boolean;
   /** Milliseconds since the last measurement began; undefined when there is none or it failed. */
   ageMs: number | undefined;
   usingReplica: boolean;
@@ -112,6 +133,10 @@ interface Measurement {
   at: number;
   /** Undefined: see `fault`. */
   lagMs: number | undefined;
+  /** When the primary was first found lost, while it stays so: `lagMs` is then the last one measured. */
+  primaryLostSince?: number;
+  /** With `primaryLostSince`: when the replica answered (the probe waited for the primary first). */
+  answeredAt?: number;
   fault?: 'unreachable' | 'unknown' | 'other-cluster';
   error?: string;
 }
@@ -128,6 +153,8 @@ export class ReadReplica {
   private readonly probeTimeoutMs: number;
   private readonly log?: Logger;
   private last: Measurement | undefined;
+  /** The primary's system identifier, as its last probe said: a replica of another cluster is never read from. */
+  private system: string | undefined;
   /** The primary's WAL position at the start of each recent probe, for `replayedSince`. */
   private positions: Array<{ at: number; lsn: bigint }> = [];
   private probing: { since: number; done: Promise<number | undefined> } | undefined;
@@ -181,6 +208,32 @@ export class ReadReplica {
     return this.decide();
   }
 
+  /** The primary is lost and reads are on the replica (module comment). */
+  primaryLost(): boolean {
+    return this.decide() && this.last?.primaryLostSince !== undefined;
+  }
+
+  /**
+   * A read that wants what is committed now: on the primary; on the replica while the primary
+   * is lost, or once a measurement finds it lost while this read waits for it or fails for its
+   * absence. The primary's answer to a read abandoned so is dropped.
+   */
+  async fresh<T>(read: (sql: Sql) => Promise<T>): Promise<T> {
+    if (this.primaryLost()) return read(this.replica);
+    const settled = read(this.db.sql).then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    );
+    for (;;) {
+      const got = await Promise.race([settled, sleep(PRIMARY_PATIENCE_MS).then(() => undefined)]);
+      if (got && 'value' in got) return got.value;
+      if (got && !databaseUnavailable(got.error)) throw got.error;
+      await this.measure();
+      if (this.primaryLost()) return read(this.replica);
+      if (got) throw got.error;
+    }
+  }
+
   /** The last measured lag in milliseconds; undefined before the first measurement or while they fail. */
   lagMs(): number | undefined {
     return this.last?.lagMs;
@@ -197,6 +250,7 @@ export class ReadReplica {
     const ok = this.last?.lagMs !== undefined ? this.last : undefined;
     return {
       lagMs: this.last?.lagMs,
+      primaryLost: this.primaryLost(),
       ageMs: ok ? Date.now() - ok.at : undefined,
       usingReplica: using,
       reason: using ? undefined : this.reason(),
@@ -232,19 +286,21 @@ export class ReadReplica {
   }
 
   private async probe(at: number): Promise<number | undefined> {
-    let timeout: NodeJS.Timeout | undefined;
     let result: Measurement;
     try {
-      const work = (async (): Promise<Measurement> => {
+      result = await this.within(this.probeTimeoutMs, async (): Promise<Measurement> => {
         // The primary's position first: whatever the replica has replayed past it was committed before `at`.
-        const [p] = await this.db.sql<Array<{ lsn: string; system: string }>>`
+        // A primary that does not answer within the bound is, for reads, lost.
+        const asked = this.db.sql<Array<{ lsn: string; system: string }>>`
           SELECT pg_current_wal_lsn()::text AS lsn, (SELECT system_identifier FROM pg_control_system())::text AS system`;
+        // Left to finish or fail on its own when it times out: cancelling a query that waits for a
+        // connection wedged the pool once the primary was back (postgres.js 3.4).
+        const answer = await this.within(Math.min(this.maxLagMs, this.probeTimeoutMs), async () => (await asked)[0]).catch((err: Error) => err);
+        if (answer instanceof Error) return this.withoutPrimary(at, answer);
+        const p = answer;
+        this.system = p.system;
         this.remember(at, parseLsn(p.lsn));
-        const [r] = await this.replica<Array<{ system: string; recovery: boolean; replayed: string | null; behind_ms: number | null }>>`
-          SELECT (SELECT system_identifier FROM pg_control_system())::text AS system,
-            pg_is_in_recovery() AS recovery,
-            pg_last_wal_replay_lsn()::text AS replayed,
-            (extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1000)::float8 AS behind_ms`;
+        const r = await this.replicaState();
         // A standby (or a promoted one) shares its primary's identifier; another cluster holds other data.
         if (r.system !== p.system) {
           return { at, lagMs: undefined, fault: 'other-cluster', error: 'the read URL is a server of another cluster than the primary' };
@@ -256,22 +312,54 @@ export class ReadReplica {
           return { at, lagMs: undefined, fault: 'unknown', error: 'the replica is behind and has replayed no transaction since it started' };
         }
         return { at, lagMs: Math.max(0, Math.min(...bounds)) };
-      })();
-      result = await Promise.race([
-        work,
-        new Promise<never>((_, reject) => {
-          timeout = setTimeout(() => reject(new Error(`no answer within ${this.probeTimeoutMs} ms`)), this.probeTimeoutMs);
-        }),
-      ]);
+      });
     } catch (err) {
       result = { at, lagMs: undefined, fault: 'unreachable', error: (err as Error).message };
-    } finally {
-      clearTimeout(timeout);
     }
     // A slow probe must not overwrite a newer one that finished first.
     if (!this.last || this.last.at <= at) this.last = result;
     this.decide();
     return result.lagMs;
+  }
+
+  /**
+   * The measurement when the primary failed to answer (`err`): the primary is lost when the
+   * replica answers as a standby of the same cluster, its lag frozen at the last one measured
+   * (nothing newer can be committed without a primary); else unreachable.
+   */
+  private async withoutPrimary(at: number, err: Error): Promise<Measurement> {
+    const before = this.last;
+    const frozen = before?.lagMs;
+    const r = await this.replicaState().catch(() => undefined);
+    if (!r || !r.recovery || r.system !== this.system || frozen === undefined) {
+      return { at, lagMs: undefined, fault: 'unreachable', error: `primary: ${err.message}` };
+    }
+    if (before?.primaryLostSince === undefined) this.log?.warn({ err: err.message, lagMs: frozen }, 'the primary does not answer; reads stay on the replica');
+    return { at, lagMs: frozen, primaryLostSince: before?.primaryLostSince ?? at, answeredAt: Date.now(), error: `primary: ${err.message}` };
+  }
+
+  private async replicaState() {
+    const [r] = await this.replica<Array<{ system: string; recovery: boolean; replayed: string | null; behind_ms: number | null }>>`
+      SELECT (SELECT system_identifier FROM pg_control_system())::text AS system,
+        pg_is_in_recovery() AS recovery,
+        pg_last_wal_replay_lsn()::text AS replayed,
+        (extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1000)::float8 AS behind_ms`;
+    return r;
+  }
+
+  /** `work`, or an error once it has not answered within `ms`. */
+  private async within<T>(ms: number, work: () => Promise<T>): Promise<T> {
+    let timeout: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        work(),
+        new Promise<never>((_, reject) => {
+          timeout = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timeout);
+    }
   }
 
   /** Records that the primary's WAL had reached `lsn` by time `at`; forgets what can no longer matter. */
@@ -291,11 +379,17 @@ export class ReadReplica {
   /** Whether reads go to the replica now; counts and logs each move between the servers (shutting down is none). */
   private decide(): boolean {
     const m = this.last;
-    const using = !this.closing && m?.lagMs !== undefined && m.lagMs + (Date.now() - m.at) <= this.maxLagMs;
+    const now = Date.now();
+    // While the primary is lost the replica's lag does not grow (module comment); the replica must have answered lately.
+    const within =
+      m?.primaryLostSince !== undefined
+        ? m.lagMs! <= this.maxLagMs && now - m.answeredAt! <= this.probeTimeoutMs && now - m.primaryLostSince <= PRIMARY_LOSS_MS
+        : m?.lagMs !== undefined && m.lagMs + (now - m.at) <= this.maxLagMs;
+    const using = !this.closing && within;
     if (using !== this.onReplica && !this.closing) {
       this.onReplica = using;
       if (using) {
-        this.log?.info({ lagMs: m?.lagMs }, 'reads on the replica');
+        this.log?.info({ lagMs: m?.lagMs, primaryLost: m?.primaryLostSince !== undefined }, 'reads on the replica');
       } else {
         this.fallbackCount++;
         this.log?.warn({ reason: this.reason(), lagMs: m?.lagMs, error: m?.error, maxLagMs: this.maxLagMs }, 'reads back on the primary');

@@ -16,7 +16,7 @@ import type { Access, Principal, TokenVerifier } from '../auth.js';
 import { DomainError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import { audit, type Actor } from './audit.js';
-import { transaction, type Sql } from './client.js';
+import { onPrimary, transaction, type FreshRead, type Sql } from './client.js';
 import { GALLERY_NAME } from './galleries.js';
 
 /** Notified on commit of anything that changes what a token stands for: a revocation, a tenant disabled or deleted. */
@@ -132,9 +132,9 @@ export class TokenStore {
     return Number(row.n);
   }
 
-  /** What an active token of an enabled tenant stands for; undefined for any other token. */
-  async principalOf(token: string): Promise<Principal | undefined> {
-    const [row] = await this.sql`
+  /** What an active token of an enabled tenant stands for; undefined for any other token. Read on `sql` when given. */
+  async principalOf(token: string, sql: Sql = this.sql): Promise<Principal | undefined> {
+    const [row] = await sql`
       SELECT k.id, k.name, k.tenant_id, k.operator, k.access, k.galleries,
         coalesce(k.rate_per_s, t.rate_per_s) AS rate_per_s, coalesce(k.photos_in_flight, t.photos_in_flight) AS photos_in_flight
       FROM tokens k JOIN tenants t ON t.id = k.tenant_id
@@ -163,6 +163,8 @@ export interface DbTokenVerifierOptions {
   /** Refused tokens kept, in a cache of their own. */
   maxNegativeEntries?: number;
   log?: Logger;
+  /** Where a token is read when no answer is cached: the primary, or the replica while it is lost (a failover). */
+  fresh?: FreshRead;
 }
 
 /** A size-bounded map that drops the least recently used entry; a Map iterates in insertion order. */
@@ -205,6 +207,7 @@ export class DbTokenVerifier implements TokenVerifier {
   /** Digest → expiry of tokens it refused; floods of random tokens churn only this one. */
   private readonly refused: LruCache<number>;
   private readonly ttlMs: number;
+  private readonly fresh: FreshRead;
   private unlisten?: () => Promise<void>;
 
   constructor(
@@ -213,6 +216,7 @@ export class DbTokenVerifier implements TokenVerifier {
     opts: DbTokenVerifierOptions = {},
   ) {
     this.ttlMs = opts.ttlMs ?? 5000;
+    this.fresh = opts.fresh ?? onPrimary(sql);
     this.accepted = new LruCache(opts.maxEntries ?? 1000);
     this.refused = new LruCache(opts.maxNegativeEntries ?? 1000);
     const listening = sql.listen(TOKENS_CHANGED, () => this.clear(), () => this.clear());
@@ -240,7 +244,7 @@ export class DbTokenVerifier implements TokenVerifier {
     }
     let principal: Principal | undefined;
     try {
-      principal = await this.store.principalOf(token);
+      principal = await this.fresh((sql) => this.store.principalOf(token, sql));
     } catch (err) {
       // Fail closed, but say why: a 401 would tell the client its token is bad.
       throw unavailable('Token store unavailable', 1, err);

@@ -176,6 +176,11 @@ export class ServiceMetrics {
     help: '1 while read-only routes read from the replica, 0 while they fall back to the primary (lagging past FACE_READ_MAX_LAG_MS, or unreachable).',
     registers: [this.registry],
   });
+  private readonly replicaPrimaryLost = new Gauge({
+    name: 'face_db_replica_primary_lost',
+    help: '1 while the primary does not answer and the replica does (a failover under way): every read, faces by id and tokens included, is on the replica.',
+    registers: [this.registry],
+  });
   private readonly writerFailovers = new Gauge({
     name: 'face_db_failovers',
     help: 'Times the database server this node writes to, or its timeline, changed since start: failovers seen by this node.',
@@ -351,6 +356,7 @@ export class ServiceMetrics {
     const state = this.replica.state();
     this.replicaLag.set(state.lagMs === undefined ? NaN : state.lagMs / 1000);
     this.replicaInUse.set(state.usingReplica ? 1 : 0);
+    this.replicaPrimaryLost.set(state.primaryLost ? 1 : 0);
     this.replicaFallbacks.set(state.fallbacks);
   }
 

@@ -28,10 +28,20 @@ export interface FailoverRound {
   /** Write attempts that failed and were retried, by answer. */
   retried: Record<string, number>;
   /** Identify requests between the kill and the writes' return: answered, the others by status (0: no answer), the slowest. */
-  identify: { answered: number; other: Record<string, number>; slowestMs: number };
+  identify: Reads;
+  /** The same of reads by GET: a face by id, and a page of the listing. */
+  gets: Reads;
+  /** Answers that were wrong: an identify that did not find the photo's face, a face read that was another. */
+  wrong: string[];
   /** Faces in the database, and in the shards once they caught up. */
   stored: number;
   shardsEqualDatabase: boolean;
+}
+
+export interface Reads {
+  answered: number;
+  other: Record<string, number>;
+  slowestMs: number;
 }
 
 interface Target {
@@ -45,18 +55,20 @@ interface Target {
 
 interface Ack {
   ids: number[];
+  /** Which of the photos it enrolled. */
+  photo: number;
   attemptStarted: number;
   answeredAt: number;
 }
 
-async function post(base: string, url: string, fields: Record<string, string | Buffer>, headers: Record<string, string>): Promise<{ status: number; json?: any }> {
+async function post(base: string, url: string, fields: Record<string, string | Buffer> | undefined, headers: Record<string, string>): Promise<{ status: number; json?: any }> {
   const fd = new FormData();
-  for (const [k, v] of Object.entries(fields)) {
+  for (const [k, v] of Object.entries(fields ?? {})) {
     if (typeof v === 'string') fd.append(k, v);
     else fd.append(k, new Blob([new Uint8Array(v)], { type: 'image/jpeg' }), 'photo.jpg');
   }
   try {
-    const res = await fetch(`${base}${url}`, { method: 'POST', headers, body: fd });
+    const res = await fetch(`${base}${url}`, fields ? { method: 'POST', headers, body: fd } : { headers });
     const text = await res.text();
     return { status: res.status, json: text ? JSON.parse(text) : undefined };
   } catch {
@@ -68,7 +80,8 @@ async function post(base: string, url: string, fields: Record<string, string | B
 function traffic(t: Target, round: number) {
   const acks: Ack[] = [];
   const retried: Record<string, number> = {};
-  const reads: { at: number; status: number; ms: number }[] = [];
+  const reads: { at: number; status: number; ms: number; kind: 'identify' | 'get' }[] = [];
+  const wrong: string[] = [];
   let running = true;
   let next = 0;
   const writer = async (w: number) => {
@@ -79,7 +92,7 @@ function traffic(t: Target, round: number) {
         const attemptStarted = Date.now();
         const a = await post(t.apis[(i + attempt) % t.apis.length], '/v0/face/', { photo: t.photos[i % t.photos.length], meta }, { ...t.auth, 'Idempotency-Key': `failover-${meta}` });
         if (a.status === 200) {
-          acks.push({ ids: a.json.results.map((f: { id: number }) => f.id), attemptStarted, answeredAt: Date.now() });
+          acks.push({ ids: a.json.results.map((f: { id: number }) => f.id), photo: i % t.photos.length, attemptStarted, answeredAt: Date.now() });
           break;
         }
         const why = a.status === 0 ? 'connection' : `${a.status} ${a.json?.error ?? ''}`;
@@ -89,19 +102,38 @@ function traffic(t: Target, round: number) {
       }
     }
   };
-  const reader = async () => {
+  // Identify: the face of a photo enrolled before the request began is found.
+  const identifier = async () => {
     for (let i = 0; running; i++) {
+      const photo = i % t.photos.length;
       const t0 = Date.now();
-      const a = await post(t.apis[i % t.apis.length], '/v0/identify/', { photo: t.photos[i % t.photos.length] }, t.auth);
-      reads.push({ at: Date.now(), status: a.status, ms: Date.now() - t0 });
+      const enrolled = acks.some((a) => a.photo === photo);
+      const a = await post(t.apis[i % t.apis.length], '/v0/identify/', { photo: t.photos[photo] }, t.auth);
+      reads.push({ at: Date.now(), status: a.status, ms: Date.now() - t0, kind: 'identify' });
+      const best = a.status === 200 ? (Object.values(a.json.results as Record<string, { confidence: number }[]>)[0]?.[0]?.confidence ?? 0) : 1;
+      if (enrolled && best < 0.9) wrong.push(`identify of photo ${photo}: best confidence ${best}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   };
-  const all = [writer(0), writer(1), reader()];
+  // Reads by GET: an acknowledged face by id, and the newest page of the listing.
+  const getter = async () => {
+    for (let i = 0; running; i++) {
+      const face = acks[i % Math.max(1, acks.length)]?.ids[0];
+      const url = i % 2 === 0 && face !== undefined ? `/v0/face/id/${face}/` : '/v0/faces/?limit=5';
+      const t0 = Date.now();
+      const a = await post(t.apis[i % t.apis.length], url, undefined, t.auth);
+      reads.push({ at: Date.now(), status: a.status, ms: Date.now() - t0, kind: 'get' });
+      if (a.status === 200 && url.startsWith('/v0/face/id/') && a.json.id !== face) wrong.push(`${url} answered face ${a.json.id}`);
+      if (a.status === 200 && !url.startsWith('/v0/face/id/') && !Array.isArray(a.json.results)) wrong.push(`${url} answered ${JSON.stringify(a.json)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const all = [writer(0), writer(1), identifier(), getter()];
   return {
     acks,
     retried,
     reads,
+    wrong,
     async stop() {
       running = false;
       await Promise.all(all);
@@ -135,6 +167,14 @@ export async function failoverRound(t: Target, round: number): Promise<{ report:
         return body.shards.reduce((n, s) => n + s.size, 0) === stored ? true : undefined;
       }, 30_000, 250).catch(() => false);
       const during = load.reads.filter((r) => r.at > killedAt && r.at - r.ms < backAt);
+      const summary = (kind: 'identify' | 'get'): Reads => {
+        const of = during.filter((r) => r.kind === kind);
+        return {
+          answered: of.filter((r) => r.status === 200).length,
+          other: of.filter((r) => r.status !== 200).reduce<Record<string, number>>((n, r) => ({ ...n, [r.status]: (n[r.status] ?? 0) + 1 }), {}),
+          slowestMs: Math.max(0, ...of.map((r) => r.ms)),
+        };
+      };
       return {
         killed: leader,
         report: {
@@ -146,11 +186,9 @@ export async function failoverRound(t: Target, round: number): Promise<{ report:
           storedTwice: twice.length,
           writesBackAfterS: (backAt - killedAt) / 1000,
           retried: load.retried,
-          identify: {
-            answered: during.filter((r) => r.status === 200).length,
-            other: during.filter((r) => r.status !== 200).reduce<Record<string, number>>((n, r) => ({ ...n, [r.status]: (n[r.status] ?? 0) + 1 }), {}),
-            slowestMs: Math.max(0, ...during.map((r) => r.ms)),
-          },
+          identify: summary('identify'),
+          gets: summary('get'),
+          wrong: load.wrong,
           stored,
           shardsEqualDatabase,
         },
