@@ -187,7 +187,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   const replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
   const reads = replica?.reads ?? db.stream;
   // Faces by id, galleries and tokens: the primary, and the replica while a failover is under way.
-  const fresh: FreshRead = replica ? (read) => replica.fresh(read) : onPrimary(db.sql);
+  const fresh: FreshRead = replica ? (read, found) => replica.fresh(read, found) : onPrimary(db.sql);
   if (replica) metrics.watchReplica(replica);
   const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
   const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads, fresh });

@@ -21,8 +21,12 @@ export type TransactionSql = postgres.TransactionSql;
  * Runs a read that wants what is committed now: on the primary, or, with a
  * replica, on it while the primary is lost (read-replica.ts `fresh`). Stores
  * take one for the reads a request cannot do without (a face by id, a token).
+ * `found` says whether an answer holds everything asked for: one from the
+ * replica that does not (a face, a token, a gallery it lacks) may only be
+ * behind, and the primary's answer is awaited instead, so that a lost
+ * primary never makes something that exists answer as missing.
  */
-export type FreshRead = <T>(read: (sql: Sql) => Promise<T>) => Promise<T>;
+export type FreshRead = <T>(read: (sql: Sql) => Promise<T>, found: (answer: T) => boolean) => Promise<T>;
 
 /** The fresh reads of a deployment without a replica: the primary, however long it takes. */
 export const onPrimary =

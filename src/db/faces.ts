@@ -235,13 +235,19 @@ export class FaceStore {
   /** Faces of `reach` by id, in the order asked; others are left out. One query for all. */
   async getFaces(reach: Reach, ids: number[]): Promise<StoredFace[]> {
     if (ids.length === 0) return [];
-    const rows = await this.fresh((sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id IN ${sql(ids)} AND ${within(sql, reach)}`);
+    const rows = await this.fresh(
+      (sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id IN ${sql(ids)} AND ${within(sql, reach)}`,
+      (found) => found.length === new Set(ids).size,
+    );
     const byId = new Map(rows.map((r) => [Number(r.id), toFace(r)]));
     return ids.flatMap((id) => byId.get(id) ?? []);
   }
 
   async getFace(reach: Reach, id: number): Promise<StoredFace | undefined> {
-    const [row] = await this.fresh((sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id = ${id} AND ${within(sql, reach)}`);
+    const [row] = await this.fresh(
+      (sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id = ${id} AND ${within(sql, reach)}`,
+      (found) => found.length > 0,
+    );
     return row ? toFace(row) : undefined;
   }
 
@@ -357,6 +363,6 @@ export class FaceStore {
   }
 
   private async requireGallery(tenant: number, name: string): Promise<void> {
-    if (!(await this.fresh((sql) => galleryExists(sql, tenant, name)))) throw unknownGallery([name], 'gallery');
+    if (!(await this.fresh((sql) => galleryExists(sql, tenant, name), Boolean))) throw unknownGallery([name], 'gallery');
   }
 }

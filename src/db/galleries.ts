@@ -63,7 +63,7 @@ export class GalleryStore {
   }
 
   exists(tenant: number, name: string): Promise<boolean> {
-    return this.fresh((sql) => galleryExists(sql, tenant, name));
+    return this.fresh((sql) => galleryExists(sql, tenant, name), Boolean);
   }
 
   /** The first gallery of `names` the tenant does not have, checked one by one (cheap, before any inference). */

@@ -62,9 +62,14 @@
  * (writes were back within about 20 s in the failover test). Reads that want
  * the primary (`fresh`: a face by id, a token) move to the replica too: one
  * that the primary does not answer within PRIMARY_PATIENCE_MS waits for a
- * measurement, and runs on the replica once the primary is found lost. A
- * node cut off from a primary that others still write to sees the same, so
- * the cap bounds what it may miss.
+ * measurement, and runs on the replica once the primary is found lost. An
+ * answer of the replica's that lacks what was asked for may only be behind
+ * (a face acknowledged just before the loss): the primary's is awaited
+ * instead. The lag kept is the last one measured within PRIMARY_LOSS_MS
+ * (behind a proxy that spreads connections over several replicas, a single
+ * probe may meet one that cannot tell its lag). A node cut off from a
+ * primary that others still write to sees the same, so the cap bounds what
+ * it may miss.
  *
  * Long reads on a hot standby can be cancelled by replay conflicts
  * (SQLSTATE 40001, "conflict with recovery"): give the replica
@@ -153,6 +158,8 @@ export class ReadReplica {
   private readonly probeTimeoutMs: number;
   private readonly log?: Logger;
   private last: Measurement | undefined;
+  /** The last measurement that found the lag, for a primary lost right after one that could not. */
+  private lastLag: { at: number; lagMs: number } | undefined;
   /** The primary's system identifier, as its last probe said: a replica of another cluster is never read from. */
   private system: string | undefined;
   /** The primary's WAL position at the start of each recent probe, for `replayedSince`. */
@@ -214,13 +221,19 @@ export class ReadReplica {
   }
 
   /**
-   * A read that wants what is committed now: on the primary; on the replica while the primary
-   * is lost, or once a measurement finds it lost while this read waits for it or fails for its
-   * absence. The primary's answer to a read abandoned so is dropped.
+   * A read that wants what is committed now (client.ts `FreshRead`): on the primary; on the
+   * replica while the primary is lost, or once a measurement finds it lost while this read
+   * waits for it or fails for its absence. An answer of the replica's that is not `found` gives
+   * way to the primary's, however long that takes.
    */
-  async fresh<T>(read: (sql: Sql) => Promise<T>): Promise<T> {
-    if (this.primaryLost()) return read(this.replica);
-    const settled = read(this.db.sql).then(
+  async fresh<T>(read: (sql: Sql) => Promise<T>, found: (answer: T) => boolean): Promise<T> {
+    const onPrimary = () => read(this.db.sql);
+    const onReplica = async () => {
+      const answer = await read(this.replica);
+      return found(answer) ? answer : onPrimary();
+    };
+    if (this.primaryLost()) return onReplica();
+    const settled = onPrimary().then(
       (value) => ({ value }),
       (error: unknown) => ({ error }),
     );
@@ -229,7 +242,7 @@ export class ReadReplica {
       if (got && 'value' in got) return got.value;
       if (got && !databaseUnavailable(got.error)) throw got.error;
       await this.measure();
-      if (this.primaryLost()) return read(this.replica);
+      if (this.primaryLost()) return onReplica();
       if (got) throw got.error;
     }
   }
@@ -318,6 +331,7 @@ export class ReadReplica {
     }
     // A slow probe must not overwrite a newer one that finished first.
     if (!this.last || this.last.at <= at) this.last = result;
+    if (result.lagMs !== undefined && result.primaryLostSince === undefined && (!this.lastLag || this.lastLag.at <= at)) this.lastLag = { at, lagMs: result.lagMs };
     this.decide();
     return result.lagMs;
   }
@@ -329,7 +343,7 @@ export class ReadReplica {
    */
   private async withoutPrimary(at: number, err: Error): Promise<Measurement> {
     const before = this.last;
-    const frozen = before?.lagMs;
+    const frozen = this.lastLag && at - this.lastLag.at <= PRIMARY_LOSS_MS ? this.lastLag.lagMs : undefined;
     const r = await this.replicaState().catch(() => undefined);
     if (!r || !r.recovery || r.system !== this.system || frozen === undefined) {
       return { at, lagMs: undefined, fault: 'unreachable', error: `primary: ${err.message}` };

@@ -244,7 +244,7 @@ export class DbTokenVerifier implements TokenVerifier {
     }
     let principal: Principal | undefined;
     try {
-      principal = await this.fresh((sql) => this.store.principalOf(token, sql));
+      principal = await this.fresh((sql) => this.store.principalOf(token, sql), (p) => p !== undefined);
     } catch (err) {
       // Fail closed, but say why: a 401 would tell the client its token is bad.
       throw unavailable('Token store unavailable', 1, err);

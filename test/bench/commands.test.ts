@@ -82,6 +82,7 @@ const COMMANDS: BenchCommand[] = [
   { script: 'bench:accuracy', args: (out) => ['--lfw-only', '--lfw-limit', '100', '--modes', 'sface', '--no-mirror', '--no-old', '--json', path.join(out, 'a.json')], done: /summary/, needs: ['lfw'] },
   { script: 'bench:open-set', args: (out) => ['--mode', 'sface', '--lfw-limit', '300', '--strangers', '50', '--sizes', '100', '--json', path.join(out, 'o.json')], done: /larger N/, needs: ['lfw'] },
   { script: 'bench:subject', args: (out) => ['--lfw-limit', '60', '--margins', '0.1', '--clients', '2', '--json', path.join(out, 's.json')], done: /10-fold|accuracy/, needs: ['lfw'] },
+  { script: 'bench:boxes', args: (out) => ['--lfw-limit', '4', '--frames', '2', '--json', path.join(out, 'boxes.json')], done: /identify p50\/p99/, needs: ['lfw'] },
   { script: 'bench:attributes', args: (out) => ['--models', 'cydral-age+cydral-gender', '--rounds', '1', '--json', path.join(out, 'attr.json')], done: /written /, needs: ['faces'] },
   { script: 'bench:gpu', args: (out) => ['--modes', 'sface', '--batches', '1', '--sets', 'demo', '--time', '300', '--no-start', '--no-precision', '--json', path.join(out, 'g.json')], done: /done in /, timeoutS: 600 },
   { script: 'bench:cluster', args: () => ['--faces', '1000', '--layouts', '1', '--seconds', '1', '--shard-seconds', '1', '--concurrency', '2'], done: /capacity/i, timeoutS: 600 },

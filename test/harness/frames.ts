@@ -71,3 +71,39 @@ export function placeInFrame(photo: Buffer, at: Placement): Buffer {
   }
   return jpeg.encode({ width, height, data: out }, 90).data;
 }
+
+export interface FaceBox {
+  x1: number;
+  y1: number;
+  x2: number;
+  y2: number;
+}
+
+export interface FacePlacement {
+  /** The frame's size. */
+  width: number;
+  height: number;
+  /** The face's width in the frame, in pixels. */
+  face: number;
+  /** Where the face's box sits, each of x and y as a fraction of the room left (0: 1 px from the left or top edge, 1: from the right or bottom). */
+  fx: number;
+  fy: number;
+}
+
+/** `photo` scaled so that its face `subject` (a box on it) is `at.face` wide, placed as `at` says: the frame, and where the face's box now is. */
+export function placeFace(photo: Buffer, subject: FaceBox, at: FacePlacement): { frame: Buffer; face: FaceBox } {
+  const scale = at.face / (subject.x2 - subject.x1);
+  const [fw, fh] = [(subject.x2 - subject.x1) * scale, (subject.y2 - subject.y1) * scale];
+  const x = Math.round(1 + at.fx * (at.width - fw - 2));
+  const y = Math.round(1 + at.fy * (at.height - fh - 2));
+  const frame = placeInFrame(photo, { width: at.width, height: at.height, scale, left: Math.round(x - subject.x1 * scale), top: Math.round(y - subject.y1 * scale) });
+  return { frame, face: { x1: x, y1: y, x2: x + fw, y2: y + fh } };
+}
+
+/** Overlap of two boxes: intersection over union. */
+export function iou(a: FaceBox, b: FaceBox): number {
+  const w = Math.max(0, Math.min(a.x2, b.x2) - Math.max(a.x1, b.x1));
+  const h = Math.max(0, Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1));
+  const area = (x: FaceBox) => (x.x2 - x.x1) * (x.y2 - x.y1);
+  return (w * h) / (area(a) + area(b) - w * h);
+}

@@ -10,21 +10,14 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { placeInFrame } from '../harness/frames.js';
+import { iou, placeFace, placeInFrame, type FaceBox as Box, type FacePlacement } from '../harness/frames.js';
 import { form, haveLfw, lfwDir } from '../harness/images.js';
 import { AUTH, request } from '../harness/service.js';
 import { shapesUnderTest, startShape, type Shape } from '../harness/shapes.js';
 
-interface Box {
-  x1: number;
-  y1: number;
-  x2: number;
-  y2: number;
-}
-
 const PEOPLE = 8;
-/** Frame size, face width, and where the face's box sits: each of x and y as a fraction of the room left (0: touching the edge). */
-const PLACEMENTS: { width: number; height: number; face: number; fx: number; fy: number }[] = [
+/** Frame size, face width, and where the face's box sits (test/harness/frames.ts `placeFace`). */
+const PLACEMENTS: FacePlacement[] = [
   { width: 1280, height: 720, face: 60, fx: 0, fy: 0 },
   { width: 1280, height: 720, face: 120, fx: 0.5, fy: 0 },
   { width: 1280, height: 720, face: 250, fx: 1, fy: 1 },
@@ -40,12 +33,6 @@ describe.each(shapesUnderTest({ inCi: false }))('caller boxes (%s)', (shapeName)
   const photos: Buffer[] = [];
 
   const post = (url: string, fields: Record<string, string | Buffer>) => request(shape.base(), 'POST', url, form(fields), AUTH);
-  const iou = (a: Box, b: Box) => {
-    const w = Math.max(0, Math.min(a.x2, b.x2) - Math.max(a.x1, b.x1));
-    const h = Math.max(0, Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1));
-    const area = (x: Box) => (x.x2 - x.x1) * (x.y2 - x.y1);
-    return (w * h) / (area(a) + area(b) - w * h);
-  };
   const bboxOf = (b: Box) => JSON.stringify([b.x1, b.y1, b.x2, b.y2]);
 
   beforeAll(async () => {
@@ -79,14 +66,10 @@ describe.each(shapesUnderTest({ inCi: false }))('caller boxes (%s)', (shapeName)
         // LFW centres its subject: the face nearest the middle of the 250 px photo.
         const subject = own.map(({ x1, y1, x2, y2 }) => ({ x1, y1, x2, y2 })).sort((a, b) => Math.hypot((a.x1 + a.x2) / 2 - 125, (a.y1 + a.y2) / 2 - 125) - Math.hypot((b.x1 + b.x2) / 2 - 125, (b.y1 + b.y2) / 2 - 125))[0];
         for (const p of PLACEMENTS) {
-          const scale = p.face / (subject.x2 - subject.x1);
-          const [fw, fh] = [(subject.x2 - subject.x1) * scale, (subject.y2 - subject.y1) * scale];
-          const at = { x: Math.round(1 + p.fx * (p.width - fw - 2)), y: Math.round(1 + p.fy * (p.height - fh - 2)) };
-          const expected = { x1: at.x, y1: at.y, x2: at.x + fw, y2: at.y + fh };
-          const frame = placeInFrame(photo, { width: p.width, height: p.height, scale, left: Math.round(at.x - subject.x1 * scale), top: Math.round(at.y - subject.y1 * scale) });
-          const label = `person ${k}, ${p.face} px face in ${p.width}x${p.height} at (${at.x}, ${at.y})`;
+          const { frame, face: expected } = placeFace(photo, subject, p);
+        const label = `person ${k}, ${p.face} px face in ${p.width}x${p.height} at (${expected.x1}, ${expected.y1})`;
 
-          const detected = (await post('/v1/detect/', { photo: frame })).json.faces as Box[];
+        const detected = (await post('/v1/detect/', { photo: frame })).json.faces as Box[];
           const found = detected.find((b) => iou(b, expected) > 0.5);
           if (!found) continue; // not found by the detector: no box of its own to give
           const face = { x1: found.x1, y1: found.y1, x2: found.x2, y2: found.y2 };
