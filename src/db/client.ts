@@ -47,6 +47,8 @@ export interface DatabaseOptions {
 export const STREAM_POOL = 4;
 
 export interface Database {
+  /** The server's URL, for a connection of its own beside the pools (read-replica.ts's probe). */
+  readonly url: string;
   readonly sql: Sql;
   /** The pool for cursors that stream into responses (see the module comment). */
   readonly stream: Sql;
@@ -76,6 +78,7 @@ export function connect({ url, max = 10, streamMax = STREAM_POOL, log }: Databas
   const stream = pool(streamMax, pools[1].applicationName);
   let closing: Promise<void> | undefined;
   return {
+    url,
     sql,
     stream,
     pools,

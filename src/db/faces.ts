@@ -19,6 +19,7 @@
  * deadlock that Postgres still reports is retried by `transaction`.
  */
 import type { Row } from 'postgres';
+import { forbidden } from '../auth.js';
 import { logChanges } from './change-log.js';
 import { onPrimary, transaction, type FreshRead, type Sql, type TransactionSql } from './client.js';
 import { floatsToBytes } from './embedding.js';
@@ -253,8 +254,10 @@ export class FaceStore {
 
   /**
    * Applies an update; undefined when the face does not exist. Unknown
-   * galleries are a 404 naming them and change nothing. Only a gallery change
-   * concerns search, so only it is logged.
+   * galleries are a 404 naming them and change nothing. A change that would
+   * take the face out of the caller's reach (a token limited to galleries
+   * removing the last of its galleries from it) is 403 and changes nothing.
+   * Only a gallery change concerns search, so only it is logged.
    */
   async updateFace(reach: Reach, id: number, update: FaceUpdate): Promise<Written<StoredFace> | undefined> {
     return transaction(this.sql, async (tx) => {
@@ -278,6 +281,10 @@ export class FaceStore {
           const pairs = names.map((gallery) => ({ face_id: id, tenant_id: reach.tenant, gallery }));
           await tx`INSERT INTO face_galleries ${tx(pairs, 'face_id', 'tenant_id', 'gallery')} ON CONFLICT DO NOTHING`;
         }
+      }
+      if (change && reach.galleries) {
+        const [kept] = await tx`SELECT 1 FROM faces f WHERE f.id = ${id} AND ${within(tx, reach)}`;
+        if (!kept) throw forbidden('gallery', `the change would take the face out of its galleries (${reach.galleries.join(', ')})`);
       }
       const [row] = await tx`SELECT ${faceColumns(tx)} FROM faces f WHERE f.id = ${id}`;
       const position = change ? await logChanges(tx, [id], 'galleries') : undefined;

@@ -154,6 +154,12 @@ export class ReadReplica {
   readonly maxLagMs: number;
 
   private readonly replica: Sql;
+  /**
+   * The primary's position is read on a connection of its own: a probe queued behind a busy
+   * main pool (writes waiting for the synchronous standby) would time out and take a primary
+   * that answers for a lost one.
+   */
+  private readonly primaryProbe: Sql;
   private readonly intervalMs: number;
   private readonly probeTimeoutMs: number;
   private readonly log?: Logger;
@@ -189,6 +195,13 @@ export class ReadReplica {
       connect_timeout: 10,
       connection: { application_name: this.pool.applicationName },
       onnotice: (notice) => this.log?.debug({ notice: notice.message }, 'postgres notice (replica)'),
+    });
+    this.primaryProbe = postgres(db.url, {
+      max: 1,
+      idle_timeout: 60,
+      connect_timeout: 10,
+      connection: { application_name: `face-service-probe[${process.pid}]` },
+      onnotice: () => {},
     });
     this.reads = router(() => this.current(), () => this.close());
     if (this.intervalMs > 0) {
@@ -293,7 +306,7 @@ export class ReadReplica {
   close(timeoutS = 5): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    this.closing ??= this.replica.end({ timeout: timeoutS });
+    this.closing ??= Promise.all([this.replica.end({ timeout: timeoutS }), this.primaryProbe.end({ timeout: timeoutS })]).then(() => {});
     this.onReplica = false;
     return this.closing;
   }
@@ -304,7 +317,7 @@ export class ReadReplica {
       result = await this.within(this.probeTimeoutMs, async (): Promise<Measurement> => {
         // The primary's position first: whatever the replica has replayed past it was committed before `at`.
         // A primary that does not answer within the bound is, for reads, lost.
-        const asked = this.db.sql<Array<{ lsn: string; system: string }>>`
+        const asked = this.primaryProbe<Array<{ lsn: string; system: string }>>`
           SELECT pg_current_wal_lsn()::text AS lsn, (SELECT system_identifier FROM pg_control_system())::text AS system`;
         // Left to finish or fail on its own when it times out: cancelling a query that waits for a
         // connection wedged the pool once the primary was back (postgres.js 3.4).

@@ -11,6 +11,7 @@ import { unknownGallery, type GalleryStore } from '../db/galleries.js';
 import { DomainError, notFound } from '../errors.js';
 import type { IndexLag, IndexWrites } from '../search/index-writes.js';
 import { unknownFace } from './face-reads.js';
+import { requireHistory } from './sightings.js';
 
 export type { FaceUpdate, GalleryChange } from '../db/faces.js';
 
@@ -27,6 +28,8 @@ export async function updateFace(deps: FaceChangeDeps, reach: Reach, id: number,
   if (isEmptyUpdate(update)) throw new DomainError('BAD_PARAM', 'An update needs at least one field to change');
   const change = update.galleries;
   if (change) checkGalleries(reach, 'add' in change ? change.add : 'del' in change ? change.del : change.set);
+  // Persons are the tenant's, not a gallery's (as sightings are).
+  if (update.personId !== undefined) requireHistory(reach);
   const written = await deps.store.updateFace(reach, id, update);
   if (!written) throw unknownFace(id);
   // Only a gallery change is logged; it decides where the face can be found.

@@ -234,6 +234,19 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       expect(listed).toContain(id);
       expect(listed).not.toContain(a.faces[0]);
       expect((await as('limited', 'GET', '/v0/galleries/')).json).toEqual({ results: [b.gallery] });
+      // It may not move a face out of its reach, by any spelling of a gallery change, nor set persons (the tenant's).
+      for (const galleries of [{ del: [b.gallery] }, { set: ['default'] }, { set: [] }]) {
+        const r = await as('limited', 'PUT', `/v0/face/id/${id}/`, { galleries });
+        expect(r.status, JSON.stringify(galleries)).toBe(403);
+        expect(r.json).toMatchObject({ code: 403, error: 'FORBIDDEN' });
+      }
+      const person = await as('limited', 'PUT', `/v0/face/id/${id}/`, { person_id: 4242 });
+      expect(person.status).toBe(403);
+      expect(person.json.reason).toMatch(/history scope/);
+      const after = await as('limited', 'GET', `/v0/face/id/${id}/`);
+      expect(after.json).toMatchObject({ galleries: ['default', b.gallery] });
+      const [row] = await shape.tdb.db.sql`SELECT person_id FROM faces WHERE id = ${id}`;
+      expect(row.person_id).toBeNull();
     });
 
     it('operator routes: 403 for a valid client token, 401 for none; operators manage tenants and tokens, and read the audit', async () => {
