@@ -158,8 +158,9 @@ fn differences(label: &str, a: &Analysis, b: &Analysis, tol: Tolerance, worst: &
     out
 }
 
-/// The boxes `a` found, as caller boxes: both engines then cut the same crops, so only the
-/// face models' batches differ.
+/// The boxes `a` found, as caller boxes. Each names the face the engine's own detection finds
+/// there, so the crops differ between the engines only as their detections do: not at all
+/// away from the padding (the demo photos), within [`NEAR_PADDING`] near it.
 fn as_boxes(a: &Analysis) -> AnalyzeOptions {
     AnalyzeOptions { boxes: Some(a.faces.iter().map(|f| [f.x1 as f32, f.y1 as f32, f.x2 as f32, f.y2 as f32]).collect()), ..ALL }
 }
@@ -208,8 +209,8 @@ fn concurrent_photos_share_padded_batches_without_changing_any_face() {
 }
 
 /// The labelled photos, many of them tight face crops, whose faces touch the padding: the same
-/// faces, moved within [`NEAR_PADDING`]; given the same boxes, the same embeddings and
-/// attributes.
+/// faces, moved within [`NEAR_PADDING`]; given the same boxes, the faces they name, within the
+/// same bound.
 #[test]
 fn labelled_photos_give_the_same_faces_with_fixed_shapes() {
     let Some((off, on)) = engines() else { return };
@@ -232,7 +233,7 @@ fn labelled_photos_give_the_same_faces_with_fixed_shapes() {
         photos += 1;
         let reference = off.analyze(&bytes, &DETECT_ONLY).unwrap();
         let given = as_boxes(&reference);
-        wrong.extend(differences(&format!("{file} (caller boxes)"), &off.analyze(&bytes, &given).unwrap(), &on.analyze(&bytes, &given).unwrap(), SAME, &mut boxed));
+        wrong.extend(differences(&format!("{file} (caller boxes)"), &off.analyze(&bytes, &given).unwrap(), &on.analyze(&bytes, &given).unwrap(), NEAR_PADDING, &mut boxed));
     }
     eprintln!("{photos} labelled photos, detect + embed: {t_off:?} with shapes that follow the photo, {t_on:?} with fixed shapes");
     eprintln!("worst, detected: {detected:?}; worst, caller boxes: {boxed:?}");
