@@ -39,6 +39,7 @@ async function main(): Promise<void> {
           `identify ${report.identify.answered} answered, others ${JSON.stringify(report.identify.other)}, slowest ${(report.identify.slowestMs / 1000).toFixed(2)} s; ` +
           `GET ${report.gets.answered} answered, others ${JSON.stringify(report.gets.other)}, slowest ${(report.gets.slowestMs / 1000).toFixed(2)} s; ` +
           `${report.wrong.length} wrong${report.wrong.length ? ` (${report.wrong.slice(0, 3).join('; ')})` : ''}; ` +
+          `${report.waitedForPrimary} reads waited because the replica lacked their answer; ` +
           `shards ${report.shardsEqualDatabase ? 'equal' : 'NOT equal'} to the database (${report.stored} faces)`,
       );
       deployment.cluster.start(killed);

@@ -23,8 +23,9 @@ export type TransactionSql = postgres.TransactionSql;
  * take one for the reads a request cannot do without (a face by id, a token).
  * `found` says whether an answer holds everything asked for: one from the
  * replica that does not (a face, a token, a gallery it lacks) may only be
- * behind, and the primary's answer is awaited instead, so that a lost
- * primary never makes something that exists answer as missing.
+ * behind, and the primary is asked instead (its answer awaited, or its
+ * failure passed on as the retryable 503), so that a lost primary never
+ * makes something that exists answer as missing.
  */
 export type FreshRead = <T>(read: (sql: Sql) => Promise<T>, found: (answer: T) => boolean) => Promise<T>;
 

@@ -64,8 +64,8 @@
  * that the primary does not answer within PRIMARY_PATIENCE_MS waits for a
  * measurement, and runs on the replica once the primary is found lost. An
  * answer of the replica's that lacks what was asked for may only be behind
- * (a face acknowledged just before the loss): the primary's is awaited
- * instead. The lag kept is the last one measured within PRIMARY_LOSS_MS
+ * (a face acknowledged just before the loss): the primary is asked instead,
+ * and its answer awaited or its failure passed on. The lag kept is the last one measured within PRIMARY_LOSS_MS
  * (behind a proxy that spreads connections over several replicas, a single
  * probe may meet one that cannot tell its lag). A node cut off from a
  * primary that others still write to sees the same, so the cap bounds what
@@ -237,13 +237,16 @@ export class ReadReplica {
    * A read that wants what is committed now (client.ts `FreshRead`): on the primary; on the
    * replica while the primary is lost, or once a measurement finds it lost while this read
    * waits for it or fails for its absence. An answer of the replica's that is not `found` gives
-   * way to the primary's, however long that takes.
+   * way to the primary's: awaited, or its failure (a 503 for the client to retry), never a
+   * wrong "missing".
    */
   async fresh<T>(read: (sql: Sql) => Promise<T>, found: (answer: T) => boolean): Promise<T> {
     const onPrimary = () => read(this.db.sql);
     const onReplica = async () => {
       const answer = await read(this.replica);
-      return found(answer) ? answer : onPrimary();
+      if (found(answer)) return answer;
+      this.log?.info({ lagMs: this.last?.lagMs }, 'the replica lacks what a read asked for; it waits for the primary');
+      return onPrimary();
     };
     if (this.primaryLost()) return onReplica();
     const settled = onPrimary().then(
@@ -254,7 +257,10 @@ export class ReadReplica {
       const got = await Promise.race([settled, sleep(PRIMARY_PATIENCE_MS).then(() => undefined)]);
       if (got && 'value' in got) return got.value;
       if (got && !databaseUnavailable(got.error)) throw got.error;
+      const asked = Date.now();
       await this.measure();
+      // A measurement under way began before the primary failed this read: one more that did not.
+      if (got && !this.primaryLost() && (this.last?.at ?? 0) < asked) await this.measure();
       if (this.primaryLost()) return onReplica();
       if (got) throw got.error;
     }

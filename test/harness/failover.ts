@@ -33,6 +33,8 @@ export interface FailoverRound {
   gets: Reads;
   /** Answers that were wrong: an identify that did not find the photo's face, a face read that was another. */
   wrong: string[];
+  /** Reads the API nodes logged as waiting for the primary: the replica lacked what they asked for. */
+  waitedForPrimary: number;
   /** Faces in the database, and in the shards once they caught up. */
   stored: number;
   shardsEqualDatabase: boolean;
@@ -45,6 +47,8 @@ export interface Reads {
 }
 
 interface Target {
+  /** The API nodes' log lines so far. */
+  logLines(): Record<string, unknown>[];
   cluster: PatroniCluster;
   /** Base URLs of the API nodes. */
   apis: string[];
@@ -143,6 +147,7 @@ function traffic(t: Target, round: number) {
 
 /** Kills the leader under traffic and measures the round (module comment); returns it and the member killed. */
 export async function failoverRound(t: Target, round: number): Promise<{ report: FailoverRound; killed: Member }> {
+  const waitedBefore = t.logLines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('the replica lacks')).length;
   const load = traffic(t, round);
   try {
     await until('writes acknowledged before the kill', async () => (load.acks.length >= 3 ? true : undefined), 60_000, 100);
@@ -186,6 +191,7 @@ export async function failoverRound(t: Target, round: number): Promise<{ report:
           storedTwice: twice.length,
           writesBackAfterS: (backAt - killedAt) / 1000,
           retried: load.retried,
+          waitedForPrimary: t.logLines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('the replica lacks')).length - waitedBefore,
           identify: summary('identify'),
           gets: summary('get'),
           wrong: load.wrong,
@@ -244,7 +250,7 @@ export async function startFailoverDeployment(dir: string, token: string, photos
       const body = (await (await fetch(`${apis[0]}/v0/admin/shards`, { headers: auth })).json()) as { live: number; total: number };
       return body.live === body.total ? true : undefined;
     }, 30_000, 250);
-    return { cluster, apis, auth, photos, stop };
+    return { cluster, apis, auth, photos, stop, logLines: () => processes.slice(1).flatMap((p) => p.logLines()) };
   } catch (err) {
     await stop();
     throw err;
