@@ -15,7 +15,7 @@ import type { CameraOptions } from './camera/camera.js';
 import { Cameras } from './camera/cameras.js';
 import { HttpSightingWriter } from './camera/http-writer.js';
 import { findProjectRoot, type Config } from './config/index.js';
-import { databaseUnavailable, onPrimary, type Database, type FreshRead } from './db/client.js';
+import { databaseUnavailable, onPool, onPrimary, type Database, type FreshRead } from './db/client.js';
 import { FaceStore } from './db/faces.js';
 import { GalleryStore } from './db/galleries.js';
 import { ReadReplica } from './db/read-replica.js';
@@ -185,13 +185,14 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
   const { recognizer, dim } = engine.info();
   // Listings, history search and person views read from the replica while it is within the lag bound.
   const replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
-  const reads = replica?.reads ?? db.stream;
+  const listings = replica ? replica.reader(db.stream) : onPool(db.stream);
+  const views = replica ? replica.reader(db.sql) : onPool(db.sql);
   // Faces by id, galleries and tokens: the primary, and the replica while a failover is under way.
   const fresh: FreshRead = replica ? (read, found) => replica.fresh(read, found) : onPrimary(db.sql);
   if (replica) metrics.watchReplica(replica);
   const photos = new PhotoStore(db.sql, new PhotoBlobs(path.join(config.dataDir, 'photos')), log);
-  const store = new FaceStore(db.sql, photos, { model: recognizer, stream: reads, fresh });
-  const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, reads, replica?.reads);
+  const store = new FaceStore(db.sql, photos, { model: recognizer, reads: listings, fresh });
+  const history = new HistoryStore(db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS }, listings, views);
   const groupsStrangers = config.persons.threshold !== 'off';
   let search: OpenedSearch;
   try {

@@ -35,6 +35,21 @@ export const onPrimary =
   (read) =>
     read(sql);
 
+/**
+ * Runs a read that may be behind by the replica's lag bound (listings, history searches, person
+ * views): on the replica while it is within the bound, else on the primary's listing pool, and
+ * on the replica once a measurement finds the primary lost while the read waits for it
+ * (read-replica.ts `read`). `discard` releases an answer the primary gives after the read has
+ * been answered by the replica (a listing's open cursor).
+ */
+export type ReplicaRead = <T>(read: (sql: Sql) => Promise<T>, discard?: (late: T) => void) => Promise<T>;
+
+/** The reads of a deployment without a replica: all on `sql`. */
+export const onPool =
+  (sql: Sql): ReplicaRead =>
+  (read) =>
+    read(sql);
+
 export interface DatabaseOptions {
   url: string;
   /** Pool size; each in-flight store request holds at most one connection. */

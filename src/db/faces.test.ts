@@ -8,6 +8,7 @@ import { freshDatabase, type TestDatabase } from '../../test/harness/database.js
 import { FIRST_TENANT } from '../auth.js';
 import { DomainError } from '../errors.js';
 import { CLI_ACTOR } from './audit.js';
+import { onPool } from './client.js';
 import { bytesToFloats } from './embedding.js';
 import { FaceStore, type AddFacesInput, type FaceUpdate, type Listing, type NewFace } from './faces.js';
 import { GalleryStore } from './galleries.js';
@@ -25,7 +26,7 @@ beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'face-store-'));
   blobs = new PhotoBlobs(path.join(dir, 'photos'));
   photos = new PhotoStore(tdb.db.sql, blobs);
-  store = new FaceStore(tdb.db.sql, photos, { model: 'test', stream: tdb.db.stream });
+  store = new FaceStore(tdb.db.sql, photos, { model: 'test', reads: onPool(tdb.db.stream) });
   galleries = new GalleryStore(tdb.db.sql, photos);
 });
 

@@ -21,7 +21,7 @@
 import type { Row } from 'postgres';
 import { forbidden } from '../auth.js';
 import { logChanges } from './change-log.js';
-import { onPrimary, transaction, type FreshRead, type Sql, type TransactionSql } from './client.js';
+import { onPool, onPrimary, transaction, type FreshRead, type ReplicaRead, type Sql, type TransactionSql } from './client.js';
 import { floatsToBytes } from './embedding.js';
 import { DEFAULT_GALLERY, extraGalleries, galleryExists, shareGalleries, unknownGallery } from './galleries.js';
 import { pagedListing, type Fragment, type Listing, type Page } from './paging.js';
@@ -151,14 +151,14 @@ export interface FaceStoreOptions {
    * face, see 004-embedding-model.sql). Needed to add faces; readers may omit it.
    */
   model?: string;
-  /** Pool for streamed listings (Database.stream); the main pool when absent. */
-  stream?: Sql;
+  /** Listings, which may be behind by the replica's bound (client.ts `ReplicaRead`); the main pool when absent. */
+  reads?: ReplicaRead;
   /** Reads of faces by id, which want what is committed now; the main pool when absent. */
   fresh?: FreshRead;
 }
 
 export class FaceStore {
-  private readonly stream: Sql;
+  private readonly reads: ReplicaRead;
   private readonly fresh: FreshRead;
 
   constructor(
@@ -166,7 +166,7 @@ export class FaceStore {
     readonly photos: PhotoStore,
     private readonly opts: FaceStoreOptions = {},
   ) {
-    this.stream = opts.stream ?? sql;
+    this.reads = opts.reads ?? onPool(sql);
     this.fresh = opts.fresh ?? onPrimary(sql);
   }
 
@@ -333,7 +333,7 @@ export class FaceStore {
     const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
     const match = (s: Sql) => s`${within(s, reach, 'f', true)} AND ${filter.meta !== undefined ? s`f.meta = ${filter.meta}` : s`true`}`;
     const orderBy = listingOrder(scoped, filter.meta !== undefined);
-    return pagedListing(this.stream, page, batchSize, {
+    return pagedListing(this.reads, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${orderBy(s, order)} ${extra}`,
       rows: (s, where) => s`SELECT ${faceColumns(s)} FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${orderBy(s, s`DESC`)}`,
       idCol,
@@ -358,7 +358,7 @@ export class FaceStore {
         : s`FROM faces o WHERE o.meta = f.meta AND ${within(s, reach, 'o')}`;
     const first = (s: Sql) => s`${within(s, reach, 'f', true)} AND NOT EXISTS (SELECT 1 ${same(s)} AND o.id < f.id)`;
     const orderBy = listingOrder(scoped, false);
-    return pagedListing(this.stream, page, batchSize, {
+    return pagedListing(this.reads, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${first(s)} AND ${where} ORDER BY ${orderBy(s, order)} ${extra}`,
       rows: (s, where) => s`
         SELECT ${faceColumns(s)}, (SELECT count(*) ${same(s)}) AS meta_count

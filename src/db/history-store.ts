@@ -30,10 +30,11 @@
  */
 import type { PendingQuery, Row } from 'postgres';
 import { invalid, notFound } from '../errors.js';
-import { transaction, type Sql, type TransactionSql } from './client.js';
+import { onPool, transaction, type ReplicaRead, type Sql, type TransactionSql } from './client.js';
 import { placementOf, type Placement } from './faces.js';
 import { bytesToFloats, floatsToBytes } from './embedding.js';
 import { mergePersons, newPerson, personMembers, survivorsOf, unknownPerson } from './persons.js';
+import { openCursor } from './paging.js';
 
 export { ensurePerson, unknownPerson } from './persons.js';
 
@@ -194,23 +195,22 @@ const toRepresentative = (r: Row): Representative => ({
 });
 
 export class HistoryStore {
-  private readonly stream: Sql;
-  private readonly views: Sql;
+  private readonly listings: ReplicaRead;
+  private readonly views: ReplicaRead;
 
   /**
-   * `stream` is the pool searches stream from (Database.stream); `views` the
-   * one person views read from (a read replica's; short queries, so not the
-   * listings pool, where slow readers may hold every connection). Both the
-   * main pool when absent.
+   * `listings` runs searches, which stream (on Database.stream or a replica);
+   * `views` person views (short queries, so not on the listing pool, where
+   * slow readers may hold every connection). Both the main pool when absent.
    */
   constructor(
     private readonly sql: Sql,
     private readonly rule: FriendRule,
-    stream?: Sql,
-    views?: Sql,
+    listings?: ReplicaRead,
+    views?: ReplicaRead,
   ) {
-    this.stream = stream ?? sql;
-    this.views = views ?? sql;
+    this.listings = listings ?? onPool(sql);
+    this.views = views ?? onPool(sql);
   }
 
   /** Records a sighting in a transaction of its own (identify). */
@@ -313,62 +313,73 @@ export class HistoryStore {
   /**
    * Events matching `filter`, newest first. Several cameras are read as one
    * ordered index range each, merged by the database, so a page costs about
-   * `limit` rows per camera however long the history.
+   * `limit` rows per camera however long the history. The cursor's first
+   * batch is read before the listing returns (paging.ts `openCursor`).
    */
-  /** The tenant's events matching `filter` (see above). */
   async search(tenant: number, filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
-    // The listing streams on the listing pool; the cursor lookup is a short query on the main one.
-    const sql = this.stream;
-    let after: PendingQuery<Row[]> = sql`true`;
-    if (page.maxId !== undefined) {
-      const [cursor] = await this.sql`
-        SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${page.maxId} AND tenant_id = ${tenant}`;
-      if (!cursor) throw invalid('max_id', `max_id: no history event ${page.maxId}`);
-      // The row comparison alone is the order; the plain bound on seen_at says the same for
-      // partition pruning, which cannot see into a row comparison: months after the cursor are skipped.
-      after = sql`(s.seen_at, s.id) < (${cursor.at}::timestamptz, ${page.maxId}) AND s.seen_at <= ${cursor.at}::timestamptz`;
-    }
-    const conditions = sql`
-      s.tenant_id = ${tenant}
-      AND ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, [filter.personId])})` : sql`true`}
-      AND ${filter.personIds !== undefined ? sql`s.person_id = ANY(${personMembers(sql, filter.personIds)})` : sql`true`}
-      AND ${filter.start !== undefined ? sql`s.seen_at >= ${filter.start}::timestamptz` : sql`true`}
-      AND ${filter.end !== undefined ? sql`s.seen_at < ${filter.end}::timestamptz` : sql`true`}
-      AND ${filter.friend !== undefined ? sql`s.friend = ${filter.friend}` : sql`true`}
-      AND ${after}`;
-    // One row beyond the page tells whether a next page exists.
-    const fetch = page.limit !== undefined ? page.limit + 1 : undefined;
-    const limited = fetch !== undefined ? sql`LIMIT ${fetch}` : sql``;
-    const order = sql`ORDER BY seen_at DESC, id DESC`;
-    const cams = [...new Set(filter.camIds ?? [])];
-    let query: PendingQuery<Row[]>;
-    if (cams.length <= 1) {
-      const cam = cams.length ? sql`s.cam_id = ${cams[0]}` : sql`true`;
-      query = sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE ${cam} AND ${conditions} ORDER BY s.seen_at DESC, s.id DESC ${limited}`;
-    } else {
-      const branches = cams.map(
-        (c) => sql`(SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.cam_id = ${c} AND ${conditions} ORDER BY s.seen_at DESC, s.id DESC ${limited})`,
-      );
-      const union = branches.reduce((acc, b) => sql`${acc} UNION ALL ${b}`);
-      query = sql`SELECT * FROM (${union}) merged ${order} ${limited}`;
-    }
-    let listed = 0;
-    let last: number | undefined;
-    let more = false;
-    const limit = page.limit;
-    const batches = (async function* () {
-      for await (const rows of query.cursor(batchSize)) {
-        let events = rows.map(toEvent);
-        if (limit !== undefined && listed + events.length > limit) {
-          events = events.slice(0, limit - listed);
-          more = true;
+    return this.listings(
+      async (sql) => {
+        let after: PendingQuery<Row[]> = sql`true`;
+        if (page.maxId !== undefined) {
+          // A replica behind the page that gave the cursor may lack it: the primary knows.
+          const at = (await this.seenAt(sql, tenant, page.maxId)) ?? (sql === this.sql ? undefined : await this.seenAt(this.sql, tenant, page.maxId));
+          if (at === undefined) throw invalid('max_id', `max_id: no history event ${page.maxId}`);
+          // The row comparison alone is the order; the plain bound on seen_at says the same for
+          // partition pruning, which cannot see into a row comparison: months after the cursor are skipped.
+          after = sql`(s.seen_at, s.id) < (${at}::timestamptz, ${page.maxId}) AND s.seen_at <= ${at}::timestamptz`;
         }
-        listed += events.length;
-        if (events.length) last = events[events.length - 1].id;
-        if (events.length) yield events;
-      }
-    })();
-    return { batches, nextMaxId: () => (more ? last : undefined) };
+        const conditions = sql`
+          s.tenant_id = ${tenant}
+          AND ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, [filter.personId])})` : sql`true`}
+          AND ${filter.personIds !== undefined ? sql`s.person_id = ANY(${personMembers(sql, filter.personIds)})` : sql`true`}
+          AND ${filter.start !== undefined ? sql`s.seen_at >= ${filter.start}::timestamptz` : sql`true`}
+          AND ${filter.end !== undefined ? sql`s.seen_at < ${filter.end}::timestamptz` : sql`true`}
+          AND ${filter.friend !== undefined ? sql`s.friend = ${filter.friend}` : sql`true`}
+          AND ${after}`;
+        // One row beyond the page tells whether a next page exists.
+        const fetch = page.limit !== undefined ? page.limit + 1 : undefined;
+        const limited = fetch !== undefined ? sql`LIMIT ${fetch}` : sql``;
+        const order = sql`ORDER BY seen_at DESC, id DESC`;
+        const cams = [...new Set(filter.camIds ?? [])];
+        let query: PendingQuery<Row[]>;
+        if (cams.length <= 1) {
+          const cam = cams.length ? sql`s.cam_id = ${cams[0]}` : sql`true`;
+          query = sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE ${cam} AND ${conditions} ORDER BY s.seen_at DESC, s.id DESC ${limited}`;
+        } else {
+          const branches = cams.map(
+            (c) => sql`(SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.cam_id = ${c} AND ${conditions} ORDER BY s.seen_at DESC, s.id DESC ${limited})`,
+          );
+          const union = branches.reduce((acc, b) => sql`${acc} UNION ALL ${b}`);
+          query = sql`SELECT * FROM (${union}) merged ${order} ${limited}`;
+        }
+        const rows = await openCursor(query, batchSize);
+        let listed = 0;
+        let last: number | undefined;
+        let more = false;
+        const limit = page.limit;
+        const batches = (async function* () {
+          for await (const batch of rows.batches) {
+            let events = batch.map(toEvent);
+            if (limit !== undefined && listed + events.length > limit) {
+              events = events.slice(0, limit - listed);
+              more = true;
+            }
+            listed += events.length;
+            if (events.length) last = events[events.length - 1].id;
+            if (events.length) yield events;
+          }
+        })();
+        return { batches, nextMaxId: () => (more ? last : undefined), close: rows.close };
+      },
+      (late) => late.close(),
+    );
+  }
+
+  /** When sighting `id` of the tenant was seen, as text for a timestamptz; undefined when `sql` has no such sighting. */
+  private async seenAt(sql: Sql, tenant: number, id: number): Promise<string | undefined> {
+    const [row] = await sql`
+      SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${id} AND tenant_id = ${tenant}`;
+    return row?.at as string | undefined;
   }
 
   /**
@@ -483,8 +494,11 @@ export class HistoryStore {
   }
 
   /** The person with counts, faces and newest sightings; undefined when unknown. */
-  async person(tenant: number, id: number): Promise<Person | undefined> {
-    const sql = this.views;
+  person(tenant: number, id: number): Promise<Person | undefined> {
+    return this.views((sql) => this.personOn(sql, tenant, id));
+  }
+
+  private async personOn(sql: Sql, tenant: number, id: number): Promise<Person | undefined> {
     // A person merged into another is read as the survivor (011-persons-grouped.sql).
     const [p] = await sql`
       SELECT p.id, to_char(p.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,

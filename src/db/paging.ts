@@ -10,7 +10,7 @@
  * main pool.
  */
 import type { PendingQuery, Row } from 'postgres';
-import type { Sql } from './client.js';
+import type { ReplicaRead, Sql } from './client.js';
 
 export interface Page {
   /** At most this many results; undefined streams every match. */
@@ -50,42 +50,80 @@ export interface PagedQuery<T> {
 }
 
 /**
- * A listing of `q` under `page`, read on `stream`: the cursor and the short queries of the page
- * bounds and links alike, so that the links describe the rows the listing read (a replica's, when
- * `stream` reads from one) and a listing answers wherever its rows can be read.
+ * A listing of `q` under `page`, through `read` (client.ts `ReplicaRead`): the page bounds, the
+ * cursor's first batch and the links on one pool, so that the links describe the rows the listing
+ * read (a replica's, when it reads from one) and a listing answers wherever its rows can be read.
+ * The first batch is read before the listing is returned: a primary lost in the moment the listing
+ * begins is then found while the read waits, and the listing moves to the replica.
  */
-export async function pagedListing<T>(stream: Sql, page: Page, batchSize: number, q: PagedQuery<T>): Promise<Listing<T>> {
-  const bounds = (s: Sql, lo?: number, hi?: number) =>
-    s`${lo !== undefined ? s`${q.idCol(s)} > ${lo}` : s`true`} AND ${hi !== undefined ? s`${q.idCol(s)} < ${hi}` : s`true`}`;
-  let upper = page.maxId;
-  const lower = page.minId;
-  if (lower !== undefined && page.limit !== undefined) {
-    // The page's newest result: the limit-th above minId.
-    const [top] = await q.ids(stream, bounds(stream, lower, upper), stream`ASC`, stream`LIMIT 1 OFFSET ${page.limit - 1}`);
-    if (top) upper = Number(top.id) + 1;
-  }
-  const limited = page.limit !== undefined ? stream`LIMIT ${page.limit}` : stream``;
-  const query = stream`${q.rows(stream, bounds(stream, lower, upper))} ${limited}`;
-  let firstId: number | undefined;
-  let lastId: number | undefined;
-  const { idOf } = q;
-  const batches = (async function* () {
-    for await (const rows of query.cursor(batchSize)) {
-      const mapped = rows.map(q.map);
-      if (mapped.length) {
-        firstId ??= idOf(mapped[0]);
-        lastId = idOf(mapped[mapped.length - 1]);
+export async function pagedListing<T>(read: ReplicaRead, page: Page, batchSize: number, q: PagedQuery<T>): Promise<Listing<T>> {
+  return read(
+    async (s) => {
+      const bounds = (lo?: number, hi?: number) => s`${lo !== undefined ? s`${q.idCol(s)} > ${lo}` : s`true`} AND ${hi !== undefined ? s`${q.idCol(s)} < ${hi}` : s`true`}`;
+      let upper = page.maxId;
+      const lower = page.minId;
+      if (lower !== undefined && page.limit !== undefined) {
+        // The page's newest result: the limit-th above minId.
+        const [top] = await q.ids(s, bounds(lower, upper), s`ASC`, s`LIMIT 1 OFFSET ${page.limit - 1}`);
+        if (top) upper = Number(top.id) + 1;
       }
-      yield mapped;
-    }
-  })();
-  return {
-    batches,
-    links: async () => {
-      if (page.limit === undefined || firstId === undefined || lastId === undefined) return {};
-      const [older] = await q.ids(stream, bounds(stream, undefined, lastId), stream`DESC`, stream`LIMIT 1`);
-      const [newer] = await q.ids(stream, bounds(stream, firstId, undefined), stream`ASC`, stream`LIMIT 1`);
-      return { ...(older ? { nextMaxId: lastId } : {}), ...(newer ? { prevMinId: firstId } : {}) };
+      const limited = page.limit !== undefined ? s`LIMIT ${page.limit}` : s``;
+      const rows = await openCursor(s`${q.rows(s, bounds(lower, upper))} ${limited}`, batchSize);
+      let firstId: number | undefined;
+      let lastId: number | undefined;
+      const { idOf } = q;
+      return {
+        close: rows.close,
+        batches: (async function* () {
+          for await (const batch of rows.batches) {
+            const mapped = batch.map(q.map);
+            if (mapped.length) {
+              firstId ??= idOf(mapped[0]);
+              lastId = idOf(mapped[mapped.length - 1]);
+            }
+            yield mapped;
+          }
+        })(),
+        links: async (): Promise<PageLinks> => {
+          if (page.limit === undefined || firstId === undefined || lastId === undefined) return {};
+          const [older] = await q.ids(s, bounds(undefined, lastId), s`DESC`, s`LIMIT 1`);
+          const [newer] = await q.ids(s, bounds(firstId, undefined), s`ASC`, s`LIMIT 1`);
+          return { ...(older ? { nextMaxId: lastId } : {}), ...(newer ? { prevMinId: firstId } : {}) };
+        },
+      };
     },
+    (late) => late.close(),
+  );
+}
+
+/** A query's rows from a cursor whose first batch has been read; `close` ends it unread. */
+export interface OpenCursor {
+  batches: AsyncIterable<Row[]>;
+  close(): void;
+}
+
+/** Opens `query`'s cursor and reads its first batch, so that a read waiting for its server waits here. */
+export async function openCursor(query: Fragment, batchSize: number): Promise<OpenCursor> {
+  const cursor = query.cursor(batchSize)[Symbol.asyncIterator]();
+  const first = await cursor.next();
+  // postgres.js's cursor answers `return` without a promise; a failed cursor has nothing left to end.
+  const end = () => Promise.resolve().then(() => cursor.return?.()).catch(() => {});
+  return {
+    batches: (async function* () {
+      let done = first.done === true;
+      try {
+        if (done) return;
+        yield first.value as Row[];
+        for (;;) {
+          const next = await cursor.next();
+          if (next.done) return void (done = true);
+          yield next.value;
+        }
+      } finally {
+        // A reader that stops early (its client went away) ends the cursor, as a for-await over it would.
+        if (!done) await end();
+      }
+    })(),
+    close: () => void end(),
   };
 }

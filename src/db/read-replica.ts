@@ -41,14 +41,15 @@
  * that names another cluster (a typo, a stale DNS name) holds other data and
  * is never read from, while a standby of this primary shares its identifier.
  *
- * How a caller reads: `reads` is a `Sql` that sends each query to the pool
- * chosen at the moment the query is created (the tagged-template call), so
- * a store takes it wherever it takes `Database.stream` and needs no change.
- * A query started on the replica finishes there (a cursor keeps the
- * snapshot it began with). Fragments nest across the two pools because
- * postgres.js builds the text only when the outer query runs. `current()`
- * is the pool for one read made of several queries that must see the same
- * server. Neither is for writes: the replica refuses them.
+ * How a caller reads: a `reader` runs each read with the pool chosen when
+ * the read starts, so every query of one read (a listing's page bounds, its
+ * cursor and its links) sees the same server, and a query started on the
+ * replica finishes there (a cursor keeps the snapshot it began with). A read
+ * that starts on the primary is moved to the replica, like a fresh read
+ * (below), when the primary does not answer it and is found lost: a listing
+ * sent in the moment between the primary's death and its discovery would
+ * otherwise wait for the new primary. Neither `read` nor `fresh` is for
+ * writes: the replica refuses them.
  *
  * A read sent in the moment the replica fails, before the next probe
  * notices (within one interval), fails like a read on a failed primary; it
@@ -78,7 +79,7 @@
  */
 import postgres from 'postgres';
 import type { Logger } from '../log.js';
-import { databaseUnavailable, STREAM_POOL, type Database, type Sql } from './client.js';
+import { databaseUnavailable, STREAM_POOL, type Database, type ReplicaRead, type Sql } from './client.js';
 
 /** Staleness allowed unless told otherwise (FACE_READ_MAX_LAG_MS). */
 export const DEFAULT_MAX_LAG_MS = 1000;
@@ -146,8 +147,6 @@ interface Measurement {
 }
 
 export class ReadReplica {
-  /** Each query made through it runs on the pool `current()` picks when it is made; see the module comment. */
-  readonly reads: Sql;
   /** The replica pool's name as the servers see it (application_name) and its size. */
   readonly pool: { pool: 'replica'; applicationName: string; max: number };
   readonly maxLagMs: number;
@@ -202,7 +201,6 @@ export class ReadReplica {
       connection: { application_name: `face-service-probe[${process.pid}]` },
       onnotice: () => {},
     });
-    this.reads = router(() => this.current(), () => this.close());
     if (this.intervalMs > 0) {
       this.timer = setInterval(() => void this.measure(), this.intervalMs);
       // Measuring alone never keeps the process alive.
@@ -215,11 +213,6 @@ export class ReadReplica {
     const r = new ReadReplica(db, opts);
     await r.measure();
     return r;
-  }
-
-  /** The pool for a read starting now: the replica while it is within the bound, else `Database.stream`. */
-  current(): Sql {
-    return this.decide() ? this.replica : this.db.stream;
   }
 
   /** Whether a read starting now goes to the replica. */
@@ -240,15 +233,34 @@ export class ReadReplica {
    * wrong "missing".
    */
   async fresh<T>(read: (sql: Sql) => Promise<T>, found: (answer: T) => boolean): Promise<T> {
-    const onPrimary = () => read(this.db.sql);
     const onReplica = async () => {
       const answer = await read(this.replica);
       if (found(answer)) return answer;
       this.log?.info({ lagMs: this.last?.lagMs }, 'the replica lacks what a read asked for; it waits for the primary');
-      return onPrimary();
+      return read(this.db.sql);
     };
     if (this.primaryLost()) return onReplica();
-    const settled = onPrimary().then(
+    return this.primaryUnlessLost(read(this.db.sql), onReplica);
+  }
+
+  /**
+   * Reads that may be behind by the bound (client.ts `ReplicaRead`): on the replica while it is
+   * within it, else on `primaryPool` (the listing pool for listings, the main one for short
+   * reads), moved to the replica like a fresh read once the primary is found lost. `discard`
+   * gets what the primary answers after that.
+   */
+  reader(primaryPool: Sql): ReplicaRead {
+    return (read, discard) => (this.decide() ? read(this.replica) : this.primaryUnlessLost(read(primaryPool), () => read(this.replica), discard));
+  }
+
+  /**
+   * `primary`'s answer; or, when it has not come within PRIMARY_PATIENCE_MS or failed for the
+   * primary's absence, and a measurement then finds the primary lost, `onReplica()`'s. A failure
+   * the primary's absence does not explain is passed on, as is the primary's absence while the
+   * replica cannot stand in.
+   */
+  private async primaryUnlessLost<T>(primary: Promise<T>, onReplica: () => Promise<T>, discard?: (late: T) => void): Promise<T> {
+    const settled = primary.then(
       (value) => ({ value }),
       (error: unknown) => ({ error }),
     );
@@ -261,7 +273,10 @@ export class ReadReplica {
       await this.measure();
       // A measurement under way began before the primary failed this read: one more that did not.
       if (got && !this.primaryLost() && (this.last?.at ?? 0) < asked) await this.measure();
-      if (this.primaryLost()) return onReplica();
+      if (this.primaryLost()) {
+        if (discard && !got) void settled.then((late) => 'value' in late && discard(late.value));
+        return onReplica();
+      }
       if (got) throw got.error;
     }
   }
@@ -327,7 +342,8 @@ export class ReadReplica {
           SELECT pg_current_wal_lsn()::text AS lsn, (SELECT system_identifier FROM pg_control_system())::text AS system`;
         // Left to finish or fail on its own when it times out: cancelling a query that waits for a
         // connection wedged the pool once the primary was back (postgres.js 3.4).
-        const answer = await this.within(Math.min(this.maxLagMs, this.probeTimeoutMs), async () => (await asked)[0]).catch((err: Error) => err);
+        // Half the bound: a read that waits for the primary waits for this too (`primaryUnlessLost`).
+        const answer = await this.within(Math.min(this.maxLagMs / 2, this.probeTimeoutMs), async () => (await asked)[0]).catch((err: Error) => err);
         if (answer instanceof Error) return this.withoutPrimary(at, answer);
         const p = answer;
         this.system = p.system;
@@ -445,22 +461,4 @@ export class ReadReplica {
 function parseLsn(text: string): bigint {
   const [hi, lo] = text.split('/');
   return (BigInt(`0x${hi}`) << 32n) | BigInt(`0x${lo}`);
-}
-
-/**
- * A `Sql` whose every use goes to the pool `pick` returns at that moment.
- * Ending it ends what its owner opened (`end`), never the primary's pools.
- */
-function router(pick: () => Sql, end: () => Promise<void>): Sql {
-  // An arrow function: callable, and without a `prototype` the proxy would have to report as its own.
-  const target = (() => {}) as unknown as object;
-  return new Proxy(target, {
-    apply: (_t, _this, args: unknown[]) => Reflect.apply(pick() as unknown as (...a: unknown[]) => unknown, undefined, args),
-    get: (_t, prop) => {
-      if (prop === 'end' || prop === 'close') return () => end();
-      const sql = pick();
-      const value = Reflect.get(sql, prop) as unknown;
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(sql) : value;
-    },
-  }) as Sql;
 }

@@ -35,6 +35,8 @@ export interface FailoverRound {
   wrong: string[];
   /** Reads the API nodes logged as waiting for the primary: the replica lacked what they asked for. */
   waitedForPrimary: number;
+  /** What the API nodes' read replicas logged between the kill and the writes' return (moves between servers, a primary found lost). */
+  replicaLog: string[];
   /** Faces in the database, and in the shards once they caught up. */
   stored: number;
   shardsEqualDatabase: boolean;
@@ -44,6 +46,8 @@ export interface Reads {
   answered: number;
   other: Record<string, number>;
   slowestMs: number;
+  /** The slowest read: what it asked for, and when it began, in ms after the kill. */
+  slowest?: { url: string; beganAfterKillMs: number };
 }
 
 interface Target {
@@ -84,7 +88,7 @@ async function post(base: string, url: string, fields: Record<string, string | B
 function traffic(t: Target, round: number) {
   const acks: Ack[] = [];
   const retried: Record<string, number> = {};
-  const reads: { at: number; status: number; ms: number; kind: 'identify' | 'get' }[] = [];
+  const reads: { at: number; status: number; ms: number; kind: 'identify' | 'get'; url: string }[] = [];
   const wrong: string[] = [];
   let running = true;
   let next = 0;
@@ -113,7 +117,7 @@ function traffic(t: Target, round: number) {
       const t0 = Date.now();
       const enrolled = acks.some((a) => a.photo === photo);
       const a = await post(t.apis[i % t.apis.length], '/v0/identify/', { photo: t.photos[photo] }, t.auth);
-      reads.push({ at: Date.now(), status: a.status, ms: Date.now() - t0, kind: 'identify' });
+      reads.push({ at: Date.now(), status: a.status, ms: Date.now() - t0, kind: 'identify', url: '/v0/identify/' });
       const best = a.status === 200 ? (Object.values(a.json.results as Record<string, { confidence: number }[]>)[0]?.[0]?.confidence ?? 0) : 1;
       if (enrolled && best < 0.9) wrong.push(`identify of photo ${photo}: best confidence ${best}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -126,7 +130,7 @@ function traffic(t: Target, round: number) {
       const url = i % 2 === 0 && face !== undefined ? `/v0/face/id/${face}/` : '/v0/faces/?limit=5';
       const t0 = Date.now();
       const a = await post(t.apis[i % t.apis.length], url, undefined, t.auth);
-      reads.push({ at: Date.now(), status: a.status, ms: Date.now() - t0, kind: 'get' });
+      reads.push({ at: Date.now(), status: a.status, ms: Date.now() - t0, kind: 'get', url });
       if (a.status === 200 && url.startsWith('/v0/face/id/') && a.json.id !== face) wrong.push(`${url} answered face ${a.json.id}`);
       if (a.status === 200 && !url.startsWith('/v0/face/id/') && !Array.isArray(a.json.results)) wrong.push(`${url} answered ${JSON.stringify(a.json)}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -174,10 +178,12 @@ export async function failoverRound(t: Target, round: number): Promise<{ report:
       const during = load.reads.filter((r) => r.at > killedAt && r.at - r.ms < backAt);
       const summary = (kind: 'identify' | 'get'): Reads => {
         const of = during.filter((r) => r.kind === kind);
+        const slowest = of.reduce<(typeof of)[number] | undefined>((s, r) => (!s || r.ms > s.ms ? r : s), undefined);
         return {
           answered: of.filter((r) => r.status === 200).length,
           other: of.filter((r) => r.status !== 200).reduce<Record<string, number>>((n, r) => ({ ...n, [r.status]: (n[r.status] ?? 0) + 1 }), {}),
-          slowestMs: Math.max(0, ...of.map((r) => r.ms)),
+          slowestMs: slowest?.ms ?? 0,
+          ...(slowest ? { slowest: { url: slowest.url, beganAfterKillMs: slowest.at - slowest.ms - killedAt } } : {}),
         };
       };
       return {
@@ -191,6 +197,10 @@ export async function failoverRound(t: Target, round: number): Promise<{ report:
           storedTwice: twice.length,
           writesBackAfterS: (backAt - killedAt) / 1000,
           retried: load.retried,
+          replicaLog: t
+            .logLines()
+            .filter((l) => l.component === 'read-replica' && typeof l.time === 'string' && Date.parse(l.time) >= killedAt && Date.parse(l.time) <= backAt)
+            .map((l) => `${Date.parse(l.time as string) - killedAt} ms: ${l.msg as string}${l.reason ? ` (${l.reason as string})` : ''}`),
           waitedForPrimary: t.logLines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('the replica lacks')).length - waitedBefore,
           identify: summary('identify'),
           gets: summary('get'),

@@ -4,17 +4,17 @@
  * over two cameras, are grouped into one person each; four clients seeing one
  * stranger at once make one person; a stranger seen often becomes a friend; a
  * stranger enrolled later is the same person; a restart keeps the groups;
- * strangers whose thumbnails expired are forgotten.
+ * strangers whose thumbnails expired are forgotten. In every shape
+ * (test/harness/shapes.ts): in a cluster the strangers are grouped by two API
+ * nodes taking turns, each with its own strangers' index.
  * Needs ../shared/testdata/lfw.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer } from '../../src/app.js';
-import { createLogger } from '../../src/log.js';
-import { engineOptionsFrom, openEngine } from '../../src/native/engine.js';
 import { form, haveLfw, lfwDir } from '../harness/images.js';
-import { AUTH, request, startDatabaseService, type DatabaseTestService } from '../harness/service.js';
+import { AUTH, request } from '../harness/service.js';
+import { shapesUnderTest, startShape, type Shape } from '../harness/shapes.js';
 import { until } from '../harness/until.js';
 
 const suite = haveLfw ? describe : describe.skip;
@@ -46,13 +46,14 @@ function shuffled<T>(items: T[]): T[] {
 
 const FRIEND_AT = 4;
 
-suite('persons formed by strangers', () => {
-  let svc: DatabaseTestService;
-  let base: string;
+const SETTINGS = { FACE_SHARDS: '2', FACE_FRIEND_SIGHTINGS: String(FRIEND_AT), FACE_FRIEND_WINDOW_S: '3600' };
+
+suite.each(shapesUnderTest({ inCi: true }))('persons formed by strangers (%s)', (shapeName) => {
+  let shape: Shape;
   const people = haveLfw ? lfwPeople(8, 4) : [];
   const grouped = people.slice(0, 6);
   const [crowd, late] = people.slice(6);
-  const call = (method: string, url: string, body?: FormData | object) => request(base, method, url, body, AUTH);
+  const call = (method: string, url: string, body?: FormData | object) => request(shape.base(), method, url, body, AUTH);
   const sight = async (file: string, cam: string) => {
     const r = await call('POST', '/v0/identify/', form({ photo: readFileSync(file), cam_id: cam }));
     expect(r.status, r.text).toBe(200);
@@ -61,10 +62,9 @@ suite('persons formed by strangers', () => {
   };
 
   beforeAll(async () => {
-    svc = await startDatabaseService({ FACE_SHARDS: '2', FACE_FRIEND_SIGHTINGS: String(FRIEND_AT), FACE_FRIEND_WINDOW_S: '3600' });
-    base = svc.base;
-  }, 180_000);
-  afterAll(async () => svc?.close());
+    shape = await startShape(shapeName, SETTINGS);
+  }, 240_000);
+  afterAll(async () => shape?.close(), 60_000);
 
   const personOf = new Map<string, number[]>();
 
@@ -177,10 +177,7 @@ suite('persons formed by strangers', () => {
   });
 
   it('keeps the groups across a restart', async () => {
-    await svc.server.close();
-    const engine = await openEngine(engineOptionsFrom(svc.config));
-    svc.server = await startServer({ config: svc.config, engine, db: svc.tdb.db, log: createLogger('silent') });
-    base = `http://127.0.0.1:${svc.server.port}`;
+    await shape.restart();
     const p = grouped.find((x) => new Set(personOf.get(x.name)).size === 1)!;
     const e = await sight(p.photos[1], 'gate');
     expect(e.person_id).toBe(personOf.get(p.name)![0]);
@@ -197,10 +194,7 @@ suite('persons formed by strangers', () => {
     const seenLongAgo = await at(old.photos[0], daysAgo(40));
     const seenLately = await at(recent.photos[0], daysAgo(1));
     // Restarted with a 30-day retention: the sweep at start takes the old thumbnail and its embedding.
-    await svc.server.close();
-    const config = { ...svc.config, history: { ...svc.config.history, thumbnailRetentionDays: 30 } };
-    svc.server = await startServer({ config, engine: await openEngine(engineOptionsFrom(config)), db: svc.tdb.db, log: createLogger('silent') });
-    base = `http://127.0.0.1:${svc.server.port}`;
+    await shape.restart({ FACE_THUMBNAIL_RETENTION_DAYS: '30' });
     await until('the old thumbnail expired', async () => ((await call('GET', `/v0/history/id/${seenLongAgo.id}/screenshot/`)).status === 404 ? true : undefined), 10_000);
     // The same photos again: kept, each would match itself.
     expect((await at(old.photos[0], daysAgo(0))).person_id).not.toBe(seenLongAgo.person_id);
