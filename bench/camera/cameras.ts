@@ -10,7 +10,10 @@
  *    each, 2.5 s apart; every fifth passage two people at once), served over RTSP. Reported:
  *    sightings per passage (goal 1.0) and the lag from a passage's last frame to its sighting
  *    (p50/p99, the worker's own measure; it includes FACE_CAMERA_LOST_S, the wait that says
- *    the face has gone).
+ *    the face has gone). Every other passage's person is enrolled first (from the photo they
+ *    walk with): the passages whose sightings name them, against the frames from the middle of
+ *    those passages named by identify without a box (the worker sends each sighting with its
+ *    tracked face's box; goal: as many).
  * 2. capacity: for each of `--faces` (faces always in view, walking), `--cameras` cameras at
  *    1080p, 25 fps served at once, read at FACE_CAMERA_FPS (5); over `--window` seconds after a
  *    warm-up, the frames processed per camera per second and the share dropped. A camera
@@ -25,7 +28,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { makeVideo, type Appearance } from '../../test/harness/camera-video.js';
+import { frameAt, makeVideo, type Appearance } from '../../test/harness/camera-video.js';
 import { freePort, startBenchService } from '../../test/harness/load-service.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { cpuDelta, cpuSnapshot } from '../../test/harness/proc-cpu.js';
@@ -87,6 +90,7 @@ async function main(): Promise<void> {
     w.child.kill('SIGTERM');
     await w.exited;
   };
+  const auth = { Authorization: `Token ${TOKEN}` };
   const states = async (w: ServiceProcess) => ((await (await fetch(`${w.base}/health`)).json()) as { cameras: CameraState[] }).cameras;
   try {
     // 1. One sighting per passage, and the lag.
@@ -102,6 +106,15 @@ async function main(): Promise<void> {
       const video = path.join(dir, 'passages.mkv');
       // A long empty tail: the server plays a file once per connection, and the bench stops before it ends.
       await makeVideo({ width: W, height: H, fps: FPS, seconds: 2 + n * 5.5 + 30, appearances }, video);
+      // Every other passage's person enrolled, under a meta naming the passage.
+      const named = appearances.filter((_, i) => i % 2 === 0).map((a, k) => ({ a, meta: `passage-${k}` }));
+      for (const { a, meta } of named) {
+        const fd = new FormData();
+        fd.append('photo', new Blob([readFileSync(a.photo)], { type: 'image/jpeg' }), 'photo.jpg');
+        fd.append('meta', meta);
+        const res = await fetch(`${service.base}/v0/face/`, { method: 'POST', headers: auth, body: fd });
+        if (res.status !== 200) throw new Error(`enrolling ${a.photo}: ${res.status} ${await res.text()}`);
+      }
       const port = await freePort();
       const server = await startRtspServer(port, { door: video });
       servers.push(server);
@@ -115,11 +128,41 @@ async function main(): Promise<void> {
       const [cam] = await states(worker);
       await stopWorker(worker);
       await server.kill();
-      const result = { passages: expected, sightings: cam.sightings_written, perPassage: cam.sightings_written / expected, lagP50: q('0.5'), lagP99: q('0.99'), dropped: cam.frames_dropped / Math.max(1, cam.frames_decoded) };
+      // What the sightings named, against identify without a box on each enrolled passage's middle frame.
+      const events = (await (await fetch(`${service.base}/v0/history/search`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: JSON.stringify({ limit: 1000 }) })).json()) as {
+        results: { meta: string | null }[];
+      };
+      const namedBySightings = named.filter(({ meta }) => events.results.some((e) => e.meta === meta)).length;
+      let namedByIdentify = 0;
+      for (const { a, meta } of named) {
+        const frame = path.join(dir, `${meta}.jpg`);
+        await frameAt(video, (a.from + a.to) / 2, frame);
+        const fd = new FormData();
+        fd.append('photo', new Blob([readFileSync(frame)], { type: 'image/jpeg' }), 'frame.jpg');
+        const answer = (await (await fetch(`${service.base}/v0/identify/`, { method: 'POST', headers: auth, body: fd })).json()) as { results?: Record<string, { face: { meta: string } }[]> };
+        if (Object.values(answer.results ?? {}).some((found) => found[0]?.face.meta === meta)) namedByIdentify++;
+      }
+      const namedSightings = events.results.filter((e) => e.meta !== null).length;
+      const result = {
+        passages: expected,
+        sightings: cam.sightings_written,
+        perPassage: cam.sightings_written / expected,
+        lagP50: q('0.5'),
+        lagP99: q('0.99'),
+        dropped: cam.frames_dropped / Math.max(1, cam.frames_decoded),
+        enrolledPassages: named.length,
+        namedBySightings,
+        namedByIdentify,
+        namedSightings,
+      };
       report.passages = result;
       console.log(
         `passages: ${expected} (${n} walks, every fifth with two people) → ${cam.sightings_written} sightings: ${result.perPassage.toFixed(2)} per passage; ` +
           `lag from a passage's last frame to its sighting p50 ${result.lagP50.toFixed(2)} s, p99 ${result.lagP99.toFixed(2)} s (FACE_CAMERA_LOST_S 1.5 s included); ${pct(result.dropped)} of frames dropped`,
+      );
+      console.log(
+        `named: ${namedBySightings} of ${named.length} enrolled passages by their sightings, ${namedByIdentify} of ${named.length} by identify of their middle frame without a box; ` +
+          `${namedSightings} sightings named in all`,
       );
     }
 

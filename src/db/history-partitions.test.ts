@@ -118,6 +118,8 @@ describe('migrating a history that already holds sightings', () => {
     // after partitioning: the columns are lent for the seeding, and every row is the first tenant's, as
     // the migration makes them.
     for (const table of ['faces', 'persons', 'sightings']) await sql`ALTER TABLE ${sql(table)} ADD COLUMN tenant_id bigint NOT NULL DEFAULT 1`;
+    // Persons are keyed by tenant too (015-tenant-persons.sql); the key goes with the lent column.
+    await sql`CREATE UNIQUE INDEX persons_lent_key ON persons (tenant_id, id)`;
     const events = await seed(history, await twoFaces(sql));
     const rows = async () => sql`SELECT * FROM sightings ORDER BY id`;
     const before = await rows();

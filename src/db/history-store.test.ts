@@ -253,7 +253,7 @@ describe('persons formed by strangers', () => {
   it('a stored face found to be a stranger joins the survivor of their persons', async () => {
     const [p1, p2] = [await sight(1, stranger()), await sight(2, stranger())].map((e) => e.person_id);
     const face = await addFace('enrolled later');
-    const joined = await tdb.db.sql.begin((tx) => history.joinFaces(tx, [{ faceId: face, persons: [p2, p1] }]));
+    const joined = await tdb.db.sql.begin((tx) => history.joinFaces(tx, FIRST_TENANT, [{ faceId: face, persons: [p2, p1] }]));
     expect(joined).toEqual([p1]);
     expect((await history.person(FIRST_TENANT, p2))?.face_ids).toEqual([face]);
   });

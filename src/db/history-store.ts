@@ -147,7 +147,7 @@ export interface Person {
 
 // person_id: the survivor of the person the event was recorded with.
 const EVENT_COLUMNS = (sql: Sql | TransactionSql) => sql`
-  s.id, coalesce((SELECT m.merged_into FROM persons m WHERE m.id = s.person_id), s.person_id) AS person_id, s.face_id, s.cam_id, s.friend, s.meta, s.photo, s.photo_kept, s.photo_hash,
+  s.id, coalesce((SELECT m.merged_into FROM persons m WHERE m.tenant_id = s.tenant_id AND m.id = s.person_id), s.person_id) AS person_id, s.face_id, s.cam_id, s.friend, s.meta, s.photo, s.photo_kept, s.photo_hash,
   s.x1, s.y1, s.x2, s.y2, s.seen_at,
   to_char(s.seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS timestamp`;
 
@@ -182,7 +182,7 @@ const REPRESENTATIVE_COLUMNS = (sql: Sql | TransactionSql) => sql`
 const STRANGER_SIGHTINGS = (sql: Sql | TransactionSql, model: string) => sql`
   sighting_thumbnails t
   JOIN sightings s ON s.id = t.sighting_id
-  JOIN persons p ON p.id = s.person_id
+  JOIN persons p ON p.tenant_id = s.tenant_id AND p.id = s.person_id
   WHERE t.model = ${model} AND t.embedding IS NOT NULL AND s.face_id IS NULL`;
 
 const toRepresentative = (r: Row): Representative => ({
@@ -246,18 +246,18 @@ export class HistoryStore {
     const plans: { personId: number; faceId: number | null; meta: string }[] = [];
     for (const f of sighting.faces) {
       const m = f.matchFaceId !== undefined ? matched.get(f.matchFaceId) : undefined;
-      const candidates = await survivorsOf(tx, [...(m?.personId != null ? [m.personId] : []), ...(f.strangerPersons ?? [])]);
+      const candidates = await survivorsOf(tx, sighting.tenant, [...(m?.personId != null ? [m.personId] : []), ...(f.strangerPersons ?? [])]);
       let personId: number;
       if (candidates.length) {
         personId = candidates[0];
         const losers = candidates.slice(1);
-        if (losers.length) await mergePersons(tx, personId, losers);
+        if (losers.length) await mergePersons(tx, sighting.tenant, personId, losers);
       } else {
         personId = await newPerson(tx, sighting.tenant);
       }
       if (m && m.personId !== personId) {
         m.personId = personId;
-        await tx`UPDATE faces SET person_id = ${personId} WHERE id = ${f.matchFaceId as number}`;
+        await tx`UPDATE faces SET person_id = ${personId} WHERE id = ${f.matchFaceId as number} AND tenant_id = ${sighting.tenant}`;
       }
       plans.push({ personId, faceId: m ? (f.matchFaceId as number) : null, meta: m?.meta ?? '' });
     }
@@ -266,7 +266,7 @@ export class HistoryStore {
       const rows = await tx`
         UPDATE faces f SET person_id = v.person::bigint
         FROM (VALUES ${tx(added.map((a) => [a.id, a.person]))}) AS v(id, person)
-        WHERE f.id = v.id::bigint
+        WHERE f.id = v.id::bigint AND f.tenant_id = ${sighting.tenant}
         RETURNING f.id, f.meta`;
       const metaOf = new Map(rows.map((r) => [Number(r.id), r.meta as string]));
       sighting.faces.forEach((f, i) => {
@@ -290,7 +290,7 @@ export class HistoryStore {
       const [{ seen }] = await tx`
         SELECT count(*)::int AS seen FROM (
           SELECT 1 FROM sightings
-          WHERE person_id = ANY(${personMembers(tx, [plan.personId])}) AND seen_at <= ${at}::timestamptz
+          WHERE tenant_id = ${sighting.tenant} AND person_id = ANY(${personMembers(tx, sighting.tenant, [plan.personId])}) AND seen_at <= ${at}::timestamptz
             AND seen_at > ${at}::timestamptz - make_interval(secs => ${this.rule.windowS})
           LIMIT ${this.rule.sightings}
         ) recent`;
@@ -330,8 +330,8 @@ export class HistoryStore {
         }
         const conditions = sql`
           s.tenant_id = ${tenant}
-          AND ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, [filter.personId])})` : sql`true`}
-          AND ${filter.personIds !== undefined ? sql`s.person_id = ANY(${personMembers(sql, filter.personIds)})` : sql`true`}
+          AND ${filter.personId !== undefined ? sql`s.person_id = ANY(${personMembers(sql, tenant, [filter.personId])})` : sql`true`}
+          AND ${filter.personIds !== undefined ? sql`s.person_id = ANY(${personMembers(sql, tenant, filter.personIds)})` : sql`true`}
           AND ${filter.start !== undefined ? sql`s.seen_at >= ${filter.start}::timestamptz` : sql`true`}
           AND ${filter.end !== undefined ? sql`s.seen_at < ${filter.end}::timestamptz` : sql`true`}
           AND ${filter.friend !== undefined ? sql`s.friend = ${filter.friend}` : sql`true`}
@@ -428,7 +428,7 @@ export class HistoryStore {
     if (ids.length === 0) return new Map();
     const rows = await tx`
       SELECT s.id, coalesce(p.merged_into, p.id) AS person
-      FROM sightings s JOIN persons p ON p.id = s.person_id JOIN sighting_thumbnails t ON t.sighting_id = s.id
+      FROM sightings s JOIN persons p ON p.tenant_id = s.tenant_id AND p.id = s.person_id JOIN sighting_thumbnails t ON t.sighting_id = s.id
       WHERE s.id = ANY(${ids}::bigint[]) AND s.tenant_id = ${tenant} AND t.embedding IS NOT NULL`;
     return new Map(rows.map((r) => [Number(r.id), Number(r.person)]));
   }
@@ -438,13 +438,13 @@ export class HistoryStore {
    * caller's transaction: each face joins the survivor of its persons, which merge. Returns
    * each face's person, in order.
    */
-  async joinFaces(tx: TransactionSql, faces: { faceId: number; persons: number[] }[]): Promise<number[]> {
+  async joinFaces(tx: TransactionSql, tenant: number, faces: { faceId: number; persons: number[] }[]): Promise<number[]> {
     await this.lockGrouping(tx);
     const joined: number[] = [];
     for (const { faceId, persons } of faces) {
-      const [survivor, ...losers] = await survivorsOf(tx, persons);
-      if (losers.length) await mergePersons(tx, survivor, losers);
-      await tx`UPDATE faces SET person_id = ${survivor} WHERE id = ${faceId}`;
+      const [survivor, ...losers] = await survivorsOf(tx, tenant, persons);
+      if (losers.length) await mergePersons(tx, tenant, survivor, losers);
+      await tx`UPDATE faces SET person_id = ${survivor} WHERE id = ${faceId} AND tenant_id = ${tenant}`;
       joined.push(survivor);
     }
     return joined;
@@ -460,8 +460,8 @@ export class HistoryStore {
       const found = new Set((await tx`SELECT id FROM persons WHERE id = ANY(${ids}::bigint[]) AND tenant_id = ${tenant} FOR UPDATE`).map((r) => Number(r.id)));
       const missing = ids.find((id) => !found.has(id));
       if (missing !== undefined) throw unknownPerson(missing);
-      const [survivor, ...losers] = await survivorsOf(tx, ids);
-      if (losers.length) await mergePersons(tx, survivor, losers);
+      const [survivor, ...losers] = await survivorsOf(tx, tenant, ids);
+      if (losers.length) await mergePersons(tx, tenant, survivor, losers);
       return { survivor, losers };
     });
   }
@@ -475,7 +475,7 @@ export class HistoryStore {
     return transaction(this.sql, async (tx) => {
       await this.lockGrouping(tx);
       const rows = await tx`
-        SELECT s.id, coalesce(p.merged_into, p.id) AS person FROM sightings s JOIN persons p ON p.id = s.person_id
+        SELECT s.id, coalesce(p.merged_into, p.id) AS person FROM sightings s JOIN persons p ON p.tenant_id = s.tenant_id AND p.id = s.person_id
         WHERE s.id = ANY(${sightingIds}::bigint[]) AND s.tenant_id = ${tenant}`;
       const found = new Map(rows.map((r) => [Number(r.id), Number(r.person)]));
       const missing = sightingIds.find((id) => !found.has(id));
@@ -483,7 +483,7 @@ export class HistoryStore {
       const from = new Set(found.values());
       if (from.size > 1) throw invalid('sighting_ids', `sighting_ids: the sightings belong to ${from.size} persons (${[...from].sort((a, b) => a - b).join(', ')}); split one person's at a time`);
       const person = await newPerson(tx, tenant);
-      await tx`UPDATE sightings SET person_id = ${person} WHERE id = ANY(${sightingIds}::bigint[])`;
+      await tx`UPDATE sightings SET person_id = ${person} WHERE id = ANY(${sightingIds}::bigint[]) AND tenant_id = ${tenant}`;
       return { person, from: [...from][0] };
     });
   }
@@ -502,19 +502,19 @@ export class HistoryStore {
     // A person merged into another is read as the survivor (011-persons-grouped.sql).
     const [p] = await sql`
       SELECT p.id, to_char(p.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,
-        (SELECT count(*)::bigint FROM sightings s WHERE s.person_id = ANY(m.ids)) AS sightings,
+        (SELECT count(*)::bigint FROM sightings s WHERE s.tenant_id = p.tenant_id AND s.person_id = ANY(m.ids)) AS sightings,
         (SELECT count(*)::int FROM (
           SELECT 1 FROM sightings s
-          WHERE s.person_id = ANY(m.ids) AND s.seen_at <= now() AND s.seen_at > now() - make_interval(secs => ${this.rule.windowS})
+          WHERE s.tenant_id = p.tenant_id AND s.person_id = ANY(m.ids) AND s.seen_at <= now() AND s.seen_at > now() - make_interval(secs => ${this.rule.windowS})
           LIMIT ${this.rule.sightings}) w) AS recent,
-        ARRAY(SELECT f.id FROM faces f WHERE f.person_id = ANY(m.ids) ORDER BY f.id) AS face_ids
+        ARRAY(SELECT f.id FROM faces f WHERE f.tenant_id = p.tenant_id AND f.person_id = ANY(m.ids) ORDER BY f.id) AS face_ids
       FROM persons asked
-      JOIN persons p ON p.id = coalesce(asked.merged_into, asked.id)
-      CROSS JOIN LATERAL (SELECT ARRAY(SELECT x.id FROM persons x WHERE x.id = p.id OR x.merged_into = p.id) AS ids) m
+      JOIN persons p ON p.tenant_id = asked.tenant_id AND p.id = coalesce(asked.merged_into, asked.id)
+      CROSS JOIN LATERAL (SELECT ARRAY(SELECT x.id FROM persons x WHERE x.tenant_id = p.tenant_id AND (x.id = p.id OR x.merged_into = p.id)) AS ids) m
       WHERE asked.id = ${id} AND asked.tenant_id = ${tenant}`;
     if (!p) return undefined;
     const recent = (
-      await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.person_id = ANY(${personMembers(sql, [Number(p.id)])}) ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
+      await sql`SELECT ${EVENT_COLUMNS(sql)} FROM sightings s WHERE s.tenant_id = ${tenant} AND s.person_id = ANY(${personMembers(sql, tenant, [Number(p.id)])}) ORDER BY s.seen_at DESC, s.id DESC LIMIT ${PERSON_RECENT_SIGHTINGS}`
     ).map(toEvent);
     return {
       id: Number(p.id),

@@ -168,7 +168,7 @@ async function enrolOnce(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signa
     const earlier = deps.grouping ? await strangerPersons(deps.grouping, reach.tenant, rows) : [];
     written = await store(async (tx, added) => {
       const faces = added.flatMap((f, i) => (earlier[i]?.length ? [{ faceId: f.id, persons: earlier[i] }] : []));
-      if (faces.length) await deps.history.joinFaces(tx, faces);
+      if (faces.length) await deps.history.joinFaces(tx, reach.tenant, faces);
     });
   }
   if (!written) throw new Error('enrolment wrote nothing');

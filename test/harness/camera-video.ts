@@ -55,3 +55,8 @@ export async function makeVideo(plan: VideoPlan, out: string): Promise<void> {
     { maxBuffer: 16 * 2 ** 20 },
   );
 }
+
+/** Writes the frame of `video` at `seconds` to `out` (.jpg), as a camera would show it then. */
+export async function frameAt(video: string, seconds: number, out: string): Promise<void> {
+  await run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', '-ss', String(seconds), '-i', video, '-frames:v', '1', '-q:v', '2', out]);
+}

@@ -136,12 +136,6 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
     expect(history.every((e) => e.cam_id === 'a-door')).toBe(true);
     const byPhoto = (await as('A', 'POST', '/v0/history/search', form({ photo: sample(1) }))).json.results as { id: number }[];
     for (const e of byPhoto) expect(b.sightings).not.toContain(e.id);
-    // B's person cannot be joined by A's face: as an unknown person (ids are global, so a taken id cannot be A's new one).
-    const join = await as('A', 'PUT', `/v0/face/id/${a.faces[0]}/`, { person_id: b.persons[0] });
-    expect(join.status).toBe(404);
-    expect(join.json.reason).toBe(`No person with id ${b.persons[0]}`);
-    const person = (await as('B', 'GET', `/person/id/${b.persons[0]}`)).json;
-    expect(person.faces.map((f: { id: number }) => f.id).every((id: number) => b.faces.includes(id))).toBe(true);
     expect((await as('A', 'GET', '/v0/galleries/')).json).toEqual({ results: ['default', b.gallery] });
     // Verify compares two photos and reads nothing stored; with boxes it is the same.
     const v = await as('A', 'POST', '/v0/verify/', form({ photo1: sample(1), photo2: sample(1), bbox1: '[[0,0,100,100]]', bbox2: '[[0,0,100,100]]' }));
@@ -171,6 +165,33 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       await shape.restart();
       await sweep();
     }, 120_000);
+
+    it("takes B's person ids as free ids: no answer tells that B uses one, and none keeps B from using one A took", async () => {
+      const face = a.faces[0];
+      const free = Math.max(...b.persons, a.person) + 5000;
+      const setPerson = (name: string, id: number, person: number) => as(name, 'PUT', `/v0/face/id/${id}/`, { person_id: person });
+      // A names its face's person by B's id, then by a free one: the same answer, a person of A's each time.
+      const taken = await setPerson('A', face, b.persons[0]);
+      const unused = await setPerson('A', face, free);
+      expect(taken.status, taken.text).toBe(200);
+      // The answer is the face, which names no person: byte for byte the same.
+      expect([taken.status, taken.text]).toEqual([unused.status, unused.text]);
+      // The id A took last is B's to take too; each tenant's person holds its own faces only.
+      const bFace = b.faces[0];
+      expect((await setPerson('B', bFace, free)).status).toBe(200);
+      expect((await as('A', 'GET', `/person/id/${free}`)).json.faces.map((f: { id: number }) => f.id)).toEqual([face]);
+      expect((await as('B', 'GET', `/person/id/${free}`)).json.faces.map((f: { id: number }) => f.id)).toEqual([bFace]);
+      // B's person by the id A named first is B's as before: B's sightings, none of A's faces.
+      const bPerson = (await as('B', 'GET', `/person/id/${b.persons[0]}`)).json;
+      expect(bPerson.faces.map((f: { id: number }) => f.id)).not.toContain(face);
+      expect(bPerson.sightings_count).toBeGreaterThan(0);
+      expect((await as('A', 'GET', `/person/id/${b.persons[0]}`)).json.sightings_count).toBe(0);
+      // A merge of A's persons by those ids touches A's alone.
+      const merged = await as('A', 'POST', '/person/merge', { ids: [b.persons[0], free] });
+      expect(merged.status, merged.text).toBe(200);
+      expect((await as('B', 'GET', `/person/id/${free}`)).json.id).toBe(free);
+      expect((await as('B', 'GET', `/person/id/${b.persons[0]}`)).json.sightings_count).toBe(bPerson.sightings_count);
+    });
   });
 
   describe('token scopes', () => {
