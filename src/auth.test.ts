@@ -12,7 +12,7 @@ import {
 } from './auth.js';
 import { DomainError } from './errors.js';
 
-const client: Principal = { name: 'app', tenant: 2, operator: false, access: 'read', limits: {} };
+const client: Principal = { name: 'app', tenant: 2, operator: false, deployment: false, access: 'read', limits: {} };
 
 describe('auth', () => {
   it('reads "Token <t>" headers only', () => {
@@ -24,7 +24,7 @@ describe('auth', () => {
 
   it('accepts the configured token as the bootstrap operator, and nothing when none is configured', async () => {
     expect(await new StaticTokenVerifier('s3cret').verify('s3cret')).toBe(BOOTSTRAP_PRINCIPAL);
-    expect(BOOTSTRAP_PRINCIPAL).toMatchObject({ tenant: 1, operator: true, access: 'write' });
+    expect(BOOTSTRAP_PRINCIPAL).toMatchObject({ tenant: 1, operator: true, deployment: true, access: 'write' });
     expect(await new StaticTokenVerifier('s3cret').verify('s3cre')).toBeUndefined();
     expect(await new StaticTokenVerifier(undefined).verify('')).toBeUndefined();
   });

@@ -33,8 +33,14 @@ export interface Principal {
   /** The token's name, as the audit log records it. */
   name: string;
   tenant: number;
-  /** Also reaches the operator routes (/metrics, /v0/admin/*, /v0/shard/*). */
+  /** Also reaches the administration of its tenant (/v0/admin/tenants, tokens and audit, its own part). */
   operator: boolean;
+  /**
+   * An operator of the deployment (always an operator too): every tenant's administration,
+   * creating and deleting tenants, and running the service (/metrics, /v0/admin/shards,
+   * /v0/shard/*).
+   */
+  deployment: boolean;
   access: Access;
   /** The galleries of its tenant it may name; undefined: all of them. */
   galleries?: readonly string[];
@@ -51,8 +57,8 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
 
-/** The bootstrap token: an operator of the first tenant, with every access and no limit of its own. */
-export const BOOTSTRAP_PRINCIPAL: Principal = { name: 'FACE_TOKEN', tenant: FIRST_TENANT, operator: true, access: 'write', limits: {} };
+/** The bootstrap token: an operator of the deployment, in the first tenant, with every access and no limit of its own. */
+export const BOOTSTRAP_PRINCIPAL: Principal = { name: 'FACE_TOKEN', tenant: FIRST_TENANT, operator: true, deployment: true, access: 'write', limits: {} };
 
 /** Accepts one configured token; compares digests in constant time so timing reveals nothing about it. */
 export class StaticTokenVerifier implements TokenVerifier {

@@ -28,7 +28,8 @@ import { runCli, withServiceDatabase } from './run.js';
 const USAGE = `usage: npm run token -- <command>    [--create-database]
   create <name>   a token for an application; it reaches the data of its tenant
     --tenant T      its tenant (default: default, the first)
-    --operator      it also reaches /metrics and /v0/admin/* (tenants, tokens, audit, shards)
+    --operator      it also administers its tenant: its tokens, limits and audit (/v0/admin/*)
+    --deployment    an operator of the deployment: every tenant, /metrics, the shards
     --access A      analyze (detect and verify only), read (no writes) or write (default)
     --galleries a,b only these galleries of its tenant
     --rate R        its requests per second; --photos N its photo requests in progress
@@ -42,6 +43,7 @@ const USAGE = `usage: npm run token -- <command>    [--create-database]
 const OPTIONS = {
   tenant: { type: 'string' },
   operator: { type: 'boolean' },
+  deployment: { type: 'boolean' },
   access: { type: 'string' },
   galleries: { type: 'string' },
   rate: { type: 'string' },
@@ -51,7 +53,7 @@ const OPTIONS = {
 
 /** The options each command takes besides --create-database; any other is refused, not ignored. */
 function optionsOf(command: string, sub: string | undefined): readonly string[] {
-  if (command === 'create') return ['tenant', 'operator', 'access', 'galleries', 'rate', 'photos'];
+  if (command === 'create') return ['tenant', 'operator', 'deployment', 'access', 'galleries', 'rate', 'photos'];
   if (command === 'tenant' && sub === 'create') return ['rate', 'photos'];
   return [];
 }
@@ -82,30 +84,31 @@ async function tokenCommand(tokens: TokenStore, command: string, arg: string | u
     const made = await tokens.create(
       CLI_ACTOR,
       name,
-      { operator: v.operator ?? false, access, galleries, ratePerS: positive(v.rate, '--rate', false), photosInFlight: positive(v.photos, '--photos', true) },
+      { operator: v.operator ?? false, deployment: v.deployment ?? false, access, galleries, ratePerS: positive(v.rate, '--rate', false), photosInFlight: positive(v.photos, '--photos', true) },
       tenant,
     );
     process.stdout.write(
-      `id: ${made.id}\nname: ${name}\ntenant: ${tenant}\nrole: ${v.operator ? 'operator (data, /metrics, /v0/admin/*)' : 'client (data)'}\n` +
+      `id: ${made.id}\nname: ${name}\ntenant: ${tenant}\nrole: ${v.deployment ? 'deployment operator (every tenant, /metrics, /v0/admin/*)' : v.operator ? `operator of ${tenant} (data, its administration)` : 'client (data)'}\n` +
         `access: ${access}${galleries ? `\ngalleries: ${galleries.join(', ')}` : ''}\n` +
         `token: ${made.token}\n(shown once; only its hash is stored)\n`,
     );
     return 0;
   }
   if (command === 'list') {
-    const rows = await tokens.list();
+    // The host's database credentials reach every tenant.
+    const rows = await tokens.list('deployment');
     if (rows.length === 0) process.stdout.write('no tokens\n');
     for (const t of rows) {
       const state = t.revoked_at ? `revoked ${t.revoked_at}` : 'active';
       const galleries = t.galleries ? `\tgalleries ${t.galleries.join(',')}` : '';
-      process.stdout.write(`${t.id}\t${t.name}\ttenant ${t.tenant}\t${t.operator ? 'operator' : 'client'}\t${t.access}${galleries}\tcreated ${t.created}\t${state}\n`);
+      process.stdout.write(`${t.id}\t${t.name}\ttenant ${t.tenant}\t${t.deployment ? 'deployment operator' : t.operator ? 'operator' : 'client'}\t${t.access}${galleries}\tcreated ${t.created}\t${state}\n`);
     }
     return 0;
   }
   if (command === 'revoke') {
     if (!/^\d+$/.test(arg ?? '')) throw new UsageError('revoke needs a token id');
     const id = Number(arg);
-    if (!(await tokens.revoke(CLI_ACTOR, id))) {
+    if (!(await tokens.revoke(CLI_ACTOR, 'deployment', id))) {
       process.stderr.write(`no active token with id ${id}\n`);
       return 1;
     }
@@ -117,7 +120,7 @@ async function tokenCommand(tokens: TokenStore, command: string, arg: string | u
 
 async function tenantCommand(tenants: TenantStore, command: string | undefined, name: string | undefined, v: Values): Promise<number> {
   if (command === 'list') {
-    for (const t of await tenants.list()) {
+    for (const t of await tenants.list('deployment')) {
       const state = t.disabled_at ? `disabled ${t.disabled_at}` : 'enabled';
       const limits = `rate ${t.rate_per_s ?? 'default'}\tphotos ${t.photos_in_flight ?? 'default'}`;
       process.stdout.write(`${t.id}\t${t.name}\t${state}\t${t.tokens} tokens\t${t.faces} faces\t${limits}\n`);
@@ -129,7 +132,7 @@ async function tenantCommand(tenants: TenantStore, command: string | undefined, 
     const id = await tenants.create(CLI_ACTOR, name, { rate_per_s: positive(v.rate, '--rate', false), photos_in_flight: positive(v.photos, '--photos', true) });
     process.stdout.write(`created tenant ${name} (id ${id})\n`);
   } else if (command === 'disable' || command === 'enable') {
-    await tenants.setDisabled(CLI_ACTOR, name, command === 'disable');
+    await tenants.setDisabled(CLI_ACTOR, 'deployment', name, command === 'disable');
     process.stdout.write(`${command}d tenant ${name}\n`);
   } else if (command === 'delete') {
     const { faces } = await tenants.delete(CLI_ACTOR, name);

@@ -68,7 +68,7 @@ export const SERVICE_SETTINGS = {
     env: 'FACE_TOKEN',
     kind: text('token', 'op-secret'),
     shown: 'unset',
-    doc: 'an operator token, always accepted, never stored (every node of a cluster the same)',
+    doc: 'a deployment operator token, always accepted, never stored (every node of a cluster the same)',
   }),
   databaseUrl: unset({
     env: 'DATABASE_URL',

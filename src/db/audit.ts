@@ -9,12 +9,25 @@ import type { Sql, TransactionSql } from './client.js';
 
 export interface AuditEntry {
   id: number;
+  /** The tenant the action concerned; null: the deployment (shards, re-embedding). */
+  tenant_id: number | null;
   at: string;
   actor: string;
   token_id: number | null;
   action: string;
   target: string;
   detail: Record<string, unknown>;
+}
+
+/**
+ * What an operator's administration reaches: every tenant (a deployment's operator, the CLI),
+ * or one (a tenant's operator). Built from the principal in one place (`adminReach`).
+ */
+export type AdminReach = 'deployment' | { readonly tenant: number };
+
+/** The administration `principal` reaches. */
+export function adminReach(principal: Pick<Principal, 'deployment' | 'tenant'>): AdminReach {
+  return principal.deployment ? 'deployment' : { tenant: principal.tenant };
 }
 
 /** Who acted: a token's principal, or a command run on the host (the CLI). */
@@ -26,29 +39,36 @@ export const CLI_ACTOR: Actor = { name: 'cli' };
 /** The actor of what the service does by itself (a re-embedding after a recogniser switch). */
 export const SERVICE_ACTOR: Actor = { name: 'service' };
 
-export async function audit(sql: Sql | TransactionSql, actor: Actor, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
+/** Records an action on `tenant`'s administration, or on the deployment's (`tenant` null). */
+export async function audit(sql: Sql | TransactionSql, actor: Actor, tenant: number | null, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
   await sql`
-    INSERT INTO audit_log (actor, token_id, action, target, detail)
-    VALUES (${actor.name}, ${actor.tokenId ?? null}, ${action}, ${target}, ${sql.json(detail as never)})`;
+    INSERT INTO audit_log (actor, token_id, tenant_id, action, target, detail)
+    VALUES (${actor.name}, ${actor.tokenId ?? null}, ${tenant}, ${action}, ${target}, ${sql.json(detail as never)})`;
 }
 
 /** The audit log as operators read it, and written outside a transaction of its own (shard controls). */
 export class AuditLog {
   constructor(private readonly sql: Sql) {}
 
-  record(actor: Actor, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
-    return audit(this.sql, actor, action, target, detail);
+  /** Records an action on the deployment (shard controls, re-embedding). */
+  recordDeployment(actor: Actor, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
+    return audit(this.sql, actor, null, action, target, detail);
   }
 
-  /** Entries newest first, those with ids below `before` when given, at most `limit`. */
-  async entries(limit: number, before?: number): Promise<AuditEntry[]> {
+  /**
+   * Entries newest first, those with ids below `before` when given, at most `limit`: every
+   * entry for a deployment's operator, a tenant's own for its operators (`reach` a tenant).
+   */
+  async entries(reach: AdminReach, limit: number, before?: number): Promise<AuditEntry[]> {
     const sql = this.sql;
     const rows = await sql`
-      SELECT id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, actor, token_id, action, target, detail
-      FROM audit_log ${before !== undefined ? sql`WHERE id < ${before}` : sql``}
+      SELECT id, tenant_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, actor, token_id, action, target, detail
+      FROM audit_log
+      WHERE ${before !== undefined ? sql`id < ${before}` : sql`true`} AND ${reach === 'deployment' ? sql`true` : sql`tenant_id = ${reach.tenant}`}
       ORDER BY id DESC LIMIT ${limit}`;
     return rows.map((r) => ({
       id: Number(r.id),
+      tenant_id: r.tenant_id === null ? null : Number(r.tenant_id),
       at: r.at,
       actor: r.actor,
       token_id: r.token_id === null ? null : Number(r.token_id),

@@ -104,7 +104,7 @@ export class GalleryStore {
         )
         SELECT id FROM gone ORDER BY id`;
       await tx`DELETE FROM galleries WHERE tenant_id = ${tenant} AND name = ${name}`;
-      await audit(tx, actor, 'gallery.delete', name, { tenant, faces: gone.length });
+      await audit(tx, actor, tenant, 'gallery.delete', name, { tenant, faces: gone.length });
       return { deleted: gone.length, position: await logChanges(tx, gone.map((r) => r.id as string), 'delete') };
     });
     if (!found) return undefined;

@@ -11,7 +11,7 @@
  */
 import { FIRST_TENANT } from '../auth.js';
 import { DomainError } from '../errors.js';
-import { audit, type Actor } from './audit.js';
+import { audit, type Actor, type AdminReach } from './audit.js';
 import { logChanges } from './change-log.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
 import { DEFAULT_GALLERY, GALLERY_NAME } from './galleries.js';
@@ -81,19 +81,21 @@ export class TenantStore {
         ON CONFLICT (name) DO NOTHING RETURNING id`;
       if (!row) throw new DomainError('CONFLICT', `A tenant is already named ${name}`, { param: 'name' });
       await tx`INSERT INTO galleries (tenant_id, name) VALUES (${row.id}, ${DEFAULT_GALLERY})`;
-      await audit(tx, actor, 'tenant.create', name, { ...limits });
+      await audit(tx, actor, Number(row.id), 'tenant.create', name, { ...limits });
       return Number(row.id);
     });
   }
 
-  async list(): Promise<TenantRecord[]> {
-    const rows = await this.sql`
+  /** The tenants `reach` administers: every one, or its own. */
+  async list(reach: AdminReach): Promise<TenantRecord[]> {
+    const sql = this.sql;
+    const rows = await sql`
       SELECT t.id, t.name, t.rate_per_s, t.photos_in_flight,
         to_char(t.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
         to_char(t.disabled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS disabled_at,
         (SELECT count(*) FROM tokens k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)::int AS tokens,
         (SELECT count(*) FROM faces f WHERE f.tenant_id = t.id)::int AS faces
-      FROM tenants t ORDER BY t.id`;
+      FROM tenants t WHERE ${reach === 'deployment' ? sql`true` : sql`t.id = ${reach.tenant}`} ORDER BY t.id`;
     return rows.map((r) => ({
       id: Number(r.id),
       name: r.name,
@@ -115,29 +117,30 @@ export class TenantStore {
 
   /**
    * Disables (or enables again) a tenant: a disabled tenant's tokens are refused at once on every
-   * node (the token verifiers' notice), its data kept. NOT_FOUND for an unknown tenant.
+   * node (the token verifiers' notice), its data kept. NOT_FOUND for a tenant `reach` does not
+   * administer, as for an unknown one.
    */
-  async setDisabled(actor: Actor, name: string, disabled: boolean): Promise<void> {
+  async setDisabled(actor: Actor, reach: AdminReach, name: string, disabled: boolean): Promise<void> {
     await transaction(this.sql, async (tx) => {
       const rows = await tx`
-        UPDATE tenants SET disabled_at = ${disabled ? tx`now()` : null} WHERE name = ${name} RETURNING id`;
+        UPDATE tenants SET disabled_at = ${disabled ? tx`now()` : null} WHERE name = ${name} AND ${reached(tx, reach)} RETURNING id`;
       if (!rows.length) throw unknownTenant(name);
       await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${rows[0].id}`})`;
-      await audit(tx, actor, disabled ? 'tenant.disable' : 'tenant.enable', name);
+      await audit(tx, actor, Number(rows[0].id), disabled ? 'tenant.disable' : 'tenant.enable', name);
     });
   }
 
-  /** Sets a tenant's default limits of its tokens (null: the service default). */
-  async setLimits(actor: Actor, name: string, limits: Partial<TenantLimits>): Promise<void> {
+  /** Sets a tenant's default limits of its tokens (null: the service default); NOT_FOUND as `setDisabled`. */
+  async setLimits(actor: Actor, reach: AdminReach, name: string, limits: Partial<TenantLimits>): Promise<void> {
     await transaction(this.sql, async (tx) => {
-      const [t] = await tx`SELECT id, rate_per_s, photos_in_flight FROM tenants WHERE name = ${name} FOR UPDATE`;
+      const [t] = await tx`SELECT id, rate_per_s, photos_in_flight FROM tenants WHERE name = ${name} AND ${reached(tx, reach)} FOR UPDATE`;
       if (!t) throw unknownTenant(name);
       await tx`
         UPDATE tenants SET rate_per_s = ${limits.rate_per_s === undefined ? t.rate_per_s : limits.rate_per_s},
           photos_in_flight = ${limits.photos_in_flight === undefined ? t.photos_in_flight : limits.photos_in_flight}
         WHERE id = ${t.id}`;
       await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${t.id}`})`;
-      await audit(tx, actor, 'tenant.limits', name, { ...limits });
+      await audit(tx, actor, Number(t.id), 'tenant.limits', name, { ...limits });
     });
   }
 
@@ -154,13 +157,16 @@ export class TenantStore {
       const id = Number(t.id);
       if (id === FIRST_TENANT) throw new DomainError('BAD_PARAM', 'The first tenant cannot be deleted', { param: 'tenant' });
       const gone = await deleteTenantData(tx, id);
-      await audit(tx, actor, 'tenant.delete', name, { faces: gone.faces });
+      await audit(tx, actor, id, 'tenant.delete', name, { faces: gone.faces });
       return gone;
     });
     await this.photos?.collect();
     return done;
   }
 }
+
+/** A condition on `tenants`: the rows `reach` administers. */
+const reached = (sql: Sql | TransactionSql, reach: AdminReach) => (reach === 'deployment' ? sql`true` : sql`id = ${reach.tenant}`);
 
 async function deleteTenantData(tx: TransactionSql, tenant: number): Promise<{ faces: number; position?: number }> {
   const gone = await tx`

@@ -1,7 +1,11 @@
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { DbTokenVerifier, TokenStore, tokenHash } from './tokens.js';
 import { AuditLog, CLI_ACTOR } from './audit.js';
+import { listMigrations, migrate } from './migrate.js';
 import { TenantStore } from './tenants.js';
 
 let tdb: TestDatabase;
@@ -30,11 +34,11 @@ describe('token store', () => {
 
   it('lists tokens with their state and revokes by id', async () => {
     const { id } = await store.create(CLI_ACTOR, 'temp');
-    expect((await store.list()).find((t) => t.id === id)).toMatchObject({ name: 'temp', revoked_at: null });
-    expect(await store.revoke(CLI_ACTOR, id)).toBe(true);
-    expect(await store.revoke(CLI_ACTOR, id)).toBe(false);
-    expect(await store.revoke(CLI_ACTOR, 99_999)).toBe(false);
-    expect((await store.list()).find((t) => t.id === id)?.revoked_at).toMatch(/Z$/);
+    expect((await store.list('deployment')).find((t) => t.id === id)).toMatchObject({ name: 'temp', revoked_at: null });
+    expect(await store.revoke(CLI_ACTOR, 'deployment', id)).toBe(true);
+    expect(await store.revoke(CLI_ACTOR, 'deployment', id)).toBe(false);
+    expect(await store.revoke(CLI_ACTOR, 'deployment', 99_999)).toBe(false);
+    expect((await store.list('deployment')).find((t) => t.id === id)?.revoked_at).toMatch(/Z$/);
   });
 });
 
@@ -52,10 +56,10 @@ describe('database token verifier', () => {
     const verifier = new DbTokenVerifier(tdb.db.sql, store, { ttlMs: 60_000 });
     try {
       const { id, token } = await store.create(CLI_ACTOR, 'cached');
-      expect(await verifier.verify(token)).toMatchObject({ tokenId: id, name: 'cached', tenant: 1, operator: false, access: 'write' });
+      expect(await verifier.verify(token)).toMatchObject({ tokenId: id, name: 'cached', tenant: 1, operator: false, deployment: false, access: 'write' });
       expect(await verifier.verify('fs_unknown')).toBeUndefined();
       // A long TTL: only the revocation notice can make the next answer false.
-      await store.revoke(CLI_ACTOR, id);
+      await store.revoke(CLI_ACTOR, 'deployment', id);
       expect(await refusedSoon(verifier, token)).toBe(true);
     } finally {
       await verifier.close();
@@ -77,15 +81,15 @@ describe('database token verifier', () => {
       await expect(store.create(CLI_ACTOR, 'nowhere', {}, 'no-such-tenant')).rejects.toMatchObject({ code: 'NOT_FOUND' });
       await expect(store.create(CLI_ACTOR, 'bad', { galleries: ['not a name'] })).rejects.toMatchObject({ code: 'BAD_PARAM' });
       // A tenant disabled refuses its tokens at once (the same notice as a revocation), and enabled serves them again.
-      await tenants.setDisabled(CLI_ACTOR, 'shop', true);
+      await tenants.setDisabled(CLI_ACTOR, 'deployment', 'shop', true);
       expect(await refusedSoon(verifier, token)).toBe(true);
-      await tenants.setDisabled(CLI_ACTOR, 'shop', false);
+      await tenants.setDisabled(CLI_ACTOR, 'deployment', 'shop', false);
       expect(await refusedSoon(verifier, token, true)).toBe(true);
       // Deleted: its tokens go with it.
       await tenants.delete(CLI_ACTOR, 'shop');
       expect(await refusedSoon(verifier, token)).toBe(true);
-      expect((await store.list()).some((t) => t.id === id)).toBe(false);
-      const actions = (await new AuditLog(tdb.db.sql).entries(10)).map((e) => `${e.action} ${e.target}`);
+      expect((await store.list('deployment')).some((t) => t.id === id)).toBe(false);
+      const actions = (await new AuditLog(tdb.db.sql).entries('deployment', 10)).map((e) => `${e.action} ${e.target}`);
       expect(actions.slice(0, 4)).toEqual(['tenant.delete shop', 'tenant.enable shop', 'tenant.disable shop', `token.create ${id}`]);
     } finally {
       await verifier.close();
@@ -129,5 +133,42 @@ describe('database token verifier', () => {
     await broken.db.close(0);
     await expect(verifier.verify('fs_whatever')).rejects.toMatchObject({ code: 'SERVICE_UNAVAILABLE', retryAfterS: 1 });
     await broken.drop();
+  });
+});
+
+describe('operators before and after tenant operators (016-operator-reach.sql)', () => {
+  it('makes every operator token of before a deployment operator, and files the audit under its tenants', async () => {
+    const old = await freshDatabase({ migrate: false });
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'operator-reach-'));
+    try {
+      for (const m of listMigrations().filter((m) => m.version < 16)) await copyFile(m.file, path.join(dir, path.basename(m.file)));
+      await migrate(old.db.sql, { dir });
+      const sql = old.db.sql;
+      await sql`INSERT INTO tenants (name) VALUES ('shop')`;
+      await sql`
+        INSERT INTO tokens (name, hash, operator, tenant_id) VALUES
+          ('ops', ${tokenHash('a')}, true, 1), ('app', ${tokenHash('b')}, false, 1), ('shop-ops', ${tokenHash('c')}, true, 2)`;
+      await sql`INSERT INTO audit_log (actor, action, target, detail) VALUES ('cli', 'tenant.create', 'shop', '{}'), ('cli', 'shard.offline', '0', '{}')`;
+      expect(await migrate(sql)).toEqual([16]);
+      const rows = await sql`SELECT name, operator, deployment FROM tokens ORDER BY id`;
+      expect(rows.map((r) => [r.name, r.operator, r.deployment])).toEqual([
+        ['ops', true, true],
+        ['app', false, false],
+        ['shop-ops', true, true],
+      ]);
+      const audit = await new AuditLog(sql).entries('deployment', 10);
+      expect(audit.map((e) => [e.action, e.tenant_id])).toEqual([
+        ['shard.offline', null],
+        ['tenant.create', 2],
+      ]);
+      // A tenant's operator reads its tenant's entries alone.
+      expect((await new AuditLog(sql).entries({ tenant: 2 }, 10)).map((e) => e.action)).toEqual(['tenant.create']);
+      await expect(sql`INSERT INTO tokens (name, hash, operator, deployment, tenant_id) VALUES ('odd', ${tokenHash('d')}, false, true, 1)`).rejects.toMatchObject({
+        code: '23514',
+      });
+    } finally {
+      await old.drop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

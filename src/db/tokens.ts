@@ -15,7 +15,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Access, Principal, TokenVerifier } from '../auth.js';
 import { DomainError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
-import { audit, type Actor } from './audit.js';
+import { audit, type Actor, type AdminReach } from './audit.js';
 import { onPrimary, transaction, type FreshRead, type Sql } from './client.js';
 import { GALLERY_NAME } from './galleries.js';
 
@@ -26,8 +26,10 @@ const FOREIGN_KEY_VIOLATION = '23503';
 
 /** What a token may do, besides its tenant (013-tenants.sql). */
 export interface TokenGrant {
-  /** Also allowed the operator routes (/metrics, /v0/admin/*). */
+  /** Also reaches its tenant's administration (/v0/admin/tenants, tokens, audit: its own part). */
   operator?: boolean;
+  /** An operator of the deployment: every tenant, and the routes that run the service. Implies `operator`. */
+  deployment?: boolean;
   /** Default `write`. */
   access?: Access;
   /** Only these galleries of its tenant; all when absent. */
@@ -41,6 +43,7 @@ export interface TokenRecord {
   name: string;
   tenant: string;
   operator: boolean;
+  deployment: boolean;
   access: Access;
   galleries: string[] | null;
   rate_per_s: number | null;
@@ -73,14 +76,14 @@ export class TokenStore {
     try {
       return await transaction(this.sql, async (tx) => {
         const [row] = await tx`
-        INSERT INTO tokens (name, hash, operator, tenant_id, access, galleries, rate_per_s, photos_in_flight)
-        SELECT ${name}, ${tokenHash(token)}, ${grant.operator ?? false}, t.id, ${grant.access ?? 'write'},
+        INSERT INTO tokens (name, hash, operator, deployment, tenant_id, access, galleries, rate_per_s, photos_in_flight)
+        SELECT ${name}, ${tokenHash(token)}, ${(grant.operator ?? false) || (grant.deployment ?? false)}, ${grant.deployment ?? false}, t.id, ${grant.access ?? 'write'},
           ${grant.galleries ? [...new Set(grant.galleries)].sort() : null}, ${grant.ratePerS ?? null}, ${grant.photosInFlight ?? null}
         FROM tenants t WHERE t.name = ${tenant}
-        RETURNING id`;
+        RETURNING id, tenant_id`;
         if (!row) throw new DomainError('NOT_FOUND', `Unknown tenant: ${tenant}`, { param: 'tenant' });
         const id = Number(row.id);
-        await audit(tx, actor, 'token.create', `${id}`, { name, tenant, ...grant });
+        await audit(tx, actor, Number(row.tenant_id), 'token.create', `${id}`, { name, tenant, ...grant });
         return { id, token };
       });
     } catch (err) {
@@ -94,17 +97,22 @@ export class TokenStore {
     }
   }
 
-  async list(): Promise<TokenRecord[]> {
-    const rows = await this.sql`
-      SELECT k.id, k.name, t.name AS tenant, k.operator, k.access, k.galleries, k.rate_per_s, k.photos_in_flight,
+  /** The tokens `reach` administers: every one, or a tenant's. */
+  async list(reach: AdminReach): Promise<TokenRecord[]> {
+    const sql = this.sql;
+    const rows = await sql`
+      SELECT k.id, k.name, t.name AS tenant, k.operator, k.deployment, k.access, k.galleries, k.rate_per_s, k.photos_in_flight,
         to_char(k.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
         to_char(k.revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS revoked_at
-      FROM tokens k JOIN tenants t ON t.id = k.tenant_id ORDER BY k.id`;
+      FROM tokens k JOIN tenants t ON t.id = k.tenant_id
+      WHERE ${reach === 'deployment' ? sql`true` : sql`k.tenant_id = ${reach.tenant}`}
+      ORDER BY k.id`;
     return rows.map((r) => ({
       id: Number(r.id),
       name: r.name,
       tenant: r.tenant,
       operator: r.operator,
+      deployment: r.deployment,
       access: r.access,
       galleries: r.galleries,
       rate_per_s: r.rate_per_s,
@@ -114,14 +122,17 @@ export class TokenStore {
     }));
   }
 
-  /** False when no active token has this id. */
-  async revoke(actor: Actor, id: number): Promise<boolean> {
+  /** False when no active token that `reach` administers has this id. */
+  async revoke(actor: Actor, reach: AdminReach, id: number): Promise<boolean> {
     return transaction(this.sql, async (tx) => {
-      const rows = await tx`UPDATE tokens SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL RETURNING name`;
+      const rows = await tx`
+        UPDATE tokens SET revoked_at = now()
+        WHERE id = ${id} AND revoked_at IS NULL AND ${reach === 'deployment' ? tx`true` : tx`tenant_id = ${reach.tenant}`}
+        RETURNING name, tenant_id`;
       if (!rows.length) return false;
       // Delivered on commit, so no verifier re-reads the token before the revocation is visible.
       await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${String(id)})`;
-      await audit(tx, actor, 'token.revoke', `${id}`, { name: rows[0].name });
+      await audit(tx, actor, Number(rows[0].tenant_id), 'token.revoke', `${id}`, { name: rows[0].name });
       return true;
     });
   }
@@ -135,7 +146,7 @@ export class TokenStore {
   /** What an active token of an enabled tenant stands for; undefined for any other token. Read on `sql` when given. */
   async principalOf(token: string, sql: Sql = this.sql): Promise<Principal | undefined> {
     const [row] = await sql`
-      SELECT k.id, k.name, k.tenant_id, k.operator, k.access, k.galleries,
+      SELECT k.id, k.name, k.tenant_id, k.operator, k.deployment, k.access, k.galleries,
         coalesce(k.rate_per_s, t.rate_per_s) AS rate_per_s, coalesce(k.photos_in_flight, t.photos_in_flight) AS photos_in_flight
       FROM tokens k JOIN tenants t ON t.id = k.tenant_id
       WHERE k.hash = ${tokenHash(token)} AND k.revoked_at IS NULL AND t.disabled_at IS NULL`;
@@ -145,6 +156,7 @@ export class TokenStore {
       name: row.name,
       tenant: Number(row.tenant_id),
       operator: row.operator,
+      deployment: row.deployment,
       access: row.access,
       ...(row.galleries ? { galleries: row.galleries as string[] } : {}),
       limits: {

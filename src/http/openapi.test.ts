@@ -70,8 +70,10 @@ describe('OpenAPI documents', () => {
     expect(detect['503'].description).not.toContain('SHARDS_UNAVAILABLE');
     expect(detect['503'].description).toBe('Service Unavailable. `error` is one of: `SERVICE_UNAVAILABLE`, `OVERLOADED`, `DEADLINE_EXCEEDED`.');
 
-    // Public routes ask no token, so they cannot fail it.
-    expect(doc.paths['/health'].get.responses['401']).toBeUndefined();
+    // Public routes ask no token, so they cannot fail it; /health reads one only when it is sent.
+    expect(doc.paths['/docs/{version}'].get.responses['401']).toBeUndefined();
+    expect(doc.paths['/health'].get.responses['401'].description).toBe('Unauthorized. `error` is `AUTH_FAILED`.');
+    expect(doc.paths['/health'].get.security).toEqual([{}, { TokenAuth: [] }]);
     expect(doc.paths['/docs/{version}'].get.responses['404'].description).toBe('Not Found. `error` is `NOT_FOUND`.');
   });
 

@@ -103,7 +103,8 @@ function operation(route: AnyRoute, components: Json): Json {
       : {}),
     ...(route.aliasOf ? { deprecated: true } : {}),
     tags: [tagOf(route.path)],
-    security: route.auth ? [{ TokenAuth: [] }] : [],
+    // An optional token: either no requirement or the token (OpenAPI's `{}` is "none").
+    security: route.auth === 'optional' ? [{}, { TokenAuth: [] }] : route.auth ? [{ TokenAuth: [] }] : [],
   };
   const parameters: Json[] = [];
   if (route.params) parameters.push(...parametersFrom(schemaOf(route.params, 'input', components), 'path'));

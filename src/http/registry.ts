@@ -118,11 +118,13 @@ export interface RouteDef<
   /** Set by `defineAlias`: the route this path stands for (`POST /v1/detect/`), documented as deprecated. */
   aliasOf?: string;
   /**
-   * Requires `Authorization: Token <token>`: any valid API token (true), or
-   * only the operator's bootstrap token, FACE_TOKEN ('operator'), for routes
-   * that change how the service runs rather than the data.
+   * Requires `Authorization: Token <token>`: any valid API token (true), an
+   * operator's ('operator': a tenant's administration), or a deployment
+   * operator's ('deployment': every tenant, and routes that change how the
+   * service runs rather than the data). 'optional': a token is read when one
+   * is sent (and refused when invalid), and the route answers without one.
    */
-  auth: boolean | 'operator';
+  auth: boolean | 'optional' | 'operator' | 'deployment';
   /**
    * What a token needs to reach this route (auth.ts `Access`); default `read` for GET, `write`
    * for the others. A token with less is refused with 403 FORBIDDEN naming the scope.

@@ -484,7 +484,7 @@ function openGates(opts: HttpServerOptions): Gates {
     draining: false,
   };
   const publicPaths = new Router<true>();
-  for (const r of opts.registry.routes()) if (!r.auth) publicPaths.add(r.method, r.path, true);
+  for (const r of opts.registry.routes()) if (!r.auth || r.auth === 'optional') publicPaths.add(r.method, r.path, true);
   const requestTimeoutMs = opts.limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   return { opts, limiter, engineLimiter, budget, requestTimeoutMs, activity: new ActivityTracker(), state, publicPaths };
 }
@@ -664,6 +664,7 @@ interface Admitted {
 async function authorize(g: Gates, route: AnyRoute, header: string | undefined, held: Held): Promise<Principal> {
   const principal = await authenticate(header, g.opts.verifier);
   if (route.auth === 'operator' && !principal.operator) throw forbidden('operator', 'this route is for operator tokens');
+  if (route.auth === 'deployment' && !principal.deployment) throw forbidden('deployment', "this route is for the deployment's operator tokens");
   const needed = neededAccess(route);
   if (!allows(principal.access, needed)) throw forbidden(needed, `it is limited to ${principal.access}`);
   if (g.opts.fairShare) held.share = g.opts.fairShare.admit(principal, route.cost === 'engine');
@@ -673,7 +674,9 @@ async function authorize(g: Gates, route: AnyRoute, header: string | undefined, 
 /** Authenticates, parses every input against the route's schemas, calls the handler and sends what it returns. */
 async function run(g: Gates, a: Admitted): Promise<void> {
   const { route, headers, ex } = a;
-  const principal = route.auth ? await authorize(g, route, headers.authorization, a.held) : undefined;
+  // A route that takes a token optionally reads one only when it is sent.
+  const authorized = route.auth === 'optional' ? headers.authorization !== undefined : Boolean(route.auth);
+  const principal = authorized ? await authorize(g, route, headers.authorization, a.held) : undefined;
   takeSlot(g, route, a.held, principal);
   if (a.malformed.length) throw new HttpError(400, 'BAD_PARAM', `${a.malformed[0]}: malformed percent-encoding`, { param: a.malformed[0] });
   assertText(a.rawParams);
@@ -700,7 +703,7 @@ async function run(g: Gates, a: Admitted): Promise<void> {
     params,
     headers,
     headerInput,
-    caller: route.auth ? callerOf(headers.authorization) : undefined,
+    caller: authorized ? callerOf(headers.authorization) : undefined,
     principal,
     get signal() {
       return ex.signal;

@@ -3,8 +3,10 @@
  * SIMD level, recogniser), plus the request load, and after a recogniser
  * switch the re-embedding of stored faces.
  *
- * No token: load balancers and orchestrators probe it without credentials,
- * and it reveals nothing about stored data. It bypasses the concurrency
+ * No token needed: load balancers and orchestrators probe it without
+ * credentials, and then it reveals nothing about stored data. With a token it
+ * adds counts: every tenant's for a deployment's operator, its own tenant's
+ * for any other (services/health.ts). It bypasses the concurrency
  * limit so a saturated service still reports itself; while shutting down it
  * answers 503 so traffic drains away.
  */
@@ -39,7 +41,11 @@ const healthResponse = z.object({
     .object({
       live: z.number().int().meta({ description: 'Search servers in service: shard servers (FACE_ROLE=api), held shards (shard), shards (all).' }),
       total: z.number().int(),
-      faces: z.number().int().meta({ description: 'Faces held by the shards.' }),
+      faces: z
+        .number()
+        .int()
+        .optional()
+        .meta({ description: "With a token only: the faces the shards hold, every tenant's, for a deployment operator's token; its tenant's stored faces for any other." }),
     })
     .optional()
     .meta({ description: 'The search shards; absent without a face database. Details: GET /v0/admin/shards.' }),
@@ -96,13 +102,13 @@ export function registerHealth(registry: RouteRegistry, deps: HealthDeps): void 
     method: 'GET',
     path: '/health',
     summary: 'Service health, engine details and load',
-    description: 'No token needed. Answers 503 while the service shuts down.',
-    auth: false,
+    description: 'No token needed; a token, when sent, adds the counts it may see (search.faces). Answers 503 while the service shuts down.',
+    auth: 'optional',
     limited: false,
     response: { status: 200, description: 'The service is up.', schema: healthResponse },
     errors: [],
-    async handler({ server }) {
-      return { ...health(deps), inflight: server.inflight, max_inflight: server.maxInflight };
+    async handler({ server, principal }) {
+      return { ...(await health(deps, principal)), inflight: server.inflight, max_inflight: server.maxInflight };
     },
   });
 }

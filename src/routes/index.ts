@@ -108,6 +108,7 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
     migration: deps.migration,
     writer: deps.writer,
     cameras: deps.cameras,
+    tenantFaces: deps.database ? tenantFaces(deps.database.stores.tenants) : undefined,
   });
   if (deps.metrics) registerMetrics(registry, deps.metrics);
   registerDocs(registry, {
@@ -119,6 +120,9 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
   });
   return registry;
 }
+
+/** The faces of one tenant, as its administration counts them. */
+const tenantFaces = (tenants: DatabaseRoutes['tenants']) => async (tenant: number) => (await tenants.list({ tenant }))[0]?.faces ?? 0;
 
 export interface ShardRouteDeps extends ShardServerDeps {
   /** The held shards as /health and /v0/admin/shards report them. */

@@ -17,10 +17,10 @@ export function registerMetrics(registry: RouteRegistry, metrics: ServiceMetrics
     path: '/metrics',
     summary: 'Prometheus metrics',
     description:
-      'Text exposition format 0.0.4. Needs an operator token (FACE_TOKEN, or one made with --operator); a client token answers 403. Requests by route and status, latency, ' +
+      'Text exposition format 0.0.4. Needs a deployment operator token (FACE_TOKEN, or one made with --deployment); any other token answers 403. Requests by route and status, latency, ' +
       'in-flight requests and 503s, engine queues, batch sizes and inference time by model, faces and state per ' +
       'search shard, index lag, PostgreSQL connections, photo fetch outcomes, and the Node.js process.',
-    auth: 'operator',
+    auth: 'deployment',
     limited: false,
     response: { status: 200, description: 'The metrics.', alternatives: [metrics.contentType] },
     errors: [],

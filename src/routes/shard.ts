@@ -26,10 +26,10 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     path: '/v0/shard/search',
     summary: 'Search the shards this server holds (API nodes ask it)',
     description:
-      `Needs the operator token. The body holds the query embeddings (1 to ${MAX_QUERIES}) as float32, little-endian, ` +
+      `Needs a deployment operator token. The body holds the query embeddings (1 to ${MAX_QUERIES}) as float32, little-endian, ` +
       `one after another; each gets its top n faces over the live shards held here. Shards that are not live are ` +
       `listed as missing, never waited for.`,
-    auth: 'operator',
+    auth: 'deployment',
     binaryBody: { mediaType: VECTORS_TYPE, param: 'vectors', description: 'Query embeddings: float32 little-endian, `dims` per query.' },
     request: z.object({
       vectors: z.custom<Buffer>((v) => Buffer.isBuffer(v), { message: `expected a ${VECTORS_TYPE} body` }),
@@ -57,10 +57,10 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     path: '/v0/shard/strangers',
     summary: "Search the strangers' sightings this server holds (API nodes ask it when grouping)",
     description:
-      `Needs the operator token. The body holds the query embeddings (1 to ${MAX_QUERIES}) as in a search; each gets its top ` +
+      `Needs a deployment operator token. The body holds the query embeddings (1 to ${MAX_QUERIES}) as in a search; each gets its top ` +
       `n sightings of the tenant's strangers among those on the shards held here, once the server has read every one up to \`up_to\` ` +
       `from the database. 503 when this server does not group strangers.`,
-    auth: 'operator',
+    auth: 'deployment',
     binaryBody: { mediaType: VECTORS_TYPE, param: 'vectors', description: 'Query embeddings: float32 little-endian, `dims` per query.' },
     request: z.object({
       vectors: z.custom<Buffer>((v) => Buffer.isBuffer(v), { message: `expected a ${VECTORS_TYPE} body` }),
@@ -80,8 +80,8 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     method: 'GET',
     path: '/v0/shard/state',
     summary: "This shard server's layout, held shards and position",
-    description: 'Needs the operator token. API nodes read it at start (and refuse a server that routes differently) and then every second.',
-    auth: 'operator',
+    description: 'Needs a deployment operator token. API nodes read it at start (and refuse a server that routes differently) and then every second.',
+    auth: 'deployment',
     limited: false,
     response: { status: 200, description: 'The state.', schema: stateAnswer },
     errors: [],
@@ -95,9 +95,9 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     path: '/v0/shard/position',
     summary: 'Wait until the held shards reflect a change-log position',
     description:
-      'Needs the operator token. Answers once every held shard has applied the change at `at_least` (an API node ' +
+      'Needs a deployment operator token. Answers once every held shard has applied the change at `at_least` (an API node ' +
       'asks this before acknowledging a write), or after `wait_ms` with reached=false.',
-    auth: 'operator',
+    auth: 'deployment',
     request: z.object({
       at_least: numberParam(z.number().int().min(0)).meta({ description: 'Change-log position to wait for.' }),
       wait_ms: numberParam(z.number().int().min(0).max(MAX_WAIT_MS)).default(0).meta({ description: `Longest wait, at most ${MAX_WAIT_MS} ms.` }),

@@ -66,8 +66,8 @@ export function registerShardsReport(registry: RouteRegistry, index: SearchShard
     method: 'GET',
     path: '/v0/admin/shards',
     summary: 'State, size, position and snapshot age of every search shard',
-    description: 'Operator tokens only (FACE_TOKEN, or a token made with --operator); a client token answers 403 FORBIDDEN.',
-    auth: 'operator',
+    description: 'Deployment operators only (FACE_TOKEN, or a token made with --deployment); any other token answers 403 FORBIDDEN.',
+    auth: 'deployment',
     limited: false,
     response: { status: 200, description: 'The shards.', schema: shardsResponse },
     errors: [],
@@ -87,8 +87,8 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
       method: 'POST',
       path: `/v0/admin/shards/:k/${action}`,
       summary: online ? 'Put a search shard back into service' : 'Take a search shard out of service (it keeps receiving changes)',
-      description: 'Operator tokens only (FACE_TOKEN, or a token made with --operator); a client token answers 403 FORBIDDEN.',
-      auth: 'operator',
+      description: 'Deployment operators only (FACE_TOKEN, or a token made with --deployment); any other token answers 403 FORBIDDEN.',
+      auth: 'deployment',
       limited: false,
       params: shardParams,
       response: { status: 200, description: 'All shards after the change.', schema: shardsResponse },
@@ -96,7 +96,7 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
       async handler({ params, ...ctx }) {
         if (online) control.setOnline(params.k);
         else control.setOffline(params.k);
-        await audit.record(principalOf(ctx), `shard.${action}`, String(params.k));
+        await audit.recordDeployment(principalOf(ctx), `shard.${action}`, String(params.k));
         return report(control.view);
       },
     });
@@ -112,14 +112,14 @@ export function registerShardsControl(registry: RouteRegistry, control: ShardCon
       'database when the snapshot is unusable or older than the pruned change log; it goes live again by itself. ' +
       'Answers at once with the shards as they are; poll GET /v0/admin/shards to see it return. This is what happens ' +
       'on its own to a shard that fails.',
-    auth: 'operator',
+    auth: 'deployment',
     limited: false,
     params: shardParams,
     response: { status: 200, description: 'All shards once the rebuild has started.', schema: shardsResponse },
     errors: ['NOT_FOUND'],
     async handler({ params, ...ctx }) {
       await control.rebuild(params.k);
-      await audit.record(principalOf(ctx), 'shard.rebuild', String(params.k));
+      await audit.recordDeployment(principalOf(ctx), 'shard.rebuild', String(params.k));
       return report(control.view);
     },
   });

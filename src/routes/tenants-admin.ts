@@ -4,6 +4,14 @@
  * 403 FORBIDDEN). The same as `npm run token` on the host, and recorded in
  * the audit log as the calling token's.
  *
+ * A tenant's operator administers its own tenant: it lists, changes and reads
+ * the audit of that tenant alone, and another tenant answers as an unknown
+ * one. Creating, changing and deleting tenants (their state and limits, which
+ * share the deployment among them), and making deployment operators, are a
+ * deployment operator's (FACE_TOKEN, tokens made with `deployment`); the
+ * tokens a tenant's operator makes may not be given more than its tenant's
+ * limits.
+ *
  * Decisions the spec leaves open:
  * - Tenants are named by their name in paths; tokens by their id.
  * - A new token is shown once, in the creation's answer; listings never hold it.
@@ -49,7 +57,8 @@ const tokenRecord = z.object({
   id: z.number().int(),
   name: z.string(),
   tenant: z.string(),
-  operator: z.boolean(),
+  operator: z.boolean().meta({ description: "Reaches its tenant's administration." }),
+  deployment: z.boolean().meta({ description: 'An operator of the deployment: every tenant, /metrics, the shards.' }),
   access: z.enum(ACCESS_LEVELS),
   galleries: z.array(z.string()).nullable().meta({ description: 'The only galleries it reaches; null: all of its tenant.' }),
   rate_per_s: z.number().nullable(),
@@ -68,7 +77,8 @@ const auditEntry = z.object({
   detail: z.record(z.string(), z.unknown()),
 });
 
-const OPERATOR_NOTE = 'Operator tokens only; a client token answers 403 FORBIDDEN.';
+const OPERATOR_NOTE = "Operator tokens only; a client token answers 403 FORBIDDEN. A tenant's operator sees and changes its own tenant alone.";
+const DEPLOYMENT_NOTE = "Deployment operators only (FACE_TOKEN, tokens made with deployment); any other token answers 403 FORBIDDEN.";
 
 export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminDeps): void {
   registry.define({
@@ -79,8 +89,8 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     auth: 'operator',
     response: { status: 200, description: 'The tenants.', schema: z.object({ results: z.array(tenantRecord) }) },
     errors: [],
-    async handler() {
-      return { results: await listTenants(deps) };
+    async handler(ctx) {
+      return { results: await listTenants(deps, principalOf(ctx)) };
     },
   });
 
@@ -88,8 +98,8 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     method: 'POST',
     path: '/v0/admin/tenants',
     summary: 'Create a tenant',
-    description: `A tenant has its own galleries (its own default), faces and tokens. A taken name answers 409 CONFLICT. ${OPERATOR_NOTE}`,
-    auth: 'operator',
+    description: `A tenant has its own galleries (its own default), faces and tokens. A taken name answers 409 CONFLICT. ${DEPLOYMENT_NOTE}`,
+    auth: 'deployment',
     request: z.object({ name: tenantName, rate_per_s: ratePerS.optional(), photos_in_flight: photosInFlight.optional() }),
     response: { status: 201, description: 'The tenant.', schema: tenantRecord },
     errors: ['CONFLICT'],
@@ -105,8 +115,9 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     summary: "Change a tenant's state or the limits of its tokens",
     description:
       'disabled: true refuses every token of the tenant at once, on every node (401), keeping its data; false serves them again. ' +
-      `A limit set to null falls back to the service default. ${OPERATOR_NOTE}`,
-    auth: 'operator',
+      'A limit set to null falls back to the service default. The limits are what the deployment grants a tenant among the others, so ' +
+      `they are set by the deployment's operators: a tenant's operator reads them in the listing. ${DEPLOYMENT_NOTE}`,
+    auth: 'deployment',
     params: tenantPath,
     request: z.object({
       disabled: boolParam().optional().meta({ description: 'Disable (true) or enable (false) the tenant.' }),
@@ -128,8 +139,8 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     method: 'DELETE',
     path: '/v0/admin/tenants/:name',
     summary: 'Delete a tenant with its faces, galleries and tokens',
-    description: `Its tokens are refused at once; its faces leave search like any deleted face. The first tenant (default) cannot be deleted: 400. ${OPERATOR_NOTE}`,
-    auth: 'operator',
+    description: `Its tokens are refused at once; its faces leave search like any deleted face. The first tenant (default) cannot be deleted: 400. ${DEPLOYMENT_NOTE}`,
+    auth: 'deployment',
     params: tenantPath,
     response: { status: 200, description: 'How many faces were deleted.', schema: z.object({ deleted: z.number().int() }) },
     errors: ['NOT_FOUND'],
@@ -147,8 +158,8 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     auth: 'operator',
     response: { status: 200, description: 'The tokens.', schema: z.object({ results: z.array(tokenRecord) }) },
     errors: [],
-    async handler() {
-      return { results: await listTokens(deps) };
+    async handler(ctx) {
+      return { results: await listTokens(deps, principalOf(ctx)) };
     },
   });
 
@@ -163,8 +174,11 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     auth: 'operator',
     request: z.object({
       name: z.string().min(1).max(200).meta({ description: 'A name for people: listing and revoking.' }),
-      tenant: tenantName.optional().meta({ description: 'Its tenant; default: default (the first).' }),
-      operator: boolParam().optional().meta({ description: 'Also reaches /metrics and /v0/admin/*.' }),
+      tenant: tenantName.optional().meta({ description: "Its tenant; default: the caller's own for a tenant's operator, default (the first) for a deployment's." }),
+      operator: boolParam().optional().meta({ description: "Also reaches its tenant's administration: its tenant, tokens and audit." }),
+      deployment: boolParam()
+        .optional()
+        .meta({ description: 'An operator of the deployment: every tenant, /metrics, the shards. Only a deployment operator makes one (else 403).' }),
       access: z.enum(ACCESS_LEVELS).optional(),
       galleries: galleryList.optional(),
       rate_per_s: ratePerS.optional(),
@@ -177,8 +191,8 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     },
     errors: ['CONFLICT', 'NOT_FOUND'],
     async handler(ctx) {
-      const { name, tenant, operator, access, galleries, rate_per_s, photos_in_flight } = ctx.input;
-      const made = await createToken(deps, principalOf(ctx), name, { operator, access, galleries, ratePerS: rate_per_s, photosInFlight: photos_in_flight }, tenant ?? 'default');
+      const { name, tenant, operator, deployment, access, galleries, rate_per_s, photos_in_flight } = ctx.input;
+      const made = await createToken(deps, principalOf(ctx), name, { operator, deployment, access, galleries, ratePerS: rate_per_s, photosInFlight: photos_in_flight }, tenant);
       return Reply.json(made, 201);
     },
   });
@@ -210,8 +224,8 @@ export function registerTenantsAdmin(registry: RouteRegistry, deps: TenantAdminD
     }),
     response: { status: 200, description: 'The entries.', schema: z.object({ results: z.array(auditEntry) }) },
     errors: [],
-    async handler({ input }) {
-      return { results: await auditEntries(deps, input.limit, input.before) };
+    async handler(ctx) {
+      return { results: await auditEntries(deps, principalOf(ctx), ctx.input.limit, ctx.input.before) };
     },
   });
 }

@@ -5,7 +5,12 @@
  * shards in service and the faces they hold, after a recogniser switch the
  * re-embedding of stored faces, and which database server this node writes to
  * (db/writer.ts), and the cameras it reads. The route adds the request load.
+ *
+ * Counts of stored data are for a caller with a token: the faces of every
+ * tenant for a deployment's operator, its own tenant's for any other token.
+ * Without one (a load balancer's probe) it tells liveness and readiness only.
  */
+import type { Principal } from '../auth.js';
 import type { CameraState } from '../camera/camera.js';
 import type { WriterWatch } from '../db/writer.js';
 import { warmupByModel, type Engine } from '../native/engine.js';
@@ -23,9 +28,11 @@ export interface HealthDeps {
   writer?: Pick<WriterWatch, 'current'>;
   /** The cameras this process reads (FACE_CAMERAS). */
   cameras?: { states(): CameraState[] };
+  /** The faces a tenant holds, for a tenant's token; absent without a face database. */
+  tenantFaces?: (tenant: number) => Promise<number>;
 }
 
-export function health({ role, engine, index, migration, writer, cameras }: HealthDeps) {
+export async function health({ role, engine, index, migration, writer, cameras, tenantFaces }: HealthDeps, caller?: Principal) {
   const info = engine?.info();
   return {
     status: 'ok' as const,
@@ -44,7 +51,7 @@ export function health({ role, engine, index, migration, writer, cameras }: Heal
           },
         }
       : {}),
-    ...(index ? { search: searchSummary(index) } : {}),
+    ...(index ? { search: await searchSummary(index, caller, tenantFaces) } : {}),
     ...(migration ? { migration: migration.status() } : {}),
     ...(writer ? { database: databaseSummary(writer) } : {}),
     ...(cameras ? { cameras: cameras.states() } : {}),
@@ -61,7 +68,9 @@ function databaseSummary(writer: Pick<WriterWatch, 'current'>) {
   };
 }
 
-function searchSummary(index: SearchShards) {
+async function searchSummary(index: SearchShards, caller: Principal | undefined, tenantFaces: HealthDeps['tenantFaces']) {
   const { live, total } = index.servers();
-  return { live, total, faces: index.shards().reduce((n, s) => n + s.size, 0) };
+  if (caller?.deployment) return { live, total, faces: index.shards().reduce((n, s) => n + s.size, 0) };
+  const faces = caller && tenantFaces ? await tenantFaces(caller.tenant) : undefined;
+  return { live, total, ...(faces !== undefined ? { faces } : {}) };
 }

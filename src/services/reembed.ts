@@ -200,7 +200,7 @@ export class EmbeddingMigration {
   /** An audit entry of the migration; a failure to write it is logged, never stops the migration. */
   private async record(action: string, detail: Record<string, unknown>): Promise<void> {
     const { from, to } = this.current;
-    await this.opts.audit?.record(SERVICE_ACTOR, action, `${from.join('+')} -> ${to}`, detail).catch((err) => this.opts.log.warn({ err }, 'audit entry not written'));
+    await this.opts.audit?.recordDeployment(SERVICE_ACTOR, action, `${from.join('+')} -> ${to}`, detail).catch((err) => this.opts.log.warn({ err }, 'audit entry not written'));
   }
 
   /** New embeddings (or failure reasons) for a batch, one photo at a time per worker. */

@@ -6,9 +6,10 @@
  * search index like any delete (search/index-writes.ts).
  */
 import type { Principal } from '../auth.js';
-import type { AuditEntry, AuditLog } from '../db/audit.js';
+import { adminReach, type AuditEntry, type AuditLog } from '../db/audit.js';
 import type { TenantLimits, TenantRecord, TenantStore } from '../db/tenants.js';
 import type { TokenGrant, TokenRecord, TokenStore } from '../db/tokens.js';
+import { forbidden } from '../auth.js';
 import { notFound } from '../errors.js';
 import type { IndexLag, IndexWrites } from '../search/index-writes.js';
 
@@ -28,24 +29,26 @@ export interface TenantAdminDeps {
   forgetTokens: () => void;
 }
 
-export function listTenants(deps: TenantAdminDeps): Promise<TenantRecord[]> {
-  return deps.tenants.list();
+/** The tenants the principal administers: every one for a deployment's operator, else its own. */
+export function listTenants(deps: TenantAdminDeps, actor: Principal): Promise<TenantRecord[]> {
+  return deps.tenants.list(adminReach(actor));
 }
 
+/** A new tenant (deployment operators: routes/tenants-admin.ts). */
 export async function createTenant(deps: TenantAdminDeps, actor: Principal, name: string, limits: Partial<TenantLimits>): Promise<TenantRecord> {
   const id = await deps.tenants.create(actor, name, limits);
-  const made = (await deps.tenants.list()).find((t) => t.id === id);
+  const made = (await deps.tenants.list('deployment')).find((t) => t.id === id);
   if (!made) throw notFound(`Unknown tenant: ${name}`, 'tenant');
   return made;
 }
 
 export async function setTenantDisabled(deps: TenantAdminDeps, actor: Principal, name: string, disabled: boolean): Promise<void> {
-  await deps.tenants.setDisabled(actor, name, disabled);
+  await deps.tenants.setDisabled(actor, adminReach(actor), name, disabled);
   deps.forgetTokens();
 }
 
 export async function setTenantLimits(deps: TenantAdminDeps, actor: Principal, name: string, limits: Partial<TenantLimits>): Promise<void> {
-  await deps.tenants.setLimits(actor, name, limits);
+  await deps.tenants.setLimits(actor, adminReach(actor), name, limits);
   deps.forgetTokens();
 }
 
@@ -57,19 +60,36 @@ export async function deleteTenant(deps: TenantAdminDeps, actor: Principal, name
   return { deleted: gone.faces, ...(indexLag ? { indexLag } : {}) };
 }
 
-export function listTokens(deps: TenantAdminDeps): Promise<TokenRecord[]> {
-  return deps.tokens.list();
+export function listTokens(deps: TenantAdminDeps, actor: Principal): Promise<TokenRecord[]> {
+  return deps.tokens.list(adminReach(actor));
 }
 
-export function createToken(deps: TenantAdminDeps, actor: Principal, name: string, grant: TokenGrant, tenant: string): Promise<{ id: number; token: string }> {
-  return deps.tokens.create(actor, name, grant, tenant);
+/**
+ * A new token of `tenant` (its name; the caller's own when absent). A tenant's operator makes
+ * tokens of its own tenant only (another tenant's name is NOT_FOUND, as an unknown one), never
+ * a deployment operator's, and none with a limit above its tenant's (FORBIDDEN): a token's own
+ * limits replace its tenant's, which the deployment grants.
+ */
+export async function createToken(deps: TenantAdminDeps, actor: Principal, name: string, grant: TokenGrant, tenant: string | undefined): Promise<{ id: number; token: string }> {
+  if (!actor.deployment) {
+    if (grant.deployment) throw forbidden('deployment', 'only an operator of the deployment makes deployment operators');
+    const own = (await deps.tenants.list(adminReach(actor)))[0];
+    if (!own || (tenant !== undefined && tenant !== own.name)) throw notFound(`Unknown tenant: ${tenant}`, 'tenant');
+    const above = (given: number | undefined, granted: number | null) => given !== undefined && granted !== null && given > granted;
+    if (above(grant.ratePerS, own.rate_per_s) || above(grant.photosInFlight, own.photos_in_flight)) {
+      throw forbidden('deployment', "a token's limits may not exceed its tenant's, which the deployment's operators set");
+    }
+    return deps.tokens.create(actor, name, grant, own.name);
+  }
+  return deps.tokens.create(actor, name, grant, tenant ?? 'default');
 }
 
+/** Revokes a token the principal administers; any other id is NOT_FOUND. */
 export async function revokeToken(deps: TenantAdminDeps, actor: Principal, id: number): Promise<void> {
-  if (!(await deps.tokens.revoke(actor, id))) throw notFound(`No active token with id ${id}`);
+  if (!(await deps.tokens.revoke(actor, adminReach(actor), id))) throw notFound(`No active token with id ${id}`);
   deps.forgetTokens();
 }
 
-export function auditEntries(deps: TenantAdminDeps, limit: number, before?: number): Promise<AuditEntry[]> {
-  return deps.audit.entries(limit, before);
+export function auditEntries(deps: TenantAdminDeps, actor: Principal, limit: number, before?: number): Promise<AuditEntry[]> {
+  return deps.audit.entries(adminReach(actor), limit, before);
 }

@@ -174,13 +174,13 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
       expect((await call(api(2), 'GET', `/v0/face/id/${idsB[0]}/`, undefined, headers)).status).toBe(404);
     }
     // Disabling a tenant, and revoking a token, is refused at once on every API node.
-    await tenants.setDisabled(CLI_ACTOR, 'cluster-a', true);
+    await tenants.setDisabled(CLI_ACTOR, 'deployment', 'cluster-a', true);
     const refusedEverywhere = async (headers: Record<string, string>) => {
       for (const n of [1, 2]) await until(`API node ${n} refuses`, async () => ((await call(api(n), 'GET', '/v0/galleries/', undefined, headers)).status === 401 ? true : undefined), 2_000, 20);
     };
     await refusedEverywhere(tokenA);
-    const idB = (await tokens.list()).find((k) => k.name === 'cluster-b-app')!.id;
-    await tokens.revoke(CLI_ACTOR, idB);
+    const idB = (await tokens.list('deployment')).find((k) => k.name === 'cluster-b-app')!.id;
+    await tokens.revoke(CLI_ACTOR, 'deployment', idB);
     await refusedEverywhere(tokenB);
     // Gone with its tenant, from every shard server.
     expect((await tenants.delete(CLI_ACTOR, 'cluster-b')).faces).toBe(idsB.length);

@@ -55,12 +55,12 @@ afterAll(async () => {
 });
 
 describe('GET /metrics', () => {
-  it('needs an operator token: none is 401, a client token 403 naming the operator scope', async () => {
+  it("needs a deployment operator's token: none is 401, a client token 403 naming the deployment scope", async () => {
     expect((await request(base, 'GET', '/metrics', undefined, {})).status).toBe(401);
     const r = await call('GET', '/metrics');
     expect(r.status).toBe(403);
     expect(r.json).toMatchObject({ code: 403, error: 'FORBIDDEN' });
-    expect(r.json.reason).toMatch(/operator scope/);
+    expect(r.json.reason).toMatch(/deployment scope/);
   });
 
   it('serves the Prometheus text format with the process metrics', async () => {

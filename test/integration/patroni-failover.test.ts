@@ -189,7 +189,7 @@ describe.skipIf(skip)('the database primary lost under Patroni', () => {
       const status = async (base: string) => (await fetch(`${base}/v0/faces/?limit=1`, { headers: { Authorization: `Token ${token}` } })).status;
       // Accepted, so each node holds it in its cache (for 5 s) as it would a busy client's.
       for (const base of deployment.apis) expect(await status(base)).toBe(200);
-      expect(await tokens.revoke(CLI_ACTOR, id)).toBe(true);
+      expect(await tokens.revoke(CLI_ACTOR, 'deployment', id)).toBe(true);
       // Sooner than the cache would let it go: the revocation notice reached every node.
       for (const base of deployment.apis) await until(`${base} to refuse the revoked token`, async () => ((await status(base)) === 401 ? true : undefined), 1500, 50);
     } finally {

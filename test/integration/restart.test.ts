@@ -101,21 +101,27 @@ describe('the service process', () => {
     await expect(cli('list', '--operator')).rejects.toMatchObject({ code: 2 });
   });
 
-  it('gives client and operator tokens their own reach, and one active token per name', async () => {
+  it('gives client, tenant operator and deployment operator tokens their own reach, and one active token per name', async () => {
     const cli = (...args: string[]) => run(process.execPath, [path.join(root, 'dist/src/cli/token.js'), ...args], { env });
     const tokenOf = (stdout: string) => ({ Authorization: `Token ${/^token: (\S+)$/m.exec(stdout)![1]}` });
     const client = await cli('create', 'app');
     expect(client.stdout).toContain('role: client (data)');
     const ops = await cli('create', 'ops', '--operator');
-    expect(ops.stdout).toContain('role: operator');
+    expect(ops.stdout).toContain('role: operator of default');
+    const deployment = await cli('create', 'deploy-ops', '--deployment');
+    expect(deployment.stdout).toContain('role: deployment operator');
     for (const path of ['/metrics', '/v0/admin/shards']) {
-      // A valid client token is known but not allowed there: 403, not 401.
+      // A valid token is known but not allowed there: 403, not 401.
       expect((await fetch(`${service.base}${path}`, { headers: tokenOf(client.stdout) })).status, path).toBe(403);
-      expect((await fetch(`${service.base}${path}`, { headers: tokenOf(ops.stdout) })).status, path).toBe(200);
+      expect((await fetch(`${service.base}${path}`, { headers: tokenOf(ops.stdout) })).status, path).toBe(403);
+      expect((await fetch(`${service.base}${path}`, { headers: tokenOf(deployment.stdout) })).status, path).toBe(200);
     }
+    expect((await fetch(`${service.base}/v0/admin/tokens`, { headers: tokenOf(ops.stdout) })).status).toBe(200);
     expect((await fetch(`${service.base}/v0/galleries/`, { headers: tokenOf(client.stdout) })).status).toBe(200);
     await expect(cli('create', 'app')).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('an active token is already named "app"') });
-    expect((await cli('list')).stdout).toMatch(/^\d+\tops\ttenant default\toperator\twrite\t.*\tactive$/m);
+    const listed = (await cli('list')).stdout;
+    expect(listed).toMatch(/^\d+\tops\ttenant default\toperator\twrite\t.*\tactive$/m);
+    expect(listed).toMatch(/^\d+\tdeploy-ops\ttenant default\tdeployment operator\twrite\t.*\tactive$/m);
   });
 
   it('refuses a data folder without a database unless asked to make one', async () => {

@@ -96,7 +96,7 @@ describe('authentication', () => {
     const extra = await tokens.create(CLI_ACTOR, 'short-lived');
     const h = { Authorization: `Token ${extra.token}` };
     expect((await call('GET', '/v0/galleries/', undefined, h)).status).toBe(200);
-    expect(await tokens.revoke(CLI_ACTOR, extra.id)).toBe(true);
+    expect(await tokens.revoke(CLI_ACTOR, 'deployment', extra.id)).toBe(true);
     let status = 0;
     for (let i = 0; i < 50; i++) {
       status = (await call('GET', '/v0/galleries/', undefined, h)).status;
@@ -104,8 +104,8 @@ describe('authentication', () => {
       await new Promise((r) => setTimeout(r, 20));
     }
     expect(status).toBe(401);
-    expect(await tokens.revoke(CLI_ACTOR, extra.id)).toBe(false);
-    expect((await tokens.list()).map((t) => t.id)).toContain(tokenId);
+    expect(await tokens.revoke(CLI_ACTOR, 'deployment', extra.id)).toBe(false);
+    expect((await tokens.list('deployment')).map((t) => t.id)).toContain(tokenId);
   });
 });
 

@@ -25,7 +25,7 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
   let shape: Shape;
   let tokens: TokenStore;
 
-  /** Tokens by name: A and B are two tenants' applications, `op` an operator's. */
+  /** Tokens by name: A and B are two tenants' applications, `op` the deployment's operator's. */
   const t: Record<string, string> = {};
   const auth = (name: string) => ({ Authorization: `Token ${t[name]}` });
   const as = (name: string, method: string, url: string, body?: FormData | object) => request(shape.base(), method, url, body, auth(name));
@@ -46,7 +46,7 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
     await tenants.create(CLI_ACTOR, 'beta');
     await token('A', 'alpha');
     await token('B', 'beta');
-    await token('op', 'default', { operator: true });
+    await token('op', 'default', { operator: true, deployment: true });
 
     expect((await as('B', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
     const enrolled = await as('B', 'POST', '/v0/face/', form({ photo: sample(1), meta: b.meta, mf_selector: 'all', galleries: b.gallery }));
@@ -271,10 +271,10 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
     });
 
     it('operator routes: 403 for a valid client token, 401 for none; operators manage tenants and tokens, and read the audit', async () => {
-      for (const url of ['/metrics', '/v0/admin/shards', '/v0/admin/tenants', '/v0/admin/audit']) {
+      for (const [url, scope] of [['/metrics', 'deployment'], ['/v0/admin/shards', 'deployment'], ['/v0/admin/tenants', 'operator'], ['/v0/admin/audit', 'operator']]) {
         const r = await as('A', 'GET', url);
         expect(r.status, url).toBe(403);
-        expect(r.json.reason).toMatch(/operator scope/);
+        expect(r.json.reason).toContain(`lacks the ${scope} scope`);
         expect((await request(shape.base(), 'GET', url, undefined, {})).status).toBe(401);
       }
       const made = await as('op', 'POST', '/v0/admin/tenants', { name: 'gamma', photos_in_flight: 2 });
@@ -297,10 +297,71 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       ]);
     });
 
+    it("a tenant's operator administers its own tenant alone; another tenant's things answer as unknown ones", async () => {
+      await token('alpha-op', 'alpha', { operator: true });
+      const alphaId = (await as('op', 'GET', '/v0/admin/tenants')).json.results.find((x: { name: string }) => x.name === 'alpha').id;
+      // Its tenant, with the limits the deployment set; its tokens; its part of the audit.
+      expect((await as('alpha-op', 'GET', '/v0/admin/tenants')).json.results.map((x: { name: string }) => x.name)).toEqual(['alpha']);
+      const seen = (await as('alpha-op', 'GET', '/v0/admin/tokens')).json.results as { name: string; tenant: string }[];
+      expect(seen.map((k) => k.name)).toContain('A');
+      expect(seen.every((k) => k.tenant === 'alpha')).toBe(true);
+      const made = await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'alpha-made', access: 'read' });
+      expect(made.status, made.text).toBe(201);
+      t.alphaMade = made.json.token;
+      expect((await as('alphaMade', 'GET', '/v0/galleries/')).json.results).toContain(b.gallery);
+      const audit = (await as('alpha-op', 'GET', '/v0/admin/audit')).json.results as { tenant_id: number; action: string; target: string }[];
+      expect(audit.length).toBeGreaterThan(0);
+      expect(audit.every((e) => e.tenant_id === alphaId)).toBe(true);
+      expect(audit[0]).toMatchObject({ action: 'token.create', target: String(made.json.id) });
+      // Another tenant answers as one that does not exist: its tokens, and a token made in it.
+      const bId = (await tokens.list('deployment')).find((k) => k.name === 'B')!.id;
+      const revokeB = await as('alpha-op', 'DELETE', `/v0/admin/tokens/${bId}`);
+      const revokeNone = await as('alpha-op', 'DELETE', '/v0/admin/tokens/99999999');
+      expect(named(revokeB, bId)).toEqual(named(revokeNone, 99999999));
+      expect((await as('B', 'GET', '/v0/galleries/')).status).toBe(200);
+      const inB = await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'into-beta', tenant: 'beta' });
+      const inNone = await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'into-beta', tenant: 'no-such-tenant' });
+      expect(named(inB, 'beta')).toEqual(named(inNone, 'no-such-tenant'));
+      expect(inB.status).toBe(404);
+      // What the deployment decides is the deployment's: tenants, their limits and state, its operators, /metrics, the shards.
+      for (const [method, url, body] of [
+        ['POST', '/v0/admin/tenants', { name: 'delta' }],
+        ['PUT', '/v0/admin/tenants/alpha', { rate_per_s: 1000 }],
+        ['DELETE', '/v0/admin/tenants/beta', undefined],
+        ['POST', '/v0/admin/tokens', { name: 'climber', deployment: true }],
+        ['GET', '/metrics', undefined],
+        ['GET', '/v0/admin/shards', undefined],
+      ] as const) {
+        const r = await as('alpha-op', method, url, body);
+        expect(r.status, `${method} ${url}`).toBe(403);
+        expect(r.json.reason, `${method} ${url}`).toContain('lacks the deployment scope');
+      }
+      // A token it makes may not carry more than its tenant's limits, which the deployment set.
+      expect((await as('op', 'PUT', '/v0/admin/tenants/alpha', { rate_per_s: 50 })).status).toBe(204);
+      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'greedy', rate_per_s: 500 })).status).toBe(403);
+      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'modest', rate_per_s: 5 })).status).toBe(201);
+      expect((await as('op', 'PUT', '/v0/admin/tenants/alpha', { rate_per_s: null })).status).toBe(204);
+      // The deployment's operator reaches every tenant's tokens.
+      expect((await as('op', 'GET', '/v0/admin/tokens')).json.results.map((k: { tenant: string }) => k.tenant)).toEqual(expect.arrayContaining(['default', 'alpha', 'beta']));
+    });
+
+    it('/health counts faces only for a token: none without one, its tenant\'s for a tenant, all for the deployment', async () => {
+      const health = async (name?: string) => (await request(shape.base(), 'GET', '/health', undefined, name ? auth(name) : {})).json.search;
+      const tenantsNow = (await as('op', 'GET', '/v0/admin/tenants')).json.results as { name: string; faces: number }[];
+      const anonymous = await health();
+      expect(anonymous).toMatchObject({ live: expect.any(Number), total: expect.any(Number) });
+      expect(anonymous.faces).toBeUndefined();
+      expect((await health('A')).faces).toBe(tenantsNow.find((x) => x.name === 'alpha')!.faces);
+      expect((await health('B')).faces).toBe(tenantsNow.find((x) => x.name === 'beta')!.faces);
+      expect((await health('op')).faces).toBe(tenantsNow.reduce((n, x) => n + x.faces, 0));
+      // A token sent is a token checked.
+      expect((await request(shape.base(), 'GET', '/health', undefined, { Authorization: 'Token fs_nonsense' })).status).toBe(401);
+    });
+
     it('a revoked token, and every token of a disabled tenant, are refused at once', async () => {
       await token('short-lived', 'alpha');
       expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(200);
-      const id = (await tokens.list()).find((k) => k.name === 'short-lived')!.id;
+      const id = (await tokens.list('deployment')).find((k) => k.name === 'short-lived')!.id;
       expect((await as('op', 'DELETE', `/v0/admin/tokens/${id}`)).status).toBe(204);
       expect((await as('short-lived', 'GET', '/v0/galleries/')).status).toBe(401);
 
