@@ -43,6 +43,10 @@ export interface Shape {
   readonly operator: string;
   /** Where the next call goes: in a cluster, the API nodes take turns. */
   base(): string;
+  /** The base of the URLs the service hands out (photo links): the one address clients use. */
+  readonly publicUrl: string;
+  /** The folder holding the stored photos' bytes (shared by a cluster's API nodes). */
+  readonly photos: string;
   /** What X-Live-Servers says with `down` search servers out: shards of one process, shard servers of a cluster. */
   live(down?: number): string;
   /**
@@ -83,6 +87,11 @@ async function startOne(tdb: TestDatabase, dir: string, env: Record<string, stri
     tdb,
     operator: TOKEN,
     base: () => `http://127.0.0.1:${server.port}`,
+    // Without FACE_PUBLIC_URL, links name the address the request came to.
+    get publicUrl() {
+      return `http://127.0.0.1:${server.port}`;
+    },
+    photos: path.join(dir, 'photos'),
     live: (down = 0) => `${shards - down}/${shards}`,
     shard: (k) => ({ base: `http://127.0.0.1:${server.port}`, name: String(k) }),
     async restart(changed) {
@@ -190,6 +199,8 @@ async function startCluster(tdb: TestDatabase, dir: string, settings: Record<str
     tdb,
     operator: settings.FACE_TOKEN,
     base: () => apiNodes[turn++ % apiNodes.length].base,
+    publicUrl: env.FACE_PUBLIC_URL as string,
+    photos: path.join(dir, 'api', 'photos'),
     live: (down = 0) => `${SERVERS - down}/${SERVERS}`,
     shard: (k) => ({ base: shardNodes[k % SERVERS].base, name: serverName(k % SERVERS) }),
     async restart(changed = {}) {
