@@ -18,6 +18,7 @@ import { TenantStore } from '../../src/db/tenants.js';
 import { TokenStore, type TokenGrant } from '../../src/db/tokens.js';
 import { parseMetrics } from '../harness/metrics-text.js';
 import { form, sample } from '../harness/images.js';
+import { isolationProbes, type Things } from '../harness/isolation-probes.js';
 import { request, type Answer } from '../harness/service.js';
 import { shapesUnderTest, startShape, type Shape } from '../harness/shapes.js';
 
@@ -165,6 +166,43 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       await shape.restart();
       await sweep();
     }, 120_000);
+
+    it("answers every route that takes a token alike for B's things and free ones (probes generated from the route registry)", async () => {
+      const own = await as('A', 'GET', `/v0/face/id/${a.faces[0]}/`);
+      const ids = async (name: string) => (await tokens.list('deployment')).find((k) => k.name === name)!.id;
+      const things: Things = {
+        face: { own: a.faces[0], theirs: b.faces[0], none: Math.max(...b.faces, ...a.faces) + 1000 },
+        person: { own: a.person, theirs: b.persons[0], none: Math.max(...b.persons, a.person) + 2000 },
+        sighting: { own: a.sightings[0], theirs: b.sightings[0], none: Math.max(...b.sightings, ...a.sightings) + 1000 },
+        token: { own: await ids('A'), theirs: await ids('B'), none: 99_999_999 },
+        hash: { own: own.json.photo_hash, theirs: b.hash, none: 'f'.repeat(64) },
+        gallery: { own: 'default', theirs: 'only-in-b', none: 'no-such-gallery' },
+        meta: { own: 'a-meta', theirs: b.meta, none: 'no-such-meta' },
+        tenant: { own: 'alpha', theirs: 'beta', none: 'no-such-tenant' },
+        camera: { own: 'a-door', theirs: 'b-door', none: 'no-such-camera' },
+      };
+      const { probes, routes } = await isolationProbes(shape.base(), things, sample(2), (method, url, body) => as('A', method, url, body));
+      // Every route with a token is in the documents; most name something stored.
+      expect(routes.length).toBeGreaterThan(40);
+      expect(new Set(probes.map((p) => p.what.split(' ').slice(0, 2).join(' '))).size).toBeGreaterThan(20);
+      /** Keys all the way down: two successes compare by shape, since each made its own ids and times. */
+      const shapeOf = (v: unknown): unknown =>
+        Array.isArray(v) ? v.slice(0, 1).map(shapeOf) : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shapeOf(x)])) : typeof v;
+      for (const p of probes) {
+        const { theirs, none } = things[p.kind];
+        const [forB, forNone] = [await p.call(theirs), await p.call(none)];
+        expect(forB.status, p.what).toBe(forNone.status);
+        if (forB.status < 300) expect(shapeOf(forB.json), p.what).toEqual(shapeOf(forNone.json));
+        else expect(named(forB, theirs), p.what).toEqual(named(forNone, none));
+        // Nothing of B's comes back but the value the call itself named.
+        const echoed = forB.text.split(String(theirs)).join('<X>');
+        for (const secret of [b.meta, b.hash, ...b.faces.map((id) => `"id":${id},`)]) expect(echoed, p.what).not.toContain(secret);
+      }
+      // What the probes wrote is A's own: A's face as it was, B's data as it was.
+      expect((await as('A', 'GET', `/v0/face/id/${a.faces[0]}/`)).json.meta).toBe('a-meta');
+      const mine = await as('B', 'GET', `/v0/faces/gallery/${b.gallery}/`);
+      expect(mine.json.results.map((f: { id: number; meta: string }) => [f.id, f.meta])).toEqual([...b.faces].sort((x, y) => y - x).map((id) => [id, b.meta]));
+    }, 300_000);
 
     it("takes B's person ids as free ids: no answer tells that B uses one, and none keeps B from using one A took", async () => {
       const face = a.faces[0];
