@@ -8,11 +8,12 @@ import {
   StaticTokenVerifier,
   tokenFromHeader,
   type Principal,
+  tenantOf,
   type TokenVerifier,
 } from './auth.js';
 import { DomainError } from './errors.js';
 
-const client: Principal = { name: 'app', tenant: 2, operator: false, deployment: false, access: 'read', limits: {} };
+const client: Principal = { name: 'app', tenant: tenantOf(2), operator: false, deployment: false, access: 'read', limits: {} };
 
 describe('auth', () => {
   it('reads "Token <t>" headers only', () => {

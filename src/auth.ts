@@ -11,8 +11,20 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { DomainError } from './errors.js';
 
+/**
+ * A tenant's id. A bare number is not one: a tenant comes from an authenticated principal or
+ * from a row of the database (`tenantOf`), so no store or index call can be handed a tenant
+ * made up on the way, and every call that takes one says so in its type.
+ */
+export type TenantId = number & { readonly __tenant: unique symbol };
+
+/** The tenant a database row (`tenant_id`) or a deployment operator's request names. */
+export function tenantOf(id: number | string | bigint): TenantId {
+  return Number(id) as TenantId;
+}
+
 /** The first tenant: what a single-tenant deployment and FACE_TOKEN use. */
-export const FIRST_TENANT = 1;
+export const FIRST_TENANT = tenantOf(1);
 
 /**
  * What a token may do within its tenant, each level including the one before:
@@ -32,7 +44,7 @@ export interface Principal {
   tokenId?: number;
   /** The token's name, as the audit log records it. */
   name: string;
-  tenant: number;
+  tenant: TenantId;
   /** Also reaches the administration of its tenant (/v0/admin/tenants, tokens and audit, its own part). */
   operator: boolean;
   /**

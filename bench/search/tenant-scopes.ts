@@ -22,6 +22,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Bench } from 'tinybench';
+import { FIRST_TENANT, tenantOf as tenantId, type TenantId } from '../../src/auth.js';
 import { FaceStore } from '../../src/db/faces.js';
 import { openDatabase } from '../../src/db/open.js';
 import { PhotoBlobs, PhotoStore } from '../../src/db/photos.js';
@@ -198,13 +199,13 @@ async function main(o: Options): Promise<number> {
   });
   const rows: Measured[] = [];
   await withIndex(o, async (index) => {
-    const built = await build(index, d, o, () => [scopeKey(searchScope(1))]);
-    rows.push(await measure(`one tenant of ${o.faces}, its scope`, index, d, o, () => scopeKey(searchScope(1)), truthAll, built));
+    const built = await build(index, d, o, () => [scopeKey(searchScope(FIRST_TENANT))]);
+    rows.push(await measure(`one tenant of ${o.faces}, its scope`, index, d, o, () => scopeKey(searchScope(FIRST_TENANT)), truthAll, built));
     rows.push(await measure(`one tenant of ${o.faces}, no scope (before tenants)`, index, d, o, () => undefined, truthAll, built));
   });
   await withIndex(o, async (index) => {
-    const built = await build(index, d, o, (r) => [scopeKey(searchScope(tenantOf(r, o.tenants)))]);
-    rows.push(await measure(`${o.tenants} tenants of ${perTenant}, the query's tenant`, index, d, o, (q) => scopeKey(searchScope(tenantOf(d.of[q], o.tenants))), truthTenant, built));
+    const built = await build(index, d, o, (r) => [scopeKey(searchScope(tenantId(tenantOf(r, o.tenants))))]);
+    rows.push(await measure(`${o.tenants} tenants of ${perTenant}, the query's tenant`, index, d, o, (q) => scopeKey(searchScope(tenantId(tenantOf(d.of[q], o.tenants)))), truthTenant, built));
   });
   const ref = rows[0];
   console.log('\n| layout | recall@1 | p50 ms | p99 ms | searches/s | p50 vs one tenant | memory MiB | build s |');
@@ -255,7 +256,7 @@ async function listingCost(o: Options): Promise<void> {
     await sql`ANALYZE faces`;
     console.log(`\nlisting: ${2 * o.faces} faces made in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     const store = new FaceStore(sql, new PhotoStore(sql, new PhotoBlobs(path.join(dataDir, 'photos'))), { model: 'bench' });
-    const page = async (tenant: number, maxId?: number) => {
+    const page = async (tenant: TenantId, maxId?: number) => {
       const listing = await store.listFaces({ tenant }, {}, { limit: 100, ...(maxId !== undefined ? { maxId } : {}) });
       let n = 0;
       for await (const batch of listing.batches) n += batch.length;
@@ -266,8 +267,9 @@ async function listingCost(o: Options): Promise<void> {
     const middleOf = async (tenant: number) => Number((await sql<{ id: string }[]>`SELECT id FROM faces WHERE tenant_id = ${tenant} ORDER BY id LIMIT 1 OFFSET ${Math.floor(o.faces / (tenant === Number(solo.id) ? 2 : 2 * o.tenants))}`)[0].id);
     const costs: ListingCost[] = [];
     for (const [layout, tenantOfCall] of [
-      [`one tenant of ${o.faces}`, () => Number(solo.id)],
-      [`${o.tenants} tenants of ${Math.floor(o.faces / o.tenants)}, each call another's`, (k: number) => many[k % o.tenants]],
+      // Tenants as the rows made above name them.
+      [`one tenant of ${o.faces}`, () => tenantId(solo.id)],
+      [`${o.tenants} tenants of ${Math.floor(o.faces / o.tenants)}, each call another's`, (k: number) => tenantId(many[k % o.tenants])],
     ] as const) {
       const middles = new Map<number, number>();
       for (let k = 0; k < o.tenants; k++) middles.set(tenantOfCall(k), await middleOf(tenantOfCall(k)));

@@ -4,7 +4,7 @@
  * to read. Written in the action's own transaction where it has one, so an
  * action is recorded exactly when it took effect.
  */
-import type { Principal } from '../auth.js';
+import type { TenantId, Principal } from '../auth.js';
 import type { Sql, TransactionSql } from './client.js';
 
 export interface AuditEntry {
@@ -23,7 +23,7 @@ export interface AuditEntry {
  * What an operator's administration reaches: every tenant (a deployment's operator, the CLI),
  * or one (a tenant's operator). Built from the principal in one place (`adminReach`).
  */
-export type AdminReach = 'deployment' | { readonly tenant: number };
+export type AdminReach = 'deployment' | { readonly tenant: TenantId };
 
 /** The administration `principal` reaches. */
 export function adminReach(principal: Pick<Principal, 'deployment' | 'tenant'>): AdminReach {
@@ -40,7 +40,7 @@ export const CLI_ACTOR: Actor = { name: 'cli' };
 export const SERVICE_ACTOR: Actor = { name: 'service' };
 
 /** Records an action on `tenant`'s administration, or on the deployment's (`tenant` null). */
-export async function audit(sql: Sql | TransactionSql, actor: Actor, tenant: number | null, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
+export async function audit(sql: Sql | TransactionSql, actor: Actor, tenant: TenantId | null, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
   await sql`
     INSERT INTO audit_log (actor, token_id, tenant_id, action, target, detail)
     VALUES (${actor.name}, ${actor.tokenId ?? null}, ${tenant}, ${action}, ${target}, ${sql.json(detail as never)})`;

@@ -19,7 +19,7 @@
  * deadlock that Postgres still reports is retried by `transaction`.
  */
 import type { Row } from 'postgres';
-import { forbidden } from '../auth.js';
+import { type TenantId, forbidden } from '../auth.js';
 import { logChanges } from './change-log.js';
 import { onPool, onPrimary, transaction, type FreshRead, type ReplicaRead, type Sql, type TransactionSql } from './client.js';
 import { floatsToBytes } from './embedding.js';
@@ -61,12 +61,12 @@ export interface NewFace {
 
 /** Whose faces a call may see: a tenant's, or only those in some of its galleries (a token limited to them). */
 export interface Reach {
-  tenant: number;
+  tenant: TenantId;
   galleries?: readonly string[];
 }
 
 export interface AddFacesInput {
-  tenant: number;
+  tenant: TenantId;
   photo: Buffer;
   /** Set when the photo was fetched from a URL. */
   photoUrl?: string;
@@ -369,7 +369,7 @@ export class FaceStore {
     });
   }
 
-  private async requireGallery(tenant: number, name: string): Promise<void> {
+  private async requireGallery(tenant: TenantId, name: string): Promise<void> {
     if (!(await this.fresh((sql) => galleryExists(sql, tenant, name), Boolean))) throw unknownGallery([name], 'gallery');
   }
 }

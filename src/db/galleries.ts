@@ -14,6 +14,7 @@ import { audit, type Actor } from './audit.js';
 import { logChanges } from './change-log.js';
 import { onPrimary, transaction, type FreshRead, type Sql, type TransactionSql } from './client.js';
 import type { PhotoStore } from './photos.js';
+import type { TenantId } from '../auth.js';
 
 export const DEFAULT_GALLERY = 'default';
 export const GALLERY_NAME = /^[a-zA-Z0-9_-]{1,48}$/;
@@ -32,7 +33,7 @@ export function extraGalleries(names: readonly string[]): string[] {
  * being deleted until commit (KEY SHARE); unknown ones are a 404 naming them.
  * `names` come from `extraGalleries`.
  */
-export async function shareGalleries(tx: TransactionSql, tenant: number, names: string[]): Promise<void> {
+export async function shareGalleries(tx: TransactionSql, tenant: TenantId, names: string[]): Promise<void> {
   if (names.length === 0) return;
   const found = await tx`SELECT name FROM galleries WHERE tenant_id = ${tenant} AND name IN ${tx(names)} FOR KEY SHARE`;
   const have = new Set(found.map((r) => r.name as string));
@@ -40,7 +41,7 @@ export async function shareGalleries(tx: TransactionSql, tenant: number, names: 
   if (missing.length) throw unknownGallery(missing);
 }
 
-export async function galleryExists(sql: Sql, tenant: number, name: string): Promise<boolean> {
+export async function galleryExists(sql: Sql, tenant: TenantId, name: string): Promise<boolean> {
   if (name === DEFAULT_GALLERY) return true;
   const [row] = await sql`SELECT 1 FROM galleries WHERE tenant_id = ${tenant} AND name = ${name}`;
   return !!row;
@@ -55,25 +56,25 @@ export class GalleryStore {
   ) {}
 
   /** The tenant's galleries (those of `only` when given), default first, then the others sorted. */
-  async list(tenant: number, only?: readonly string[]): Promise<string[]> {
+  async list(tenant: TenantId, only?: readonly string[]): Promise<string[]> {
     const rows = await this.sql`
       SELECT name FROM galleries WHERE tenant_id = ${tenant} ${only ? this.sql`AND name = ANY(${only as string[]})` : this.sql``}
       ORDER BY name = ${DEFAULT_GALLERY} DESC, name`;
     return rows.map((r) => r.name as string);
   }
 
-  exists(tenant: number, name: string): Promise<boolean> {
+  exists(tenant: TenantId, name: string): Promise<boolean> {
     return this.fresh((sql) => galleryExists(sql, tenant, name), Boolean);
   }
 
   /** The first gallery of `names` the tenant does not have, checked one by one (cheap, before any inference). */
-  async firstMissing(tenant: number, names: readonly string[]): Promise<string | undefined> {
+  async firstMissing(tenant: TenantId, names: readonly string[]): Promise<string | undefined> {
     for (const g of extraGalleries(names)) if (!(await this.exists(tenant, g))) return g;
     return undefined;
   }
 
   /** False when the tenant has a gallery of that name already. */
-  async create(tenant: number, name: string): Promise<boolean> {
+  async create(tenant: TenantId, name: string): Promise<boolean> {
     if (!GALLERY_NAME.test(name)) throw new DomainError('BAD_PARAM', `Invalid gallery name: ${name}`, { param: 'gallery' });
     const rows = await this.sql`INSERT INTO galleries (tenant_id, name) VALUES (${tenant}, ${name}) ON CONFLICT DO NOTHING RETURNING name`;
     return rows.length > 0;
@@ -86,7 +87,7 @@ export class GalleryStore {
    * exist; otherwise the last change-log position written (none for an empty
    * gallery). Any number of faces: the change log takes them in chunks.
    */
-  async delete(tenant: number, name: string, actor: Actor): Promise<{ deleted: number; position?: number } | undefined> {
+  async delete(tenant: TenantId, name: string, actor: Actor): Promise<{ deleted: number; position?: number } | undefined> {
     if (name === DEFAULT_GALLERY) throw new DomainError('BAD_PARAM', 'The default gallery cannot be deleted', { param: 'gallery' });
     const found = await transaction(this.sql, async (tx) => {
       // Locked first: adds into this gallery (KEY SHARE) wait, then find it gone.

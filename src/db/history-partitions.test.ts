@@ -319,7 +319,7 @@ describe('monthly partitions', () => {
     expect(left).toBe(kept.length);
     for (const e of kept) expect(await history.thumbnail(FIRST_TENANT, e.id)).toEqual(thumbnails.get(e.id));
     // Nothing orphaned blocks the thumbnail sweep: everything kept is old enough to go.
-    expect(await history.expireThumbnails(86_400, 2)).toBe(kept.length);
+    expect(await history.expireThumbnailsAcrossTenants(86_400, 2)).toBe(kept.length);
 
     // Idempotent; and whatever `before` says, the month the clock is in (and later) stays.
     expect(await detachSightingPartitionsBefore(sql, new Date('2025-03-01T00:00:00Z'), { now: NOW })).toEqual([]);

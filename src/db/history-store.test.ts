@@ -125,14 +125,14 @@ describe('recording sightings', () => {
     const ages = [40, 35, 31, 2, 1, 45];
     const events = [];
     for (const d of ages) events.push((await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: ago(d), photoHash: HASH, photoKept: false, faces: [seen()] }))[0]);
-    expect(await history.expireThumbnails(30 * 86_400, 2)).toBe(3);
+    expect(await history.expireThumbnailsAcrossTenants(30 * 86_400, 2)).toBe(3);
     const kept = await Promise.all(events.map((e) => history.thumbnail(FIRST_TENANT, e.id)));
     // The backfilled one waits behind the young sightings recorded before it (beyond one batch).
     expect(kept.map((k) => (Buffer.isBuffer(k) ? 'kept' : k))).toEqual(['expired', 'expired', 'expired', 'kept', 'kept', 'kept']);
     expect(await list({})).toHaveLength(ages.length);
     expect(await history.thumbnail(FIRST_TENANT, 987654)).toBeUndefined();
     // Nothing left to expire at the front: the sweep stops at once.
-    expect(await history.expireThumbnails(30 * 86_400, 2)).toBe(0);
+    expect(await history.expireThumbnailsAcrossTenants(30 * 86_400, 2)).toBe(0);
   });
 
   it('the friend window, a person’s newest sightings, thumbnails and cursors reach across a month boundary', async () => {
@@ -204,7 +204,7 @@ describe('persons formed by strangers', () => {
     // A face of a stored person is not a stranger's: not given back.
     await sight(4, stranger({ matchFaceId: await addFace('known') }));
     const reps = [];
-    for await (const batch of history.strangerRepresentatives('test', 2, Number.MAX_SAFE_INTEGER)) reps.push(...batch);
+    for await (const batch of history.strangerRepresentativesAcrossTenants('test', 2, Number.MAX_SAFE_INTEGER)) reps.push(...batch);
     expect(reps.map((r) => [r.person, r.quality.toFixed(1)])).toEqual([
       [a.person_id, '0.7'],
       [a.person_id, '0.6'],
@@ -212,25 +212,25 @@ describe('persons formed by strangers', () => {
     expect([...reps[0].vector]).toEqual([...vector]);
     // Another recogniser's embeddings are not comparable: none.
     const other = [];
-    for await (const batch of history.strangerRepresentatives('other', 2, Number.MAX_SAFE_INTEGER)) other.push(...batch);
+    for await (const batch of history.strangerRepresentativesAcrossTenants('other', 2, Number.MAX_SAFE_INTEGER)) other.push(...batch);
     expect(other).toEqual([]);
     // Read after a known sighting, as the strangers' indexes catch up; the newest from there.
-    expect((await history.strangersAfter('test', a.id, 10)).map((r) => r.quality.toFixed(1))).toEqual(['0.7', '0.6']);
-    expect((await history.strangersAfter('test', a.id, 1)).map((r) => r.quality.toFixed(1))).toEqual(['0.7']);
-    const newest = await history.lastStrangerSighting('test');
-    expect(await history.lastStrangerSighting('test', a.id)).toBe(newest);
-    expect(await history.lastStrangerSighting('test', newest)).toBe(newest);
+    expect((await history.strangersAcrossTenantsAfter('test', a.id, 10)).map((r) => r.quality.toFixed(1))).toEqual(['0.7', '0.6']);
+    expect((await history.strangersAcrossTenantsAfter('test', a.id, 1)).map((r) => r.quality.toFixed(1))).toEqual(['0.7']);
+    const newest = await history.lastStrangerSightingAcrossTenants('test');
+    expect(await history.lastStrangerSightingAcrossTenants('test', a.id)).toBe(newest);
+    expect(await history.lastStrangerSightingAcrossTenants('test', newest)).toBe(newest);
     // What a match stands for: the sighting's person now (a merge moves it), while it keeps its embedding.
     const c = await sight(5, stranger());
     expect(Object.fromEntries(await history.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: c.person_id });
     await history.mergePersons(FIRST_TENANT, [a.person_id, c.person_id]);
     expect(Object.fromEntries(await history.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: a.person_id });
     // Expired with the thumbnails: no longer kept, nor standing for anyone.
-    expect(await history.expireThumbnails(1, 100)).toBe(5);
-    expect(await history.keptEmbeddings([a.id, c.id])).toEqual([]);
+    expect(await history.expireThumbnailsAcrossTenants(1, 100)).toBe(5);
+    expect(await history.keptEmbeddingsAcrossTenants([a.id, c.id])).toEqual([]);
     expect((await history.personsOfSightings(FIRST_TENANT, [a.id, c.id])).size).toBe(0);
     const left = [];
-    for await (const batch of history.strangerRepresentatives('test', 2, Number.MAX_SAFE_INTEGER)) left.push(...batch);
+    for await (const batch of history.strangerRepresentativesAcrossTenants('test', 2, Number.MAX_SAFE_INTEGER)) left.push(...batch);
     expect(left).toEqual([]);
   });
 

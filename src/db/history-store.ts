@@ -35,6 +35,7 @@ import { placementOf, type Placement } from './faces.js';
 import { bytesToFloats, floatsToBytes } from './embedding.js';
 import { mergePersons, newPerson, personMembers, survivorsOf, unknownPerson } from './persons.js';
 import { openCursor } from './paging.js';
+import { tenantOf, type TenantId } from '../auth.js';
 
 export { ensurePerson, unknownPerson } from './persons.js';
 
@@ -66,7 +67,7 @@ export interface SightingFace {
 
 export interface Sighting {
   /** Whose sighting it is: its persons are this tenant's. */
-  tenant: number;
+  tenant: TenantId;
   /** The recogniser of the faces' embeddings. */
   model?: string;
   /** Normalised camera id (see cameraId). */
@@ -95,7 +96,7 @@ export interface HistoryEvent extends Placement {
 export interface Representative {
   sightingId: number;
   /** Its tenant: only that tenant's sightings are matched against it. */
-  tenant: number;
+  tenant: TenantId;
   /** The survivor of the person it was recorded with. */
   person: number;
   quality: number;
@@ -187,7 +188,7 @@ const STRANGER_SIGHTINGS = (sql: Sql | TransactionSql, model: string) => sql`
 
 const toRepresentative = (r: Row): Representative => ({
   sightingId: Number(r.id),
-  tenant: Number(r.tenant),
+  tenant: tenantOf(r.tenant),
   person: Number(r.person),
   quality: Number(r.quality),
   seenAt: Number(r.seen),
@@ -316,7 +317,7 @@ export class HistoryStore {
    * `limit` rows per camera however long the history. The cursor's first
    * batch is read before the listing returns (paging.ts `openCursor`).
    */
-  async search(tenant: number, filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
+  async search(tenant: TenantId, filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
     return this.listings(
       async (sql) => {
         let after: PendingQuery<Row[]> = sql`true`;
@@ -376,7 +377,7 @@ export class HistoryStore {
   }
 
   /** When sighting `id` of the tenant was seen, as text for a timestamptz; undefined when `sql` has no such sighting. */
-  private async seenAt(sql: Sql, tenant: number, id: number): Promise<string | undefined> {
+  private async seenAt(sql: Sql, tenant: TenantId, id: number): Promise<string | undefined> {
     const [row] = await sql`
       SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${id} AND tenant_id = ${tenant}`;
     return row?.at as string | undefined;
@@ -386,7 +387,7 @@ export class HistoryStore {
    * The newest sighting id of a stranger with an embedding by `model`, `after` one known to be
    * (0: none), in the caller's transaction when given. Reads only the sightings since `after`.
    */
-  async lastStrangerSighting(model: string, after = 0, tx: Sql | TransactionSql = this.sql): Promise<number> {
+  async lastStrangerSightingAcrossTenants(model: string, after = 0, tx: Sql | TransactionSql = this.sql): Promise<number> {
     const [row] = await tx`SELECT coalesce(max(t.sighting_id), ${after}) AS id FROM ${STRANGER_SIGHTINGS(tx, model)} AND t.sighting_id > ${after}`;
     return Number(row.id);
   }
@@ -396,7 +397,7 @@ export class HistoryStore {
    * by `model`, up to sighting `upTo`: sightings that matched no stored face and still have
    * their embedding.
    */
-  async *strangerRepresentatives(model: string, perPerson: number, upTo: number, batchSize = 5000): AsyncIterable<Representative[]> {
+  async *strangerRepresentativesAcrossTenants(model: string, perPerson: number, upTo: number, batchSize = 5000): AsyncIterable<Representative[]> {
     const query = this.sql`
       SELECT id, tenant, person, quality, seen, embedding FROM (
         SELECT ${REPRESENTATIVE_COLUMNS(this.sql)},
@@ -407,7 +408,7 @@ export class HistoryStore {
   }
 
   /** Strangers' sightings after `after`, in id order, at most `limit`. */
-  async strangersAfter(model: string, after: number, limit: number): Promise<Representative[]> {
+  async strangersAcrossTenantsAfter(model: string, after: number, limit: number): Promise<Representative[]> {
     const rows = await this.sql`
       SELECT ${REPRESENTATIVE_COLUMNS(this.sql)} FROM ${STRANGER_SIGHTINGS(this.sql, model)} AND t.sighting_id > ${after}
       ORDER BY t.sighting_id LIMIT ${limit}`;
@@ -415,7 +416,7 @@ export class HistoryStore {
   }
 
   /** Those of the sightings `ids` that still have their embedding (thumbnails not expired, month not detached). */
-  async keptEmbeddings(ids: number[]): Promise<number[]> {
+  async keptEmbeddingsAcrossTenants(ids: number[]): Promise<number[]> {
     const rows = await this.sql`SELECT sighting_id FROM sighting_thumbnails WHERE sighting_id = ANY(${ids}::bigint[]) AND embedding IS NOT NULL`;
     return rows.map((r) => Number(r.sighting_id));
   }
@@ -424,7 +425,7 @@ export class HistoryStore {
    * The person of each of the sightings `ids` that still has its embedding (the survivor, when
    * merged), in the caller's transaction when given: what a strangers' index match stands for.
    */
-  async personsOfSightings(tenant: number, ids: number[], tx: Sql | TransactionSql = this.sql): Promise<Map<number, number>> {
+  async personsOfSightings(tenant: TenantId, ids: number[], tx: Sql | TransactionSql = this.sql): Promise<Map<number, number>> {
     if (ids.length === 0) return new Map();
     const rows = await tx`
       SELECT s.id, coalesce(p.merged_into, p.id) AS person
@@ -438,7 +439,7 @@ export class HistoryStore {
    * caller's transaction: each face joins the survivor of its persons, which merge. Returns
    * each face's person, in order.
    */
-  async joinFaces(tx: TransactionSql, tenant: number, faces: { faceId: number; persons: number[] }[]): Promise<number[]> {
+  async joinFaces(tx: TransactionSql, tenant: TenantId, faces: { faceId: number; persons: number[] }[]): Promise<number[]> {
     await this.lockGrouping(tx);
     const joined: number[] = [];
     for (const { faceId, persons } of faces) {
@@ -454,7 +455,7 @@ export class HistoryStore {
    * Merges the persons `ids` (an operator's correction) into the lowest of their survivors;
    * returns it and the survivors merged into it. An unknown id is NOT_FOUND, and nothing merges.
    */
-  async mergePersons(tenant: number, ids: number[]): Promise<{ survivor: number; losers: number[] }> {
+  async mergePersons(tenant: TenantId, ids: number[]): Promise<{ survivor: number; losers: number[] }> {
     return transaction(this.sql, async (tx) => {
       await this.lockGrouping(tx);
       const found = new Set((await tx`SELECT id FROM persons WHERE id = ANY(${ids}::bigint[]) AND tenant_id = ${tenant} FOR UPDATE`).map((r) => Number(r.id)));
@@ -471,7 +472,7 @@ export class HistoryStore {
    * that took in someone else); returns the new person. An unknown sighting is NOT_FOUND,
    * sightings of several persons BAD_PARAM, and nothing moves.
    */
-  async splitPerson(tenant: number, sightingIds: number[]): Promise<{ person: number; from: number }> {
+  async splitPerson(tenant: TenantId, sightingIds: number[]): Promise<{ person: number; from: number }> {
     return transaction(this.sql, async (tx) => {
       await this.lockGrouping(tx);
       const rows = await tx`
@@ -488,17 +489,17 @@ export class HistoryStore {
     });
   }
 
-  async personExists(tenant: number, id: number): Promise<boolean> {
+  async personExists(tenant: TenantId, id: number): Promise<boolean> {
     const [row] = await this.sql`SELECT 1 FROM persons WHERE id = ${id} AND tenant_id = ${tenant}`;
     return !!row;
   }
 
   /** The person with counts, faces and newest sightings; undefined when unknown. */
-  person(tenant: number, id: number): Promise<Person | undefined> {
+  person(tenant: TenantId, id: number): Promise<Person | undefined> {
     return this.views((sql) => this.personOn(sql, tenant, id));
   }
 
-  private async personOn(sql: Sql, tenant: number, id: number): Promise<Person | undefined> {
+  private async personOn(sql: Sql, tenant: TenantId, id: number): Promise<Person | undefined> {
     // A person merged into another is read as the survivor (011-persons-grouped.sql).
     const [p] = await sql`
       SELECT p.id, to_char(p.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,
@@ -528,7 +529,7 @@ export class HistoryStore {
   }
 
   /** The JPEG kept with a sighting; 'expired' when the sighting exists but its thumbnail is gone. */
-  async thumbnail(tenant: number, sightingId: number): Promise<Buffer | 'expired' | undefined> {
+  async thumbnail(tenant: TenantId, sightingId: number): Promise<Buffer | 'expired' | undefined> {
     const [row] = await this.sql`
       SELECT t.jpeg FROM sightings s LEFT JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.id = ${sightingId} AND s.tenant_id = ${tenant}`;
     if (!row) return undefined;
@@ -544,7 +545,7 @@ export class HistoryStore {
    * embeddings kept with the thumbnails go with them (the strangers' indexes
    * stop matching them at once and drop them at their next sweep).
    */
-  async expireThumbnails(retentionS: number, batch = 5000): Promise<number> {
+  async expireThumbnailsAcrossTenants(retentionS: number, batch = 5000): Promise<number> {
     let removed = 0;
     for (;;) {
       const gone = await this.sql`

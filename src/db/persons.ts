@@ -7,6 +7,7 @@
  */
 import { notFound } from '../errors.js';
 import type { Sql, TransactionSql } from './client.js';
+import type { TenantId } from '../auth.js';
 
 export const unknownPerson = (id: number) => notFound(`No person with id ${id}`);
 
@@ -14,7 +15,7 @@ export const unknownPerson = (id: number) => notFound(`No person with id ${id}`)
  * Draws a new person id for the tenant. Ids set explicitly (PUT person_id) may sit ahead of
  * the sequence, so a drawn id the tenant holds is skipped.
  */
-export async function newPerson(tx: TransactionSql, tenant: number): Promise<number> {
+export async function newPerson(tx: TransactionSql, tenant: TenantId): Promise<number> {
   for (;;) {
     const [row] = await tx`INSERT INTO persons (id, tenant_id) VALUES (nextval('persons_id_seq'), ${tenant}) ON CONFLICT (tenant_id, id) DO NOTHING RETURNING id`;
     if (row) return Number(row.id);
@@ -22,12 +23,12 @@ export async function newPerson(tx: TransactionSql, tenant: number): Promise<num
 }
 
 /** Makes sure the tenant has a person with this id (PUT person_id may name a new one). */
-export async function ensurePerson(tx: TransactionSql, tenant: number, id: number): Promise<void> {
+export async function ensurePerson(tx: TransactionSql, tenant: TenantId, id: number): Promise<void> {
   await tx`INSERT INTO persons (id, tenant_id) VALUES (${id}, ${tenant}) ON CONFLICT (tenant_id, id) DO NOTHING`;
 }
 
 /** The survivors of the tenant's persons `ids` (each itself, or the person it was merged into), distinct, lowest first. */
-export async function survivorsOf(tx: TransactionSql, tenant: number, ids: number[]): Promise<number[]> {
+export async function survivorsOf(tx: TransactionSql, tenant: TenantId, ids: number[]): Promise<number[]> {
   if (ids.length === 0) return [];
   const rows = await tx`SELECT DISTINCT coalesce(merged_into, id) AS id FROM persons WHERE tenant_id = ${tenant} AND id = ANY(${ids}::bigint[]) ORDER BY 1`;
   return rows.map((r) => Number(r.id));
@@ -38,7 +39,7 @@ export async function survivorsOf(tx: TransactionSql, tenant: number, ids: numbe
  * every person merged into them point at it, and their faces join it. The caller holds the
  * grouping lock (services/sightings.ts), so two merges of one person do not race.
  */
-export async function mergePersons(tx: TransactionSql, tenant: number, survivor: number, losers: number[]): Promise<void> {
+export async function mergePersons(tx: TransactionSql, tenant: TenantId, survivor: number, losers: number[]): Promise<void> {
   await tx`
     UPDATE persons SET merged_into = ${survivor}
     WHERE tenant_id = ${tenant} AND (id = ANY(${losers}::bigint[]) OR merged_into = ANY(${losers}::bigint[])) AND id <> ${survivor}`;
@@ -50,6 +51,6 @@ export async function mergePersons(tx: TransactionSql, tenant: number, survivor:
  * them (the persons among them), as a bigint array. It names ids only: the query that uses it
  * keeps to the tenant's rows itself.
  */
-export const personMembers = (sql: Sql | TransactionSql, tenant: number, persons: number[]) => sql`
+export const personMembers = (sql: Sql | TransactionSql, tenant: TenantId, persons: number[]) => sql`
   ARRAY(SELECT x.id FROM persons x, (SELECT DISTINCT coalesce(merged_into, id) AS id FROM persons WHERE tenant_id = ${tenant} AND id = ANY(${persons}::bigint[])) survivor
         WHERE x.tenant_id = ${tenant} AND (x.id = survivor.id OR x.merged_into = survivor.id))`;

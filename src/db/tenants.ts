@@ -9,7 +9,7 @@
  * (`searchScope`): each face carries its tenant's scope and its galleries'
  * scopes, written by the change log (change-log.ts `scopesOf`).
  */
-import { FIRST_TENANT } from '../auth.js';
+import { FIRST_TENANT, tenantOf, type TenantId } from '../auth.js';
 import { DomainError } from '../errors.js';
 import { audit, type Actor, type AdminReach } from './audit.js';
 import { logChanges } from './change-log.js';
@@ -27,14 +27,14 @@ declare const scoped: unique symbol;
  * the shards filter by (`scopeKey`) only where a search meets an index.
  */
 export interface SearchScope {
-  readonly tenant: number;
+  readonly tenant: TenantId;
   /** Absent: the tenant's `default`, which holds every face of the tenant. */
   readonly gallery?: string;
   readonly [scoped]: true;
 }
 
 /** The scope of tenant `tenant`'s faces, or of its gallery `gallery`. */
-export function searchScope(tenant: number, gallery?: string): SearchScope {
+export function searchScope(tenant: TenantId, gallery?: string): SearchScope {
   if (!Number.isSafeInteger(tenant) || tenant < 1) throw new RangeError(`not a tenant id: ${tenant}`);
   if (gallery !== undefined && !GALLERY_NAME.test(gallery)) throw new RangeError(`not a gallery name: ${gallery}`);
   return (gallery === undefined || gallery === DEFAULT_GALLERY ? { tenant } : { tenant, gallery }) as SearchScope;
@@ -73,7 +73,7 @@ export class TenantStore {
   ) {}
 
   /** A new tenant with its `default` gallery; CONFLICT when the name is taken. */
-  async create(actor: Actor, name: string, limits: Partial<TenantLimits> = {}): Promise<number> {
+  async create(actor: Actor, name: string, limits: Partial<TenantLimits> = {}): Promise<TenantId> {
     if (!GALLERY_NAME.test(name)) throw new DomainError('BAD_PARAM', `Invalid tenant name: ${name} (1 to 48 of a-z, A-Z, 0-9, _ and -)`, { param: 'name' });
     return transaction(this.sql, async (tx) => {
       const [row] = await tx`
@@ -81,8 +81,8 @@ export class TenantStore {
         ON CONFLICT (name) DO NOTHING RETURNING id`;
       if (!row) throw new DomainError('CONFLICT', `A tenant is already named ${name}`, { param: 'name' });
       await tx`INSERT INTO galleries (tenant_id, name) VALUES (${row.id}, ${DEFAULT_GALLERY})`;
-      await audit(tx, actor, Number(row.id), 'tenant.create', name, { ...limits });
-      return Number(row.id);
+      await audit(tx, actor, tenantOf(row.id), 'tenant.create', name, { ...limits });
+      return tenantOf(row.id);
     });
   }
 
@@ -109,10 +109,10 @@ export class TenantStore {
   }
 
   /** The tenant's id; NOT_FOUND when there is none of that name. */
-  async idOf(name: string): Promise<number> {
+  async idOf(name: string): Promise<TenantId> {
     const [row] = await this.sql`SELECT id FROM tenants WHERE name = ${name}`;
     if (!row) throw unknownTenant(name);
-    return Number(row.id);
+    return tenantOf(row.id);
   }
 
   /**
@@ -126,7 +126,7 @@ export class TenantStore {
         UPDATE tenants SET disabled_at = ${disabled ? tx`now()` : null} WHERE name = ${name} AND ${reached(tx, reach)} RETURNING id`;
       if (!rows.length) throw unknownTenant(name);
       await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${rows[0].id}`})`;
-      await audit(tx, actor, Number(rows[0].id), disabled ? 'tenant.disable' : 'tenant.enable', name);
+      await audit(tx, actor, tenantOf(rows[0].id), disabled ? 'tenant.disable' : 'tenant.enable', name);
     });
   }
 
@@ -140,7 +140,7 @@ export class TenantStore {
           photos_in_flight = ${limits.photos_in_flight === undefined ? t.photos_in_flight : limits.photos_in_flight}
         WHERE id = ${t.id}`;
       await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${`tenant:${t.id}`})`;
-      await audit(tx, actor, Number(t.id), 'tenant.limits', name, { ...limits });
+      await audit(tx, actor, tenantOf(t.id), 'tenant.limits', name, { ...limits });
     });
   }
 
@@ -154,7 +154,7 @@ export class TenantStore {
     const done = await transaction(this.sql, async (tx) => {
       const [t] = await tx`SELECT id FROM tenants WHERE name = ${name} FOR UPDATE`;
       if (!t) throw unknownTenant(name);
-      const id = Number(t.id);
+      const id = tenantOf(t.id);
       if (id === FIRST_TENANT) throw new DomainError('BAD_PARAM', 'The first tenant cannot be deleted', { param: 'tenant' });
       const gone = await deleteTenantData(tx, id);
       await audit(tx, actor, id, 'tenant.delete', name, { faces: gone.faces });
@@ -168,7 +168,7 @@ export class TenantStore {
 /** A condition on `tenants`: the rows `reach` administers. */
 const reached = (sql: Sql | TransactionSql, reach: AdminReach) => (reach === 'deployment' ? sql`true` : sql`id = ${reach.tenant}`);
 
-async function deleteTenantData(tx: TransactionSql, tenant: number): Promise<{ faces: number; position?: number }> {
+async function deleteTenantData(tx: TransactionSql, tenant: TenantId): Promise<{ faces: number; position?: number }> {
   const gone = await tx`
     WITH gone AS (DELETE FROM faces WHERE tenant_id = ${tenant} RETURNING id, photo_hash),
     queued AS (

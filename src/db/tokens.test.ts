@@ -7,6 +7,7 @@ import { DbTokenVerifier, TokenStore, tokenHash } from './tokens.js';
 import { AuditLog, CLI_ACTOR } from './audit.js';
 import { listMigrations, migrate } from './migrate.js';
 import { TenantStore } from './tenants.js';
+import { tenantOf } from '../auth.js';
 
 let tdb: TestDatabase;
 let store: TokenStore;
@@ -162,7 +163,7 @@ describe('operators before and after tenant operators (016-operator-reach.sql)',
         ['tenant.create', 2],
       ]);
       // A tenant's operator reads its tenant's entries alone.
-      expect((await new AuditLog(sql).entries({ tenant: 2 }, 10)).map((e) => e.action)).toEqual(['tenant.create']);
+      expect((await new AuditLog(sql).entries({ tenant: tenantOf(2) }, 10)).map((e) => e.action)).toEqual(['tenant.create']);
       await expect(sql`INSERT INTO tokens (name, hash, operator, deployment, tenant_id) VALUES ('odd', ${tokenHash('d')}, false, true, 1)`).rejects.toMatchObject({
         code: '23514',
       });

@@ -12,7 +12,7 @@
  * evict the few valid tokens, sending every real request to the database.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { Access, Principal, TokenVerifier } from '../auth.js';
+import { tenantOf, type Access, type Principal, type TokenVerifier } from '../auth.js';
 import { DomainError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
 import { audit, type Actor, type AdminReach } from './audit.js';
@@ -83,7 +83,7 @@ export class TokenStore {
         RETURNING id, tenant_id`;
         if (!row) throw new DomainError('NOT_FOUND', `Unknown tenant: ${tenant}`, { param: 'tenant' });
         const id = Number(row.id);
-        await audit(tx, actor, Number(row.tenant_id), 'token.create', `${id}`, { name, tenant, ...grant });
+        await audit(tx, actor, tenantOf(row.tenant_id), 'token.create', `${id}`, { name, tenant, ...grant });
         return { id, token };
       });
     } catch (err) {
@@ -132,7 +132,7 @@ export class TokenStore {
       if (!rows.length) return false;
       // Delivered on commit, so no verifier re-reads the token before the revocation is visible.
       await tx`SELECT pg_notify(${TOKENS_CHANGED}, ${String(id)})`;
-      await audit(tx, actor, Number(rows[0].tenant_id), 'token.revoke', `${id}`, { name: rows[0].name });
+      await audit(tx, actor, tenantOf(rows[0].tenant_id), 'token.revoke', `${id}`, { name: rows[0].name });
       return true;
     });
   }
@@ -154,7 +154,7 @@ export class TokenStore {
     return {
       tokenId: Number(row.id),
       name: row.name,
-      tenant: Number(row.tenant_id),
+      tenant: tenantOf(row.tenant_id),
       operator: row.operator,
       deployment: row.deployment,
       access: row.access,

@@ -29,6 +29,7 @@ import { registerVerify } from './verify.js';
 import { registerShardsControl, registerShardsReport } from './shards-admin.js';
 import { registerShardServer, type ShardServerDeps } from './shard.js';
 import { registerTenantsAdmin } from './tenants-admin.js';
+import type { TenantId } from '../auth.js';
 
 /**
  * The face database as the routes' services take it (its stores, and how
@@ -122,7 +123,7 @@ export function buildRegistry(deps: RouteDeps): RouteRegistry {
 }
 
 /** The faces of one tenant, as its administration counts them. */
-const tenantFaces = (tenants: DatabaseRoutes['tenants']) => async (tenant: number) => (await tenants.list({ tenant }))[0]?.faces ?? 0;
+const tenantFaces = (tenants: DatabaseRoutes['tenants']) => async (tenant: TenantId) => (await tenants.list({ tenant }))[0]?.faces ?? 0;
 
 export interface ShardRouteDeps extends ShardServerDeps {
   /** The held shards as /health and /v0/admin/shards report them. */

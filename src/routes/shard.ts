@@ -11,6 +11,7 @@ import type { RouteRegistry } from '../http/registry.js';
 import type { ShardServer } from '../search/shard-server.js';
 import { MAX_QUERIES, MAX_WAIT_MS, positionAnswer, searchAnswer, stateAnswer, strangerAnswer, VECTORS_TYPE } from '../search/shard-wire.js';
 import { galleryName } from './schemas.js';
+import { tenantOf } from '../auth.js';
 
 export interface ShardServerDeps {
   server: ShardServer;
@@ -34,7 +35,10 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
     request: z.object({
       vectors: z.custom<Buffer>((v) => Buffer.isBuffer(v), { message: `expected a ${VECTORS_TYPE} body` }),
       n: numberParam(z.number().int().min(1).max(deps.maxN)).meta({ description: `Matches per query, 1 to ${deps.maxN}.` }),
-      tenant: numberParam(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER)).meta({ description: 'Whose faces: only faces of this tenant are searched and counted.' }),
+      // The API node's principal's tenant, sent by a deployment operator's token: taken as it is named.
+      tenant: numberParam(z.number().int().min(1).max(Number.MAX_SAFE_INTEGER))
+        .transform(tenantOf)
+        .meta({ description: 'Whose faces: only faces of this tenant are searched and counted.' }),
       gallery: galleryName.optional().meta({ description: "Only faces of this gallery of the tenant's (absent: its `default`, which holds all its faces)." }),
       shards: z
         .string()
@@ -66,7 +70,9 @@ export function registerShardServer(registry: RouteRegistry, deps: ShardServerDe
       vectors: z.custom<Buffer>((v) => Buffer.isBuffer(v), { message: `expected a ${VECTORS_TYPE} body` }),
       n: numberParam(z.number().int().min(1).max(deps.maxN)).meta({ description: `Matches per query, 1 to ${deps.maxN}.` }),
       up_to: numberParam(z.number().int().min(0)).meta({ description: "The newest strangers' sighting the caller knows of: read before searching." }),
-      tenant: numberParam(z.number().int().min(1)).meta({ description: 'Whose strangers: only sightings of this tenant are searched and counted.' }),
+      tenant: numberParam(z.number().int().min(1))
+        .transform(tenantOf)
+        .meta({ description: 'Whose strangers: only sightings of this tenant are searched and counted.' }),
       since: numberParam(z.number().int())
         .optional()
         .meta({ description: 'Only sightings seen at or after this time, in ms since the epoch (absent: all).' }),

@@ -5,6 +5,7 @@ import { SHARD_RULE } from '../db/layout.js';
 import { searchScope } from '../db/tenants.js';
 import { createLogger } from '../log.js';
 import { checkOwnership, ClusterIndex, mergeMatches } from './cluster-index.js';
+import { FIRST_TENANT, tenantOf } from '../auth.js';
 
 describe('checkOwnership', () => {
   it('accepts every shard held exactly once', () => {
@@ -77,7 +78,7 @@ describe('faces searched across servers', () => {
   async function searched(srv: http.Server): Promise<number> {
     const cluster = await start(srv);
     try {
-      const [r] = await cluster.searchBatch(new Float32Array([1, 0]), 1, searchScope(1, 'staff'));
+      const [r] = await cluster.searchBatch(new Float32Array([1, 0]), 1, searchScope(FIRST_TENANT, 'staff'));
       return r.faces;
     } finally {
       cluster.close();
@@ -97,12 +98,12 @@ describe('faces searched across servers', () => {
     const cluster = await start(srv);
     try {
       const query = new Float32Array([1, 0]);
-      const [refused] = await cluster.searchBatch(query, 1, searchScope(1));
+      const [refused] = await cluster.searchBatch(query, 1, searchScope(FIRST_TENANT));
       expect({ live: refused.live, missing: refused.missing, matches: refused.matches }).toEqual({ live: 0, missing: [0], matches: [] });
       expect(cluster.servers().live).toBe(1);
       // Asked again at once, with no state poll in between (the poll is a minute away).
       searches.refused = false;
-      const [next] = await cluster.searchBatch(query, 1, searchScope(2));
+      const [next] = await cluster.searchBatch(query, 1, searchScope(tenantOf(2)));
       expect({ live: next.live, asked: searches.asked }).toEqual({ live: 1, asked: 2 });
     } finally {
       cluster.close();

@@ -20,6 +20,7 @@ import type { IndexLag, SearchOutcome, SearchShards, ServerCount, ShardView } fr
 import { ShardClient, ShardRefused } from './shard-client.js';
 import type { StrangerHits } from './stranger-index.js';
 import type { SearchAnswer, WireShard } from './shard-wire.js';
+import type { TenantId } from '../auth.js';
 
 export interface ShardServerConfig {
   url: string;
@@ -232,7 +233,7 @@ export class ClusterIndex implements SearchShards {
    * which merges with theirs at a later sighting matching both), logged once until it answers
    * again; its faces' search is not affected.
    */
-  async searchStrangers(rows: Float32Array, n: number, upTo: number, since: number, tenant: number): Promise<StrangerHits[]> {
+  async searchStrangers(rows: Float32Array, n: number, upTo: number, since: number, tenant: TenantId): Promise<StrangerHits[]> {
     const answers = await Promise.all(
       this.clients.map(async (client, i) => {
         if (!this.seen[i].up) return undefined;

@@ -18,6 +18,7 @@ import {
   type StateAnswer,
   type StrangerAnswer,
 } from './shard-wire.js';
+import type { TenantId } from '../auth.js';
 
 /**
  * The server answered and refused the call (4xx): the call was at fault, not the server, which
@@ -67,7 +68,7 @@ export class ShardClient {
   }
 
   /** Searches the tenant's strangers' sightings the server holds, once it has read those up to `upTo`. */
-  strangers(queries: Float32Array, n: number, upTo: number, since: number, tenant: number, deadlineMs: number): Promise<StrangerAnswer> {
+  strangers(queries: Float32Array, n: number, upTo: number, since: number, tenant: TenantId, deadlineMs: number): Promise<StrangerAnswer> {
     const q = new URLSearchParams({ n: String(n), up_to: String(upTo), tenant: String(tenant), ...(Number.isFinite(since) ? { since: String(Math.floor(since)) } : {}) });
     return this.call(`/v0/shard/strangers?${q}`, strangerAnswer, deadlineMs, {
       method: 'POST',

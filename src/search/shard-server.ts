@@ -12,6 +12,7 @@ import type { FaceIndex, ShardInfo } from '../native/face-index.js';
 import type { IndexFollower } from './search-shards.js';
 import { decodeQueries, MAX_QUERIES, type PositionAnswer, type SearchAnswer, type StateAnswer, type StrangerAnswer, type WireShard } from './shard-wire.js';
 import type { StrangerIndex } from './stranger-index.js';
+import type { TenantId } from '../auth.js';
 
 /** How the deployment routes faces to shards, and the embeddings they hold. */
 export interface ShardLayout {
@@ -36,7 +37,7 @@ export class ShardServer {
    * held here, or over `shards` of them; shards not live are listed as
    * missing, never waited for.
    */
-  async search(vectors: Buffer, n: number, where: { tenant: number; gallery?: string }, shards: number[] | undefined): Promise<SearchAnswer> {
+  async search(vectors: Buffer, n: number, where: { tenant: TenantId; gallery?: string }, shards: number[] | undefined): Promise<SearchAnswer> {
     const scope = searchScope(where.tenant, where.gallery);
     const { dims } = this.layout;
     const queries = decodeQueries(vectors, dims);
@@ -49,7 +50,7 @@ export class ShardServer {
    * Top `n` per query of `vectors` among the tenant's strangers' sightings held here, once those up to
    * `upTo` are read from the database; those seen before `since` (ms) are left out.
    */
-  async searchStrangers(vectors: Buffer, n: number, upTo: number, since: number, tenant: number): Promise<StrangerAnswer> {
+  async searchStrangers(vectors: Buffer, n: number, upTo: number, since: number, tenant: TenantId): Promise<StrangerAnswer> {
     const queries = decodeQueries(vectors, this.layout.dims);
     if (!queries) throw invalid('vectors', `the body must hold 1 to ${MAX_QUERIES} embeddings of ${this.layout.dims} float32 values`);
     if (!this.strangers) throw unavailable('this shard server does not group strangers (FACE_PERSON_THRESHOLD=off)');

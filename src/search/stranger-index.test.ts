@@ -101,7 +101,7 @@ describe("the strangers' index", () => {
     expect(index.size()).toBe(3);
     expect(await detachSightingPartitionsBefore(tdb.db.sql, new Date('2024-02-01T00:00:00Z'))).toHaveLength(1);
     expect(await index.sweep()).toBe(1);
-    await history.expireThumbnails(86_400);
+    await history.expireThumbnailsAcrossTenants(86_400);
     expect(await index.sweep()).toBe(1);
     const [found] = await index.search(unit(0, 0, 1, 0), 4, fresh.id, -Infinity, FIRST_TENANT);
     expect(found.hits.map((h) => h.sightingId)).toEqual([fresh.id]);

@@ -33,6 +33,7 @@ import { scopeKey, searchScope } from '../db/tenants.js';
 import type { Logger } from '../log.js';
 import { oneAtATime } from '../one-at-a-time.js';
 import { openFaceIndex, type FaceIndex, type IndexOptions } from '../native/face-index.js';
+import type { TenantId } from '../auth.js';
 
 export type { Representative } from '../db/history-store.js';
 
@@ -64,10 +65,10 @@ export interface StrangerSource {
 /** The strangers' sightings of `history` embedded by `model`. */
 export function historyStrangers(history: HistoryStore, model: string): StrangerSource {
   return {
-    newest: () => history.lastStrangerSighting(model),
-    representatives: (perPerson, upTo) => history.strangerRepresentatives(model, perPerson, upTo),
-    after: (after, limit) => history.strangersAfter(model, after, limit),
-    kept: (ids) => history.keptEmbeddings(ids),
+    newest: () => history.lastStrangerSightingAcrossTenants(model),
+    representatives: (perPerson, upTo) => history.strangerRepresentativesAcrossTenants(model, perPerson, upTo),
+    after: (after, limit) => history.strangersAcrossTenantsAfter(model, after, limit),
+    kept: (ids) => history.keptEmbeddingsAcrossTenants(ids),
   };
 }
 
@@ -77,7 +78,7 @@ export interface StrangerSearch {
    * For each embedding (`rows`, one after another), the best `n` representatives among the
    * tenant's strangers' sightings up to at least `upTo`; those seen before `since` (ms) are left out.
    */
-  search(rows: Float32Array, n: number, upTo: number, since: number, tenant: number): Promise<StrangerHits[]>;
+  search(rows: Float32Array, n: number, upTo: number, since: number, tenant: TenantId): Promise<StrangerHits[]>;
 }
 
 /**
@@ -193,7 +194,7 @@ export class StrangerIndex implements StrangerSearch {
     return this.reading(read);
   }
 
-  async search(rows: Float32Array, n: number, upTo: number, since: number, tenant: number): Promise<StrangerHits[]> {
+  async search(rows: Float32Array, n: number, upTo: number, since: number, tenant: TenantId): Promise<StrangerHits[]> {
     await this.catchUp(upTo);
     if (this.size() === 0) return Array.from({ length: rows.length / this.opts.dims }, () => ({ hits: [], searched: 0 }));
     // Only the tenant's strangers, and only they count as searched.

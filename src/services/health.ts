@@ -10,7 +10,7 @@
  * tenant for a deployment's operator, its own tenant's for any other token.
  * Without one (a load balancer's probe) it tells liveness and readiness only.
  */
-import type { Principal } from '../auth.js';
+import type { TenantId, Principal } from '../auth.js';
 import type { CameraState } from '../camera/camera.js';
 import type { WriterWatch } from '../db/writer.js';
 import { warmupByModel, type Engine } from '../native/engine.js';
@@ -29,7 +29,7 @@ export interface HealthDeps {
   /** The cameras this process reads (FACE_CAMERAS). */
   cameras?: { states(): CameraState[] };
   /** The faces a tenant holds, for a tenant's token; absent without a face database. */
-  tenantFaces?: (tenant: number) => Promise<number>;
+  tenantFaces?: (tenant: TenantId) => Promise<number>;
 }
 
 export async function health({ role, engine, index, migration, writer, cameras, tenantFaces }: HealthDeps, caller?: Principal) {

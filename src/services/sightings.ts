@@ -3,7 +3,7 @@
  * stored face a seen face is attributed to, and which earlier strangers it is
  * (persons that form themselves).
  */
-import { forbidden } from '../auth.js';
+import { type TenantId, forbidden } from '../auth.js';
 import type { TransactionSql } from '../db/client.js';
 import type { Reach } from '../db/faces.js';
 import type { HistoryEvent, HistoryStore, Sighting, SightingFace } from '../db/history-store.js';
@@ -44,7 +44,7 @@ export function embedOptions(recording: boolean, thumbnailSize: number): Omit<An
 
 /** The tenant's sighting of the chosen faces of a photo; `per` gives each chosen face's match or added face. */
 export function sightingOf(
-  tenant: number,
+  tenant: TenantId,
   request: { cam_id: string; timestamp?: string; photo: PhotoInput },
   bytes: Buffer,
   analysis: Analysis,
@@ -97,9 +97,9 @@ const STRANGER_CANDIDATES = 16;
  * up to now are searched, and each match stands for its sighting's person, or the survivor it
  * was merged into. A sighting whose embedding has left the database matches nobody.
  */
-export async function strangerPersons(grouping: Grouping, tenant: number, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
+export async function strangerPersons(grouping: Grouping, tenant: TenantId, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
   const { history, seen } = grouping;
-  const upTo = await history.lastStrangerSighting(grouping.model, seen.last, tx);
+  const upTo = await history.lastStrangerSightingAcrossTenants(grouping.model, seen.last, tx);
   seen.last = Math.max(seen.last, upTo);
   const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;

@@ -205,7 +205,7 @@ describe.each(shapesUnderTest({ inCi: true }))('history (%s)', (shapeName) => {
     it('serves 404 for a thumbnail past the retention, while the event stays listed', async () => {
       const [old] = (await search({ cam_id: 'west', limit: 1 })).json.results;
       const [recent] = (await search({ cam_id: CAMERA_ID, limit: 1 })).json.results;
-      expect(await history.expireThumbnails(30 * 86_400)).toBeGreaterThan(0);
+      expect(await history.expireThumbnailsAcrossTenants(30 * 86_400)).toBeGreaterThan(0);
       const gone = await call('GET', new URL(old.screenshot).pathname);
       expect(gone.status).toBe(404);
       expect(gone.json.reason).toMatch(/expired/);
