@@ -48,7 +48,7 @@
  * that starts on the primary is moved to the replica, like a fresh read
  * (below), when the primary does not answer it and is found lost: a listing
  * sent in the moment between the primary's death and its discovery would
- * otherwise wait for the new primary. Neither `read` nor `fresh` is for
+ * otherwise wait for the new primary. Neither a reader nor `fresh` is for
  * writes: the replica refuses them.
  *
  * A read sent in the moment the replica fails, before the next probe

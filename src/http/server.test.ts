@@ -138,9 +138,9 @@ describe('HTTP server', () => {
 
 describe('streamed replies', () => {
   /** A route streaming `count` chunks of `size` bytes, recording how far the producer got and whether it was closed. */
-  function streamRegistry(count: number, size: number, failAt?: number) {
+  function streamRegistry(count: number, size: number, failAt?: number, handlerMs = 0) {
     const registry = new RouteRegistry();
-    const state = { produced: 0, closed: false };
+    const state = { produced: 0, closed: false, answered: false };
     registry.define({
       method: 'GET',
       path: '/stream',
@@ -149,6 +149,9 @@ describe('streamed replies', () => {
       response: { status: 200, description: 'chunks', alternatives: ['text/plain'] },
       errors: [],
       async handler() {
+        // What a listing does before it answers (opening its cursor), taking a while.
+        await new Promise((r) => setTimeout(r, handlerMs));
+        state.answered = true;
         async function* chunks() {
           try {
             for (let i = 0; i < count; i++) {
@@ -197,6 +200,18 @@ describe('streamed replies', () => {
     await until(() => state.closed);
     expect(state.closed).toBe(true);
     expect(state.produced).toBeLessThan(2000);
+  });
+
+  it('closes the producer of a client that left before the answer began', async () => {
+    const { registry, state } = streamRegistry(10, 1000, undefined, 300);
+    const base = await start(registry);
+    await new Promise<void>((resolve) => {
+      const req = http.get(`${base}/stream`);
+      req.on('error', () => resolve());
+      setTimeout(() => req.destroy(), 50);
+    });
+    await until(() => state.closed);
+    expect(state).toMatchObject({ answered: true, closed: true });
   });
 
   it('cuts the connection when the producer fails after the status was sent, so no client takes a partial body as whole', async () => {

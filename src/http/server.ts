@@ -259,9 +259,17 @@ class Exchange {
     chunks: AsyncIterable<string | Buffer>,
     log: Logger,
   ): Promise<void> {
-    if (!this.open) return;
-    const res = this.res;
     const it = chunks[Symbol.asyncIterator]();
+    if (!this.open) {
+      // Gone before the answer began: the producer is started and closed all the same, so that
+      // what it already holds (a listing's cursor, opened with its first batch) is released.
+      await it.next().then(
+        () => it.return?.(),
+        () => {},
+      );
+      return;
+    }
+    const res = this.res;
     let finished = false;
     let first: IteratorResult<string | Buffer>;
     try {
