@@ -126,7 +126,8 @@ export const MAY_IMPORT: Record<string, readonly string[]> = {
   native: ['errors', 'log', 'config'],
   // The search tier: shards, the follower of the change log and its waiters, snapshots, healing, the
   // cluster's client and wire format, the shard server. Services (enrol, identify, ...) use it.
-  search: ['db', 'native', 'errors', 'log', 'config', 'durable-fs', 'one-at-a-time'],
+  // It takes the tenant a search keeps to as auth.ts's TenantId.
+  search: ['db', 'native', 'auth', 'errors', 'log', 'config', 'durable-fs', 'one-at-a-time'],
   // Cameras: a stream decoded, faces followed, one sighting per passage; the sighting is written
   // by a writer the composition root gives (identify in this process, or over HTTP).
   camera: ['native', 'errors', 'log', 'config'],
