@@ -53,7 +53,8 @@ export async function readOperations(base: string): Promise<Operation[]> {
         ops.push({
           method: method.toUpperCase(),
           template,
-          auth: Array.isArray(op.security) && op.security.length > 0,
+          // A token is needed where every security requirement names one: `{}` among them means none (/health reads one when sent).
+          auth: Array.isArray(op.security) && op.security.length > 0 && op.security.every((r: Json) => Object.keys(r).length > 0),
           pathParams: params.filter((p) => p.in === 'path').map((p) => p.name as string),
           queryParams: params.filter((p) => p.in === 'query').map((p) => p.name as string),
           bodyFields: Object.keys(props),
