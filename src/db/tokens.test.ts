@@ -150,7 +150,7 @@ describe('operators before and after tenant operators (016-operator-reach.sql)',
         INSERT INTO tokens (name, hash, operator, tenant_id) VALUES
           ('ops', ${tokenHash('a')}, true, 1), ('app', ${tokenHash('b')}, false, 1), ('shop-ops', ${tokenHash('c')}, true, 2)`;
       await sql`INSERT INTO audit_log (actor, action, target, detail) VALUES ('cli', 'tenant.create', 'shop', '{}'), ('cli', 'shard.offline', '0', '{}')`;
-      expect(await migrate(sql)).toEqual([16]);
+      expect(await migrate(sql)).toEqual([16, 17]);
       const rows = await sql`SELECT name, operator, deployment FROM tokens ORDER BY id`;
       expect(rows.map((r) => [r.name, r.operator, r.deployment])).toEqual([
         ['ops', true, true],

@@ -88,7 +88,7 @@ export class TokenStore {
       });
     } catch (err) {
       if ((err as { code?: string }).code === UNIQUE_VIOLATION) {
-        throw new DomainError('CONFLICT', `an active token is already named ${JSON.stringify(name)}; pick another name or revoke that one`, {
+        throw new DomainError('CONFLICT', `an active token of tenant ${tenant} is already named ${JSON.stringify(name)}; pick another name or revoke that one`, {
           param: 'name',
         });
       }

@@ -118,7 +118,7 @@ describe('the service process', () => {
     }
     expect((await fetch(`${service.base}/v0/admin/tokens`, { headers: tokenOf(ops.stdout) })).status).toBe(200);
     expect((await fetch(`${service.base}/v0/galleries/`, { headers: tokenOf(client.stdout) })).status).toBe(200);
-    await expect(cli('create', 'app')).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('an active token is already named "app"') });
+    await expect(cli('create', 'app')).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('an active token of tenant default is already named "app"') });
     const listed = (await cli('list')).stdout;
     expect(listed).toMatch(/^\d+\tops\ttenant default\toperator\twrite\t.*\tactive$/m);
     expect(listed).toMatch(/^\d+\tdeploy-ops\ttenant default\tdeployment operator\twrite\t.*\tactive$/m);

@@ -361,6 +361,12 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       const inNone = await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'into-beta', tenant: 'no-such-tenant' });
       expect(named(inB, 'beta')).toEqual(named(inNone, 'no-such-tenant'));
       expect(inB.status).toBe(404);
+      // Token names are per tenant: B's are free to A's operator, and one A takes stays free to B.
+      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'B' })).status).toBe(201);
+      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'wanted-by-both' })).status).toBe(201);
+      await token('beta-op', 'beta', { operator: true });
+      expect((await as('beta-op', 'POST', '/v0/admin/tokens', { name: 'wanted-by-both' })).status).toBe(201);
+      expect((await as('beta-op', 'POST', '/v0/admin/tokens', { name: 'wanted-by-both' })).status).toBe(409);
       // What the deployment decides is the deployment's: tenants, their limits and state, its operators, /metrics, the shards.
       for (const [method, url, body] of [
         ['POST', '/v0/admin/tenants', { name: 'delta' }],
