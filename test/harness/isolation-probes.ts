@@ -17,7 +17,7 @@ import { form } from './images.js';
 import type { Answer } from './service.js';
 
 /** The kinds of stored things a request can name. */
-export type Kind = 'face' | 'person' | 'sighting' | 'token' | 'hash' | 'gallery' | 'meta' | 'tenant' | 'camera';
+export type Kind = 'face' | 'person' | 'sighting' | 'token' | 'token-name' | 'hash' | 'gallery' | 'meta' | 'tenant' | 'camera';
 
 /** For each kind: the attacker's own thing, the victim's, and one that does not exist. */
 export type Things = Record<Kind, { own: string | number; theirs: string | number; none: string | number }>;
@@ -82,7 +82,8 @@ export function kindOf(name: string, path: string): Kind | 'bound' | undefined {
     case 'meta':
       return 'meta';
     case 'name':
-      return path.startsWith('/v0/admin/tenants') ? 'tenant' : undefined;
+      if (path.startsWith('/v0/admin/tenants')) return 'tenant';
+      return path.startsWith('/v0/admin/tokens') ? 'token-name' : undefined;
     case 'tenant':
       return 'tenant';
     case 'cam_id':
@@ -180,7 +181,15 @@ export async function isolationProbes(
     }
   }
   if (unknown.length) throw new Error(`parameters that look like stored things of a kind the probes do not know: ${unknown.join('; ')}`);
+  return { probes: inRunOrder(probes), routes: routes.map((r) => `${r.method} ${r.path}`) };
+}
+
+/**
+ * Probes in the order they run, by method: every read before any write, and deletes last, so
+ * that what a write leaves under one of the two values (a face's person is the one set last) is
+ * never read by a later probe. Probes of several tokens are merged here into one order.
+ */
+export function inRunOrder(probes: Probe[]): Probe[] {
   const order = (p: Probe) => ['GET', 'POST', 'PUT', 'DELETE'].indexOf(p.what.split(' ')[0]);
-  probes.sort((a, b) => order(a) - order(b));
-  return { probes, routes: routes.map((r) => `${r.method} ${r.path}`) };
+  return [...probes].sort((a, b) => order(a) - order(b));
 }

@@ -18,7 +18,7 @@ import { TenantStore } from '../../src/db/tenants.js';
 import { TokenStore, type TokenGrant } from '../../src/db/tokens.js';
 import { parseMetrics } from '../harness/metrics-text.js';
 import { form, sample } from '../harness/images.js';
-import { isolationProbes, type Things } from '../harness/isolation-probes.js';
+import { inRunOrder, isolationProbes, type Things } from '../harness/isolation-probes.js';
 import { request, type Answer } from '../harness/service.js';
 import { shapesUnderTest, startShape, type Shape } from '../harness/shapes.js';
 
@@ -48,6 +48,8 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
     await token('A', 'alpha');
     await token('B', 'beta');
     await token('op', 'default', { operator: true, deployment: true });
+    await token('alpha-op', 'alpha', { operator: true });
+    await token('b-reports', 'beta', { access: 'read' });
 
     expect((await as('B', 'POST', `/v0/galleries/${b.gallery}/`)).status).toBe(201);
     const enrolled = await as('B', 'POST', '/v0/face/', form({ photo: sample(1), meta: b.meta, mf_selector: 'all', galleries: b.gallery }));
@@ -175,16 +177,20 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
         person: { own: a.person, theirs: b.persons[0], none: Math.max(...b.persons, a.person) + 2000 },
         sighting: { own: a.sightings[0], theirs: b.sightings[0], none: Math.max(...b.sightings, ...a.sightings) + 1000 },
         token: { own: await ids('A'), theirs: await ids('B'), none: 99_999_999 },
+        'token-name': { own: 'A', theirs: 'b-reports', none: 'no-such-token-name' },
         hash: { own: own.json.photo_hash, theirs: b.hash, none: 'f'.repeat(64) },
         gallery: { own: 'default', theirs: 'only-in-b', none: 'no-such-gallery' },
         meta: { own: 'a-meta', theirs: b.meta, none: 'no-such-meta' },
         tenant: { own: 'alpha', theirs: 'beta', none: 'no-such-tenant' },
         camera: { own: 'a-door', theirs: 'b-door', none: 'no-such-camera' },
       };
-      const { probes, routes } = await isolationProbes(shape.base(), things, sample(2), (method, url, body) => as('A', method, url, body));
+      // As A's application, then as A's operator, who also reaches A's administration.
+      const asA = await isolationProbes(shape.base(), things, sample(2), (method, url, body) => as('A', method, url, body));
+      const asOperator = await isolationProbes(shape.base(), things, sample(2), (method, url, body) => as('alpha-op', method, url, body));
       // Every route with a token is in the documents; most name something stored.
-      expect(routes.length).toBeGreaterThan(40);
-      expect(new Set(probes.map((p) => p.what.split(' ').slice(0, 2).join(' '))).size).toBeGreaterThan(20);
+      expect(asA.routes.length).toBeGreaterThan(40);
+      expect(new Set(asA.probes.map((p) => p.what.split(' ').slice(0, 2).join(' '))).size).toBeGreaterThan(20);
+      const probes = inRunOrder([...asA.probes, ...asOperator.probes.map((p) => ({ ...p, what: `${p.what} (operator)` }))]);
       /** Keys all the way down: two successes compare by shape, since each made its own ids and times. */
       const shapeOf = (v: unknown): unknown =>
         Array.isArray(v) ? v.slice(0, 1).map(shapeOf) : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shapeOf(x)])) : typeof v;
@@ -336,7 +342,6 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
     });
 
     it("a tenant's operator administers its own tenant alone; another tenant's things answer as unknown ones", async () => {
-      await token('alpha-op', 'alpha', { operator: true });
       const alphaId = (await as('op', 'GET', '/v0/admin/tenants')).json.results.find((x: { name: string }) => x.name === 'alpha').id;
       // Its tenant, with the limits the deployment set; its tokens; its part of the audit.
       expect((await as('alpha-op', 'GET', '/v0/admin/tenants')).json.results.map((x: { name: string }) => x.name)).toEqual(['alpha']);
@@ -362,9 +367,9 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       expect(named(inB, 'beta')).toEqual(named(inNone, 'no-such-tenant'));
       expect(inB.status).toBe(404);
       // Token names are per tenant: B's are free to A's operator, and one A takes stays free to B.
-      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'B' })).status).toBe(201);
-      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'wanted-by-both' })).status).toBe(201);
       await token('beta-op', 'beta', { operator: true });
+      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'beta-op' })).status).toBe(201);
+      expect((await as('alpha-op', 'POST', '/v0/admin/tokens', { name: 'wanted-by-both' })).status).toBe(201);
       expect((await as('beta-op', 'POST', '/v0/admin/tokens', { name: 'wanted-by-both' })).status).toBe(201);
       expect((await as('beta-op', 'POST', '/v0/admin/tokens', { name: 'wanted-by-both' })).status).toBe(409);
       // What the deployment decides is the deployment's: tenants, their limits and state, its operators, /metrics, the shards.
