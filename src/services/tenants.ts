@@ -37,7 +37,7 @@ export function listTenants(deps: TenantAdminDeps, actor: Principal): Promise<Te
 /** A new tenant (deployment operators: routes/tenants-admin.ts). */
 export async function createTenant(deps: TenantAdminDeps, actor: Principal, name: string, limits: Partial<TenantLimits>): Promise<TenantRecord> {
   const id = await deps.tenants.create(actor, name, limits);
-  const made = (await deps.tenants.list('deployment')).find((t) => t.id === id);
+  const [made] = await deps.tenants.list({ tenant: id });
   if (!made) throw notFound(`Unknown tenant: ${name}`, 'tenant');
   return made;
 }

@@ -122,9 +122,9 @@ function bodyOf(op: Json, doc: Json): { props: Record<string, Json>; required: s
   return { props: resolved.properties ?? {}, required: resolved.required ?? [] };
 }
 
-/** A value of `kind` as the parameter wants it: a list for plural names. */
+/** A value as the parameter wants it: a list for plural names (`galleries`, `person_ids`). */
 function shaped(name: string, value: string | number): string | number | (string | number)[] {
-  return /s$/.test(name) && name !== 'meta' && name !== 'galleries' ? [value] : name === 'galleries' ? [value] : value;
+  return name.endsWith('s') ? [value] : value;
 }
 
 const text = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
