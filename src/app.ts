@@ -259,7 +259,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
  */
 function maintainSightingPartitions(db: Database, log: Logger): NodeJS.Timeout {
   const run = () =>
-    ensureSightingPartitions(db.sql, { monthsAhead: 3 }).then(
+    ensureSightingPartitions(db.owner, { monthsAhead: 3 }).then(
       (made) => made.length > 0 && log.info({ partitions: made }, 'created sightings partitions'),
       (err) => log.warn({ err }, 'sightings partitions could not be created; retrying tomorrow (inserts go to the default partition meanwhile)'),
     );

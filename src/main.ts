@@ -53,7 +53,7 @@ async function startWithDatabase(config: Config, log: Logger): Promise<Started> 
   try {
     if (database.embedded && (await new TokenStore(database.db.sql).count()) === 0) {
       // First start of a self-contained install: without a token nobody could use it.
-      const { id, token } = await new TokenStore(database.db.sql).create(SERVICE_ACTOR, 'admin', { operator: true, deployment: true });
+      const { id, token } = await new TokenStore(database.db.sql).create(SERVICE_ACTOR, 'deployment', 'admin', { operator: true, deployment: true });
       log.info({ tokenId: id }, 'created the first API token (admin, deployment operator); it is printed once on stdout and not stored');
       process.stdout.write(
         `\nAdmin API token (shown once, keep it): ${token}\n` +

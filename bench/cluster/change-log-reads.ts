@@ -26,6 +26,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { FIRST_TENANT } from '../../src/auth.js';
 import { changesAfter, logChanges, scanFaces, type LoggedChange } from '../../src/db/change-log.js';
 import { connect, transaction, type Database } from '../../src/db/client.js';
 import { startEmbedded } from '../../src/db/embedded.js';
@@ -127,7 +128,7 @@ async function measure(readers: Reader[], run: () => Promise<void>): Promise<Mea
 async function storeFaces(db: Database, rng: Rng, count: number, dims: number, perCommit: number): Promise<void> {
   for (let done = 0; done < count; done += perCommit) {
     const n = Math.min(perCommit, count - done);
-    await transaction(db.sql, async (tx) => {
+    await transaction(db.sql, FIRST_TENANT, async (tx) => {
       const rows = Array.from({ length: n }, () => {
         const v = Float32Array.from({ length: dims }, () => rng.next() * 2 - 1);
         return { tenant_id: 1, photo_hash: HASH, x1: 0, y1: 0, x2: 1, y2: 1, dim: dims, embedding: floatsToBytes(v), model: MODEL };
@@ -177,7 +178,7 @@ async function main(opts: Options): Promise<number> {
   const readers: Reader[] = [];
   const admin = connect({ url: pg.url, max: 2 });
   try {
-    await migrate(admin.sql);
+    await migrate(admin.owner);
     await claimLayout(admin.sql, { shards: SHARDS, rule: SHARD_RULE, recognizer: MODEL, dims: opts.dims });
     await admin.sql`INSERT INTO photos (hash, size, content_type) VALUES (${HASH}, 1, 'image/jpeg')`;
     const rng = new Rng(1);
@@ -189,7 +190,7 @@ async function main(opts: Options): Promise<number> {
         const url = new URL(pg.url);
         url.port = String(proxy.port);
         const db = connect({ url: url.toString(), max: 1 });
-        await db.sql`SELECT 1`;
+        await db.owner`SELECT 1`;
         readers.push({ shard, mode, db, proxy, position: 0, rows: 0 });
       }
     }

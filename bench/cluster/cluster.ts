@@ -1015,10 +1015,10 @@ async function main(opts: Options): Promise<number> {
     const ctx: Context = { opts, url, pgDir: path.join(pgDataDir, 'pg'), work, vectors, photos: demoPhotos(), demo: new Map() };
 
     // Base memory: shard servers of an empty database of the same deployment shape.
-    await database.db.sql`CREATE DATABASE face_empty`;
+    await database.db.owner`CREATE DATABASE face_empty`;
     const emptyUrl = url.replace(/\/face$/, '/face_empty');
     empty = connect({ url: emptyUrl, max: 2 });
-    await migrate(empty.sql);
+    await migrate(empty.owner);
     // What an API node records on its first start.
     await claimLayout(empty.sql, { shards: SHARDS, rule: SHARD_RULE, recognizer, dims: vectors.dims });
     const base = new Map<number, Memory>();

@@ -38,7 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { findProjectRoot } from '../../src/config/index.js';
-import type { Sql } from '../../src/db/client.js';
+import type { OwnerSql, Sql } from '../../src/db/client.js';
 import { HistoryStore, type HistoryFilter } from '../../src/db/history-store.js';
 import { numberArg, optionArg } from '../lib/args.js';
 import { multipart } from '../../test/harness/http/raw-http.js';
@@ -116,7 +116,7 @@ interface Explained {
 const camWidth = (cameras: number) => Math.max(4, String(cameras - 1).length);
 const camName = (i: number, cameras: number) => `cam-${String(i).padStart(camWidth(cameras), '0')}`;
 
-async function seed(sql: Sql, p: Params): Promise<SeedReport> {
+async function seed(sql: OwnerSql, p: Params): Promise<SeedReport> {
   const defs = await sql`
     SELECT indexname, indexdef FROM pg_indexes
     WHERE schemaname = current_schema() AND tablename = 'sightings' AND indexname <> ${PRIMARY_KEY}
@@ -597,16 +597,16 @@ async function main() {
   const service = await startBenchService(TOKEN);
   const { base, db, databaseUrl } = service;
   try {
-    const [{ version }] = await db.sql`SELECT current_setting('server_version') AS version`;
-    const settings = await db.sql`
+    const [{ version }] = await db.owner`SELECT current_setting('server_version') AS version`;
+    const settings = await db.owner`
       SELECT name, setting, unit FROM pg_settings
       WHERE name IN ('shared_buffers', 'work_mem', 'maintenance_work_mem', 'effective_cache_size', 'max_parallel_maintenance_workers', 'random_page_cost')
       ORDER BY name`;
     const pgLine = `PostgreSQL ${version}: ${settings.map((s) => `${s.name}=${s.setting}${s.unit ?? ''}`).join(', ')}`;
     log(pgLine);
 
-    const seeded = await seed(db.sql, p);
-    const sized = await sizes(db.sql);
+    const seeded = await seed(db.owner, p);
+    const sized = await sizes(db.owner);
 
     const perEvent = (relation: string) => ((sized.find((s) => s.relation === relation)?.bytes ?? NaN) / p.events).toFixed(0);
     const draw = new Draw(p, seeded);

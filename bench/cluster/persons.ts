@@ -133,7 +133,7 @@ async function main() {
     const history = new HistoryStore(database.db.sql, { sightings: config.history.friendSightings, windowS: config.history.friendWindowS });
     for (const t of thresholds) {
       const threshold: ThresholdPreset | number = /^[a-z]+$/.test(t) ? (t as ThresholdPreset) : Number(t);
-      await database.db.sql`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
+      await database.db.owner`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
       const strangers = await StrangerIndex.open({ dims: dim, rerank: config.index.rerank }, historyStrangers(history, recognizer));
       const grouping = groupingOf({ strangers, history, model: recognizer, threshold, windowS: 0, retentionS: 0 });
       const who = new Map<number, number>();
@@ -141,7 +141,7 @@ async function main() {
       for (const i of order) {
         const vector = emb.emb.subarray(i * dim, (i + 1) * dim);
         const [e] = await recordGrouped(grouping, [{ vector, quality: 1 }], (group) =>
-          history.recordWith((tx) => group(tx, { tenant: FIRST_TENANT, camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
+          history.recordWith(FIRST_TENANT, (tx) => group(tx, { tenant: FIRST_TENANT, camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
         );
         who.set(e.id, set.person[i]);
       }

@@ -59,15 +59,15 @@ async function main() {
     results.push(
       await runLoad({ name: 'POST /v0/face/ with bbox (embed + store), 4 connections', base, headers: AUTH, fixed: [uploadRequest({ meta: 'bench', bbox })], connections: 4, requests: 60, seconds: 300 }),
     );
-    const ids: number[] = (await db.sql`SELECT id FROM faces ORDER BY id`).map((r) => Number(r.id));
+    const ids: number[] = (await db.owner`SELECT id FROM faces ORDER BY id`).map((r) => Number(r.id));
     results.push(
       await runLoad({ name: 'GET /v0/face/id/<id>/, 32 connections', base, headers: AUTH, fixed: ids.map((id) => ({ path: `/v0/face/id/${id}/` })), connections: 32, seconds }),
     );
 
     // Seed through SQL: one photo, `faces` rows with a 128-d zero SFace embedding.
     const t0 = performance.now();
-    const [{ photo_hash: hash }] = await db.sql`SELECT photo_hash FROM faces LIMIT 1`;
-    await db.sql`
+    const [{ photo_hash: hash }] = await db.owner`SELECT photo_hash FROM faces LIMIT 1`;
+    await db.owner`
       INSERT INTO faces (tenant_id, meta, photo, photo_hash, x1, y1, x2, y2, dim, embedding, model)
       SELECT 1, 'seed-' || (g % 1000), 'http://example.invalid/p.jpg', ${hash}, 10, 20, 110, 140, 128, decode(repeat('00', 512), 'hex'), 'sface'
       FROM generate_series(1, ${faces}) AS g`;

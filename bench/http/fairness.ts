@@ -109,8 +109,8 @@ async function main(): Promise<void> {
       const tokens = new TokenStore(svc.db.sql);
       await tenants.create(CLI_ACTOR, 'flood', limit !== undefined ? { photos_in_flight: limit } : {});
       await tenants.create(CLI_ACTOR, 'steady');
-      const a = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'flood-app', {}, 'flood')).token, demoPhotos());
-      const b = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'steady-app', {}, 'steady')).token, demoPhotos());
+      const a = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'deployment', 'flood-app', {}, 'flood')).token, demoPhotos());
+      const b = new Client(svc.base, (await tokens.create(CLI_ACTOR, 'deployment', 'steady-app', {}, 'steady')).token, demoPhotos());
       await a.seed('a');
       const bIds = await b.seed('b');
       const identify = (c: Client) => (i: number) => c.upload('POST', '/v0/identify/', { photo: i, n: '5' });

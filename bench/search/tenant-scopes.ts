@@ -23,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Bench } from 'tinybench';
 import { FIRST_TENANT, tenantOf as tenantId, type TenantId } from '../../src/auth.js';
+import type { Sql } from '../../src/db/client.js';
 import { FaceStore } from '../../src/db/faces.js';
 import { openDatabase } from '../../src/db/open.js';
 import { PhotoBlobs, PhotoStore } from '../../src/db/photos.js';
@@ -224,6 +225,9 @@ interface ListingCost {
   layout: string;
   first: number;
   middle: number;
+  /** The same pages read as the tables' owner, outside row-level security. */
+  ownerFirst: number;
+  ownerMiddle: number;
 }
 
 /**
@@ -236,7 +240,8 @@ async function listingCost(o: Options): Promise<void> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tenant-listing-'));
   const database = await openDatabase({ dataDir, dbPool: 2 });
   try {
-    const sql = database.db.sql;
+    // Rows are made as the tables' owner; the listings read through the service's pool.
+    const sql = database.db.owner;
     const hash = '0'.repeat(64);
     await sql`INSERT INTO photos (hash, size, content_type) VALUES (${hash}, 0, 'image/jpeg')`;
     const [solo] = await sql<{ id: string }[]>`INSERT INTO tenants (name) VALUES ('solo') RETURNING id`;
@@ -255,8 +260,10 @@ async function listingCost(o: Options): Promise<void> {
     await fill(`(ARRAY[${many.join(',')}]::bigint[])[1 + g % ${o.tenants}]`);
     await sql`ANALYZE faces`;
     console.log(`\nlisting: ${2 * o.faces} faces made in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    const store = new FaceStore(sql, new PhotoStore(sql, new PhotoBlobs(path.join(dataDir, 'photos'))), { model: 'bench' });
-    const page = async (tenant: TenantId, maxId?: number) => {
+    // The same store on the owner's connections, which row-level security does not bind: its cost is the difference.
+    const storeOn = (pool: Sql) => new FaceStore(pool, new PhotoStore(pool, new PhotoBlobs(path.join(dataDir, 'photos'))), { model: 'bench' });
+    const stores = { rls: storeOn(database.db.sql), owner: storeOn(database.db.owner) };
+    const page = async (tenant: TenantId, maxId?: number, store = stores.rls) => {
       const listing = await store.listFaces({ tenant }, {}, { limit: 100, ...(maxId !== undefined ? { maxId } : {}) });
       let n = 0;
       for await (const batch of listing.batches) n += batch.length;
@@ -280,18 +287,26 @@ async function listingCost(o: Options): Promise<void> {
         const t = tenantOfCall(k++);
         await page(t, middles.get(t));
       });
+      bench.add('first, owner', async () => page(tenantOfCall(k++), undefined, stores.owner));
+      bench.add('middle, owner', async () => {
+        const t = tenantOfCall(k++);
+        await page(t, middles.get(t), stores.owner);
+      });
       await bench.run();
       const p50 = (name: string) => {
         const r = bench.tasks.find((t) => t.name === name)?.result;
         if (!r || !('latency' in r)) throw new Error(`${layout}, ${name}: no result`);
         return r.latency.p50 ?? NaN;
       };
-      costs.push({ layout, first: p50('first'), middle: p50('middle') });
+      costs.push({ layout, first: p50('first'), middle: p50('middle'), ownerFirst: p50('first, owner'), ownerMiddle: p50('middle, owner') });
     }
-    console.log('\n| listing, a page of 100 | first page p50 ms | a page from the middle p50 ms | vs one tenant |');
-    console.log('|---|---|---|---|');
+    console.log('\n| listing, a page of 100 | first page p50 ms | a page from the middle p50 ms | vs one tenant | row-level security: vs the owner (first / middle) |');
+    console.log('|---|---|---|---|---|');
     for (const c of costs) {
-      console.log(`| ${c.layout} | ${c.first.toFixed(3)} | ${c.middle.toFixed(3)} | ${(c.first / costs[0].first).toFixed(2)}x / ${(c.middle / costs[0].middle).toFixed(2)}x |`);
+      const vs = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
+      console.log(
+        `| ${c.layout} | ${c.first.toFixed(3)} | ${c.middle.toFixed(3)} | ${vs(c.first, costs[0].first)} / ${vs(c.middle, costs[0].middle)} | ${vs(c.first, c.ownerFirst)} / ${vs(c.middle, c.ownerMiddle)} |`,
+      );
     }
   } finally {
     await database.db.close();

@@ -26,11 +26,11 @@ async function main(argv: string[]): Promise<number> {
   }
   return withServiceDatabase(async (db) => {
     if (before) {
-      const detached = await detachSightingPartitionsBefore(db.sql, before);
+      const detached = await detachSightingPartitionsBefore(db.owner, before);
       if (detached.length === 0) process.stdout.write(`no whole month ends by ${value}\n`);
       for (const p of detached) process.stdout.write(`detached ${p.name} (${day(p.from)} to ${day(p.to)}), thumbnails in ${p.thumbnails}\n`);
     } else {
-      for (const p of await listSightingPartitions(db.sql)) process.stdout.write(`${p.name}\t${day(p.from)}\t${day(p.to)}\n`);
+      for (const p of await listSightingPartitions(db.owner)) process.stdout.write(`${p.name}\t${day(p.from)}\t${day(p.to)}\n`);
     }
     return 0;
   });

@@ -83,6 +83,7 @@ async function tokenCommand(tokens: TokenStore, command: string, arg: string | u
     const tenant = v.tenant ?? 'default';
     const made = await tokens.create(
       CLI_ACTOR,
+      'deployment',
       name,
       { operator: v.operator ?? false, deployment: v.deployment ?? false, access, galleries, ratePerS: positive(v.rate, '--rate', false), photosInFlight: positive(v.photos, '--photos', true) },
       tenant,

@@ -5,7 +5,7 @@
  * action is recorded exactly when it took effect.
  */
 import type { TenantId, Principal } from '../auth.js';
-import type { Sql, TransactionSql } from './client.js';
+import { transaction, type Binding, type Sql, type TransactionSql } from './client.js';
 
 export interface AuditEntry {
   id: number;
@@ -30,6 +30,11 @@ export function adminReach(principal: Pick<Principal, 'deployment' | 'tenant'>):
   return principal.deployment ? 'deployment' : { tenant: principal.tenant };
 }
 
+/** What a transaction of `reach`'s administration is bound to: its tenant's rows, or every tenant's. */
+export function bindingOf(reach: AdminReach): Binding {
+  return reach === 'deployment' ? 'administration' : reach.tenant;
+}
+
 /** Who acted: a token's principal, or a command run on the host (the CLI). */
 export type Actor = Pick<Principal, 'name' | 'tokenId'>;
 
@@ -40,7 +45,7 @@ export const CLI_ACTOR: Actor = { name: 'cli' };
 export const SERVICE_ACTOR: Actor = { name: 'service' };
 
 /** Records an action on `tenant`'s administration, or on the deployment's (`tenant` null). */
-export async function audit(sql: Sql | TransactionSql, actor: Actor, tenant: TenantId | null, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
+export async function audit(sql: TransactionSql, actor: Actor, tenant: TenantId | null, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
   await sql`
     INSERT INTO audit_log (actor, token_id, tenant_id, action, target, detail)
     VALUES (${actor.name}, ${actor.tokenId ?? null}, ${tenant}, ${action}, ${target}, ${sql.json(detail as never)})`;
@@ -52,7 +57,7 @@ export class AuditLog {
 
   /** Records an action on the deployment (shard controls, re-embedding). */
   recordDeployment(actor: Actor, action: string, target: string, detail: Record<string, unknown> = {}): Promise<void> {
-    return audit(this.sql, actor, null, action, target, detail);
+    return transaction(this.sql, 'administration', (tx) => audit(tx, actor, null, action, target, detail));
   }
 
   /**
@@ -60,12 +65,15 @@ export class AuditLog {
    * entry for a deployment's operator, a tenant's own for its operators (`reach` a tenant).
    */
   async entries(reach: AdminReach, limit: number, before?: number): Promise<AuditEntry[]> {
-    const sql = this.sql;
-    const rows = await sql`
-      SELECT id, tenant_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, actor, token_id, action, target, detail
-      FROM audit_log
-      WHERE ${before !== undefined ? sql`id < ${before}` : sql`true`} AND ${reach === 'deployment' ? sql`true` : sql`tenant_id = ${reach.tenant}`}
-      ORDER BY id DESC LIMIT ${limit}`;
+    const rows = await transaction(
+      this.sql,
+      bindingOf(reach),
+      (sql) => sql`
+        SELECT id, tenant_id, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, actor, token_id, action, target, detail
+        FROM audit_log
+        WHERE ${before !== undefined ? sql`id < ${before}` : sql`true`} AND ${reach === 'deployment' ? sql`true` : sql`tenant_id = ${reach.tenant}`}
+        ORDER BY id DESC LIMIT ${limit}`,
+    );
     return rows.map((r) => ({
       id: Number(r.id),
       tenant_id: r.tenant_id === null ? null : Number(r.tenant_id),

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { changesAfter, CHANGE_LOG_CHUNK, lastPosition, logChanges, scanFaces, type FacePage } from './change-log.js';
+import { FIRST_TENANT } from '../auth.js';
 import { transaction } from './client.js';
 import { floatsToBytes } from './embedding.js';
 import { shardOfFace } from './layout.js';
@@ -16,15 +17,15 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  await tdb.db.sql`TRUNCATE face_galleries, faces, photos, face_changes RESTART IDENTITY CASCADE`;
-  await tdb.db.sql`DELETE FROM search_layout`;
+  await tdb.db.owner`TRUNCATE face_galleries, faces, photos, face_changes RESTART IDENTITY CASCADE`;
+  await tdb.db.owner`DELETE FROM search_layout`;
 });
 
-const recordLayout = (shards: number) => tdb.db.sql`INSERT INTO search_layout (shards, rule) VALUES (${shards}, 'mix64-mod')`;
+const recordLayout = (shards: number) => tdb.db.owner`INSERT INTO search_layout (shards, rule) VALUES (${shards}, 'mix64-mod')`;
 
 /** Stores a face embedded by `model` (ids count from 1 in each test); resolves to its id. */
 async function storeFace(model: string, embedding = Float32Array.of(0.5, -1)): Promise<number> {
-  const sql = tdb.db.sql;
+  const sql = tdb.db.owner;
   await sql`INSERT INTO photos (hash, size, content_type) VALUES (${'a'.repeat(64)}, 1, 'image/jpeg') ON CONFLICT DO NOTHING`;
   const [r] = await sql`
     INSERT INTO faces (tenant_id, photo_hash, x1, y1, x2, y2, dim, embedding, model)
@@ -39,10 +40,10 @@ describe('logChanges', () => {
     const ids = Array.from({ length: n }, (_, i) => n - i);
     // With a layout, so each row also carries its shard: three parameters.
     await recordLayout(4);
-    const top = await transaction(tdb.db.sql, (tx) => logChanges(tx, ids, 'delete'));
+    const top = await transaction(tdb.db.sql, FIRST_TENANT, (tx) => logChanges(tx, ids, 'delete'));
     expect(top).toBe(n);
     expect(await lastPosition(tdb.db.sql)).toBe(n);
-    const [summary] = await tdb.db.sql`
+    const [summary] = await tdb.db.owner`
       SELECT count(*)::int AS rows, min(position)::int AS lo, max(position)::int AS hi,
              bool_and(op = 'delete') AS deletes,
              bool_and(face_id = ${n + 1} - position) AS in_order,
@@ -52,9 +53,9 @@ describe('logChanges', () => {
   });
 
   it('logs nothing for no ids, and nothing survives a rollback', async () => {
-    expect(await transaction(tdb.db.sql, (tx) => logChanges(tx, [], 'upsert'))).toBeUndefined();
+    expect(await transaction(tdb.db.sql, FIRST_TENANT, (tx) => logChanges(tx, [], 'upsert'))).toBeUndefined();
     await expect(
-      transaction(tdb.db.sql, async (tx) => {
+      transaction(tdb.db.sql, FIRST_TENANT, async (tx) => {
         await logChanges(tx, [1, 2, 3], 'upsert');
         throw new Error('rolled back');
       }),
@@ -63,10 +64,10 @@ describe('logChanges', () => {
   });
 
   it("tags each row with its face's shard by the recorded layout, and with none before there is one", async () => {
-    const sql = tdb.db.sql;
-    await transaction(sql, (tx) => logChanges(tx, [5, 6], 'upsert'));
+    const sql = tdb.db.owner;
+    await transaction(sql, FIRST_TENANT, (tx) => logChanges(tx, [5, 6], 'upsert'));
     await recordLayout(4);
-    await transaction(sql, (tx) => logChanges(tx, [0, 1, 2, 3, 4, 5, 6, 7], 'upsert'));
+    await transaction(sql, FIRST_TENANT, (tx) => logChanges(tx, [0, 1, 2, 3, 4, 5, 6, 7], 'upsert'));
     const rows = await sql`SELECT face_id::int, shard FROM face_changes ORDER BY position`;
     // The routing rule's pinned values (crates/index/src/route.rs): ids 0..7 over 4 shards.
     expect(rows.map((r) => r.shard)).toEqual([null, null, 3, 1, 2, 1, 2, 2, 0, 3]);
@@ -75,7 +76,7 @@ describe('logChanges', () => {
 
 describe('changesAfter', () => {
   it('reads each change against the face as it is now', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     await sql`INSERT INTO photos (hash, size, content_type) VALUES (${'a'.repeat(64)}, 1, 'image/jpeg')`;
     await sql`INSERT INTO galleries (tenant_id, name) VALUES (1, 'g') ON CONFLICT DO NOTHING`;
     const face = async (model: string) => {
@@ -87,7 +88,7 @@ describe('changesAfter', () => {
     const current = await face('now');
     const older = await face('before');
     await sql`INSERT INTO face_galleries (face_id, tenant_id, gallery) VALUES (${current}, 1, 'g')`;
-    await transaction(sql, async (tx) => {
+    await transaction(sql, FIRST_TENANT, async (tx) => {
       await logChanges(tx, [current, older, 999], 'upsert');
       await logChanges(tx, [current], 'galleries');
       await logChanges(tx, [current], 'delete');
@@ -110,16 +111,16 @@ describe('changesAfter for some shards', () => {
    * 4 shards, in shards 3, 1, 2, 1, 2, 2, 0, 3. Face 1 is stored (shard 1), the others are gone.
    */
   async function logTwoEras() {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     const stored = await storeFace('now');
-    await transaction(sql, (tx) => logChanges(tx, [1, 2], 'upsert'));
+    await transaction(sql, FIRST_TENANT, (tx) => logChanges(tx, [1, 2], 'upsert'));
     await recordLayout(4);
-    await transaction(sql, (tx) => logChanges(tx, [0, 1, 2, 3, 4, 5, 6, 7], 'upsert'));
+    await transaction(sql, FIRST_TENANT, (tx) => logChanges(tx, [0, 1, 2, 3, 4, 5, 6, 7], 'upsert'));
     return stored;
   }
 
   it('reads the rows of those shards and the rows without one, in position order, then the end of the log', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     const stored = await logTwoEras();
     expect(stored).toBe(1);
     const upsert = { kind: 'upsert', embedding: Float32Array.of(0.5, -1), galleries: ['t1'] };
@@ -147,7 +148,7 @@ describe('changesAfter for some shards', () => {
   });
 
   it('stops at its own last row when the page is full, and says nothing once at the end', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     await logTwoEras();
     expect((await changesAfter(sql, 0, 3, 'now', [1, 2])).map((c) => [c.position, c.kind])).toEqual([
       [1, 'upsert'],
@@ -164,13 +165,13 @@ describe('changesAfter for some shards', () => {
 
 describe('scanFaces', () => {
   it('reads every face of the recogniser, or only those of the shards asked for', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     const ids: number[] = [];
     for (let i = 1; i <= 20; i++) ids.push(await storeFace('now', Float32Array.of(i, -i)));
     await storeFace('before');
     await storeFace('now', Float32Array.of(1, 2, 3));
     await recordLayout(4);
-    await transaction(sql, (tx) => logChanges(tx, ids, 'upsert'));
+    await transaction(sql, FIRST_TENANT, (tx) => logChanges(tx, ids, 'upsert'));
     const scan = async (shards?: { count: number; only: number[] }) => {
       const pages: FacePage[] = [];
       const position = await scanFaces(sql, 'now', 2, 3, async (page) => void pages.push(page), shards);

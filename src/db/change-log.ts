@@ -19,7 +19,7 @@
  * the faces table (`scanFaces`) and replays the log after the scan.
  */
 import type { Row } from 'postgres';
-import type { Sql, TransactionSql } from './client.js';
+import { bind, transaction, type Sql, type TransactionSql } from './client.js';
 import { bytesToFloats } from './embedding.js';
 import { shardOfFace } from './layout.js';
 
@@ -162,6 +162,7 @@ export async function scanFaces(
   shards?: ShardFilter,
 ): Promise<number> {
   return sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
+    await bind(tx, 'search index');
     const position = await lastPosition(tx);
     const columns = tx`f.id, f.embedding, ${scopesOf(tx)} AS galleries`;
     let after = '0';
@@ -230,7 +231,12 @@ export type LoggedChange =
  * committed (the change-log lock), so no row of the shards asked for below
  * it is missing.
  */
-export async function changesAfter(sql: Sql, position: number, limit: number, model: string, shards?: readonly number[]): Promise<LoggedChange[]> {
+export function changesAfter(sql: Sql, position: number, limit: number, model: string, shards?: readonly number[]): Promise<LoggedChange[]> {
+  // Every tenant's faces: read under a tenant's binding, another's would read as gone.
+  return transaction(sql, 'search index', (tx) => changesIn(tx, position, limit, model, shards));
+}
+
+async function changesIn(sql: TransactionSql, position: number, limit: number, model: string, shards?: readonly number[]): Promise<LoggedChange[]> {
   const columns = sql`
     c.position, c.face_id, c.op, f.id IS NOT NULL AS present, f.model = ${model} AS current,
     CASE WHEN c.op = 'galleries' OR f.model <> ${model} THEN NULL ELSE f.embedding END AS embedding,

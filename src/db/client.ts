@@ -9,13 +9,23 @@
  * cursor. A streaming listing holds its connection for as long as its client
  * takes to read the answer, so slow readers may exhaust `stream`, but they
  * never take a connection every other database route needs.
+ *
+ * Both connect as the role row-level security binds (018-row-level-security.sql):
+ * a statement sees the rows of the tenant its transaction names through
+ * `transaction`, or, under a named bypass, every tenant's; outside both, none.
+ * A third, small pool connects as the tables' owner for schema work alone.
  */
 import postgres from 'postgres';
+import type { TenantId } from '../auth.js';
 import { DomainError } from '../errors.js';
 import type { Logger } from '../log.js';
 
 export type Sql = postgres.Sql;
 export type TransactionSql = postgres.TransactionSql;
+
+declare const owned: unique symbol;
+/** Connections as the tables' owner (`Database.owner`): what schema work takes, so no pool of the tenant role is handed to it. */
+export type OwnerSql = Sql & { readonly [owned]: true };
 
 /**
  * Runs a read that wants what is committed now: on the primary, or, with a
@@ -50,6 +60,28 @@ export const onPool =
   (read) =>
     read(sql);
 
+/** The role of every pooled connection: row-level security binds it to the tenant its transaction names. */
+export const TENANT_ROLE = 'face_tenant';
+
+/** The role of the named bypass, which reads and writes every tenant's rows. */
+const DEPLOYMENT_ROLE = 'face_deployment';
+
+/**
+ * Work that reads or writes across tenants, by name: the only transactions that take the bypass
+ * (docs/architecture.md says what each is for).
+ */
+export type AcrossTenants =
+  | 'authentication'
+  | 'search index'
+  | 'administration'
+  | 'history retention'
+  | 'photo collection'
+  | 're-embedding'
+  | 'service health';
+
+/** What a transaction's statements are bound to: one tenant's rows, or a named bypass. */
+export type Binding = TenantId | AcrossTenants;
+
 export interface DatabaseOptions {
   url: string;
   /** Pool size; each in-flight store request holds at most one connection. */
@@ -68,23 +100,36 @@ export interface Database {
   readonly sql: Sql;
   /** The pool for cursors that stream into responses (see the module comment). */
   readonly stream: Sql;
+  /**
+   * The tables' owner, outside row-level security: migrations, the history's partitions (schema
+   * changes) and the server's statistics of this process's sessions; never a tenant's rows.
+   */
+  readonly owner: OwnerSql;
   /** Each pool's name as the server sees it (application_name) and its size. */
   readonly pools: ReadonlyArray<{ pool: 'main' | 'listings'; applicationName: string; max: number }>;
   /** Lets running queries finish for up to `timeoutS` seconds, then drops the connections. */
   close(timeoutS?: number): Promise<void>;
 }
 
+/**
+ * A pool of connections to `url` taking the tenant role, or, with `asOwner`, the login role
+ * itself. A connection is only opened by its first query, so a pool made before the migration
+ * that creates the role (018) is usable once it has run.
+ */
+export function openPool(url: string, opts: { max: number; name: string; asOwner?: boolean; log?: Logger; idleTimeoutS?: number }): Sql {
+  return postgres(url, {
+    max: opts.max,
+    // Idle connections are released so a quiet service holds few backends.
+    idle_timeout: opts.idleTimeoutS ?? 60,
+    connect_timeout: 10,
+    connection: { application_name: opts.name, ...(opts.asOwner ? {} : { role: TENANT_ROLE }) },
+    // Notices (e.g. "relation already exists, skipping") are not problems.
+    onnotice: (notice) => opts.log?.debug({ notice: notice.message }, 'postgres notice'),
+  });
+}
+
 export function connect({ url, max = 10, streamMax = STREAM_POOL, log }: DatabaseOptions): Database {
-  const pool = (size: number, name: string) =>
-    postgres(url, {
-      max: size,
-      // Idle connections are released so a quiet service holds few backends.
-      idle_timeout: 60,
-      connect_timeout: 10,
-      connection: { application_name: name },
-      // Notices (e.g. "relation already exists, skipping") are not problems.
-      onnotice: (notice) => log?.debug({ notice: notice.message }, 'postgres notice'),
-    });
+  const pool = (size: number, name: string, asOwner = false) => openPool(url, { max: size, name, asOwner, log, idleTimeoutS: asOwner ? 10 : 60 });
   // The process id tells this process's connections apart from another node's on the same server.
   const pools = [
     { pool: 'main' as const, applicationName: `face-service[${process.pid}]`, max },
@@ -92,14 +137,16 @@ export function connect({ url, max = 10, streamMax = STREAM_POOL, log }: Databas
   ];
   const sql = pool(max, pools[0].applicationName);
   const stream = pool(streamMax, pools[1].applicationName);
+  const owner = pool(2, `face-service-owner[${process.pid}]`, true) as OwnerSql;
   let closing: Promise<void> | undefined;
   return {
     url,
     sql,
     stream,
+    owner,
     pools,
     close(timeoutS = 5) {
-      closing ??= Promise.all([sql.end({ timeout: timeoutS }), stream.end({ timeout: timeoutS })]).then(() => {});
+      closing ??= Promise.all([sql, stream, owner].map((p) => p.end({ timeout: timeoutS }))).then(() => {});
       return closing;
     },
   };
@@ -115,14 +162,14 @@ export interface PoolUsage {
 /**
  * How many connections each pool holds open and what they are doing, as the
  * server reports them (pg_stat_activity): the client library keeps its own
- * counts private. Asked on the listings pool, whose own connection shows as
- * one active listings connection.
+ * counts private. Asked as the login role, the only one that sees its own
+ * sessions' states (the tenant role sees them as insufficient privilege).
  */
 export async function poolUsage(db: Database): Promise<PoolUsage[]> {
   const names = db.pools.map((p) => p.applicationName);
-  const rows = await db.stream<Array<{ name: string; state: string | null; n: number }>>`
+  const rows = await db.owner<Array<{ name: string; state: string | null; n: number }>>`
     SELECT application_name AS name, state, count(*)::int AS n
-    FROM pg_stat_activity WHERE application_name IN ${db.stream(names)}
+    FROM pg_stat_activity WHERE application_name IN ${db.owner(names)}
     GROUP BY 1, 2`;
   return db.pools.map((p) => ({
     pool: p.pool,
@@ -141,18 +188,57 @@ export function sqlState(err: unknown): string | undefined {
 const RETRYABLE = new Set(['40001', '40P01']);
 
 /**
- * Runs `fn` in a transaction, again (a few times) when Postgres aborted it as
- * a deadlock victim or a serialization failure. `fn` must be safe to repeat.
+ * Binds the statements of `tx` that follow: to one tenant's rows (the setting the policies read),
+ * or, for a named bypass, to every tenant's (its role). The one place either is done.
  */
-export async function transaction<T>(sql: Sql, fn: (tx: TransactionSql) => Promise<T>, attempts = 4): Promise<T> {
+export async function bind(tx: TransactionSql, binding: Binding): Promise<void> {
+  if (typeof binding === 'number') await tx`SELECT set_config('face.tenant', ${String(binding)}, true)`;
+  else await tx`SET LOCAL ROLE ${tx(DEPLOYMENT_ROLE)}`;
+}
+
+/**
+ * Runs `fn` in a transaction bound to `binding` (see `bind`), again (a few times) when Postgres
+ * aborted it as a deadlock victim or a serialization failure. `fn` must be safe to repeat.
+ */
+export async function transaction<T>(sql: Sql, binding: Binding, fn: (tx: TransactionSql) => Promise<T>, attempts = 4): Promise<T> {
   for (let i = 1; ; i++) {
     try {
-      return (await sql.begin((tx) => fn(tx))) as T;
+      return (await sql.begin(async (tx) => {
+        await bind(tx, binding);
+        return fn(tx);
+      })) as T;
     } catch (err) {
       if (i >= attempts || !RETRYABLE.has(sqlState(err) ?? '')) throw err;
       await new Promise((r) => setTimeout(r, 5 * i + Math.random() * 10));
     }
   }
+}
+
+/** A bound transaction held open by its caller; `end` commits it (a failed one is rolled back, quietly). */
+export interface OpenTransaction {
+  tx: TransactionSql;
+  end(): Promise<void>;
+}
+
+/**
+ * Begins a transaction bound to `binding` that stays open until `end`: a listing streams its rows
+ * from a cursor inside one, for as long as its reader takes (paging.ts).
+ */
+export function openTransaction(sql: Sql, binding: Binding): Promise<OpenTransaction> {
+  return new Promise((resolve, reject) => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let opened = false;
+    const settled: Promise<unknown> = sql.begin(async (tx) => {
+      await bind(tx, binding);
+      opened = true;
+      resolve({ tx, end: () => (release(), settled.then(() => {}, () => {})) });
+      await released;
+    });
+    settled.catch((err) => {
+      if (!opened) reject(err);
+    });
+  });
 }
 
 /**

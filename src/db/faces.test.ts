@@ -44,7 +44,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  const sql = tdb.db.sql;
+  const sql = tdb.db.owner;
   await sql`TRUNCATE face_galleries, faces, photos, photo_gc RESTART IDENTITY CASCADE`;
   await sql`DELETE FROM galleries WHERE name <> 'default'`;
   await rm(blobs.root, { recursive: true, force: true });
@@ -66,7 +66,7 @@ async function drain<T>(listing: Listing<T>) {
 
 /** Every cross-table invariant of the store at once. */
 async function expectConsistent() {
-  const sql = tdb.db.sql;
+  const sql = tdb.db.owner;
   const [orphanPhotos] = await sql`SELECT count(*)::int AS n FROM photos p WHERE NOT EXISTS (SELECT 1 FROM faces f WHERE f.photo_hash = p.hash)`;
   expect(orphanPhotos.n).toBe(0);
   const [queued] = await sql`SELECT count(*)::int AS n FROM photo_gc`;
@@ -90,9 +90,9 @@ describe('adding faces', () => {
     expect(out[0].timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$/);
     expect(Math.abs(Date.parse(`${out[0].timestamp}Z`) - Date.now())).toBeLessThan(60_000);
     expect(await blobs.read(sha256Hex(bytes))).toEqual(bytes);
-    const [p] = await tdb.db.sql`SELECT size, content_type FROM photos`;
+    const [p] = await tdb.db.owner`SELECT size, content_type FROM photos`;
     expect(p).toEqual({ size: bytes.length, content_type: 'image/jpeg' });
-    const [e] = await tdb.db.sql`SELECT dim, embedding FROM faces WHERE id = 2`;
+    const [e] = await tdb.db.owner`SELECT dim, embedding FROM faces WHERE id = 2`;
     expect(e.dim).toBe(4);
     expect(Array.from(bytesToFloats(e.embedding))).toEqual(Array.from(face(50).embedding));
     await expectConsistent();
@@ -108,7 +108,7 @@ describe('adding faces', () => {
       camId: '123e4567-e89b-12d3-a456-426614174000',
     });
     expect(f.photo).toBe('https://example.com/a.jpg');
-    const [row] = await tdb.db.sql`SELECT cam_id FROM faces`;
+    const [row] = await tdb.db.owner`SELECT cam_id FROM faces`;
     expect(row.cam_id).toBe('123e4567-e89b-12d3-a456-426614174000');
   });
 
@@ -117,7 +117,7 @@ describe('adding faces', () => {
     expect(err).toBeInstanceOf(DomainError);
     expect(err.code).toBe('NOT_FOUND');
     expect(err.message).toContain('nope');
-    const [n] = await tdb.db.sql`SELECT (SELECT count(*) FROM faces)::int AS faces, (SELECT count(*) FROM photos)::int AS photos`;
+    const [n] = await tdb.db.owner`SELECT (SELECT count(*) FROM faces)::int AS faces, (SELECT count(*) FROM photos)::int AS photos`;
     expect(n).toEqual({ faces: 0, photos: 0 });
     await expectConsistent();
   });
@@ -126,7 +126,7 @@ describe('adding faces', () => {
     const bytes = photo();
     await add({ photo: bytes, faces: [face(1)], meta: 'a', galleries: [] });
     await add({ photo: bytes, faces: [face(2)], meta: 'b', galleries: [] });
-    const [n] = await tdb.db.sql`SELECT count(*)::int AS n FROM photos`;
+    const [n] = await tdb.db.owner`SELECT count(*)::int AS n FROM photos`;
     expect(n.n).toBe(1);
     await expectConsistent();
   });
@@ -138,7 +138,7 @@ describe('updating a face', () => {
     const [f] = await add({ photo: photo(), faces: [face()], meta: 'old', galleries: ['a'] });
     let u = await update(f.id, { meta: 'new', personId: 42, galleries: { add: ['b'] } });
     expect(u).toMatchObject({ meta: 'new', galleries: ['default', 'a', 'b'] });
-    const [row] = await tdb.db.sql`SELECT person_id FROM faces WHERE id = ${f.id}`;
+    const [row] = await tdb.db.owner`SELECT person_id FROM faces WHERE id = ${f.id}`;
     expect(Number(row.person_id)).toBe(42);
     u = await update(f.id, { galleries: { del: ['a', 'default'] } });
     expect(u?.galleries).toEqual(['default', 'b']);
@@ -147,7 +147,7 @@ describe('updating a face', () => {
     u = await update(f.id, { galleries: { set: [] } });
     expect(u?.galleries).toEqual(['default']);
     u = await update(f.id, { personId: null });
-    const [cleared] = await tdb.db.sql`SELECT person_id FROM faces WHERE id = ${f.id}`;
+    const [cleared] = await tdb.db.owner`SELECT person_id FROM faces WHERE id = ${f.id}`;
     expect(cleared.person_id).toBeNull();
   });
 
@@ -311,8 +311,8 @@ describe('crash leftovers', () => {
     const unused = photo();
     const [g] = await add({ photo: unused, faces: [face()], meta: '', galleries: [] });
     // As if the process died right after deleting g's face: row deleted and queued, not collected.
-    await tdb.db.sql`DELETE FROM faces WHERE id = ${g.id}`;
-    await tdb.db.sql`INSERT INTO photo_gc (hash) VALUES (${sha256Hex(used)}), (${sha256Hex(unused)})`;
+    await tdb.db.owner`DELETE FROM faces WHERE id = ${g.id}`;
+    await tdb.db.owner`INSERT INTO photo_gc (hash) VALUES (${sha256Hex(used)}), (${sha256Hex(unused)})`;
     await photos.collect();
     expect(await store.getFace(T, f.id)).toBeDefined();
     expect(await blobs.exists(sha256Hex(used))).toBe(true);
@@ -344,7 +344,7 @@ describe('concurrency', () => {
     ops.push(dropGallery('y'));
     await Promise.all(ops);
     await expectConsistent();
-    const [counts] = await tdb.db.sql`
+    const [counts] = await tdb.db.owner`
       SELECT (SELECT count(*) FROM faces)::int AS faces,
              (SELECT count(*) FROM face_galleries WHERE gallery = 'y')::int AS y`;
     expect(counts.y).toBe(0);
@@ -354,7 +354,7 @@ describe('concurrency', () => {
     // Deleting everything leaves no photo, row or blob behind.
     await Promise.all(listed.items.map((f) => del(f.id)));
     await expectConsistent();
-    const [left] = await tdb.db.sql`SELECT count(*)::int AS n FROM photos`;
+    const [left] = await tdb.db.owner`SELECT count(*)::int AS n FROM photos`;
     expect(left.n).toBe(0);
   });
 });

@@ -125,7 +125,7 @@ function within(sql: Sql | TransactionSql, reach: Reach, alias = 'f', listed = f
  * 200k (EXPLAIN ANALYZE), 357 ms for the first page of a tenant of 1M (`npm run bench:tenants`).
  */
 function listingOrder(scoped: boolean, byMeta: boolean) {
-  return (s: Sql, order: Fragment) => {
+  return (s: TransactionSql, order: Fragment) => {
     if (scoped) return s`s.tenant_id ${order}, s.gallery ${order}, s.face_id ${order}`;
     return byMeta ? s`f.tenant_id ${order}, f.meta ${order}, f.id ${order}` : s`f.tenant_id ${order}, f.id ${order}`;
   };
@@ -184,7 +184,7 @@ export class FaceStore {
     const dim = input.faces[0].embedding.length;
     let blob: string | undefined;
     try {
-      return await transaction(this.sql, async (tx) => {
+      return await transaction(this.sql, input.tenant, async (tx) => {
         await shareGalleries(tx, input.tenant, galleries);
         const hash = await this.photos.keepIn(tx, input.photo, (h) => (blob = h));
         const rows = input.faces.map((f) => ({
@@ -223,13 +223,17 @@ export class FaceStore {
   /** The persons of these faces of `reach` (those that have one), each once. */
   async personsOf(reach: Reach, ids: number[]): Promise<number[]> {
     if (ids.length === 0) return [];
-    const rows = await this.sql`SELECT DISTINCT f.person_id FROM faces f WHERE f.id = ANY(${ids}::bigint[]) AND ${within(this.sql, reach)} AND f.person_id IS NOT NULL`;
+    const rows = await transaction(
+      this.sql,
+      reach.tenant,
+      (tx) => tx`SELECT DISTINCT f.person_id FROM faces f WHERE f.id = ANY(${ids}::bigint[]) AND ${within(tx, reach)} AND f.person_id IS NOT NULL`,
+    );
     return rows.map((r) => Number(r.person_id));
   }
 
   /** True when a face of `reach` came from the photo `hash`: the photos a caller may read back. */
   async hasPhoto(reach: Reach, hash: string): Promise<boolean> {
-    const [row] = await this.sql`SELECT 1 FROM faces f WHERE f.photo_hash = ${hash} AND ${within(this.sql, reach)} LIMIT 1`;
+    const [row] = await transaction(this.sql, reach.tenant, (tx) => tx`SELECT 1 FROM faces f WHERE f.photo_hash = ${hash} AND ${within(tx, reach)} LIMIT 1`);
     return !!row;
   }
 
@@ -237,7 +241,7 @@ export class FaceStore {
   async getFaces(reach: Reach, ids: number[]): Promise<StoredFace[]> {
     if (ids.length === 0) return [];
     const rows = await this.fresh(
-      (sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id IN ${sql(ids)} AND ${within(sql, reach)}`,
+      (sql) => transaction(sql, reach.tenant, (tx) => tx`SELECT ${faceColumns(tx)} FROM faces f WHERE f.id IN ${tx(ids)} AND ${within(tx, reach)}`),
       (found) => found.length === new Set(ids).size,
     );
     const byId = new Map(rows.map((r) => [Number(r.id), toFace(r)]));
@@ -246,7 +250,7 @@ export class FaceStore {
 
   async getFace(reach: Reach, id: number): Promise<StoredFace | undefined> {
     const [row] = await this.fresh(
-      (sql) => sql`SELECT ${faceColumns(sql)} FROM faces f WHERE f.id = ${id} AND ${within(sql, reach)}`,
+      (sql) => transaction(sql, reach.tenant, (tx) => tx`SELECT ${faceColumns(tx)} FROM faces f WHERE f.id = ${id} AND ${within(tx, reach)}`),
       (found) => found.length > 0,
     );
     return row ? toFace(row) : undefined;
@@ -260,7 +264,7 @@ export class FaceStore {
    * Only a gallery change concerns search, so only it is logged.
    */
   async updateFace(reach: Reach, id: number, update: FaceUpdate): Promise<Written<StoredFace> | undefined> {
-    return transaction(this.sql, async (tx) => {
+    return transaction(this.sql, reach.tenant, async (tx) => {
       const change = update.galleries;
       const names = change ? extraGalleries('add' in change ? change.add : 'del' in change ? change.del : change.set) : [];
       await shareGalleries(tx, reach.tenant, names);
@@ -294,7 +298,7 @@ export class FaceStore {
 
   /** Undefined when there was no such face. The photo goes too when this was its last face. */
   async deleteFace(reach: Reach, id: number): Promise<{ position: number } | undefined> {
-    const deleted = await transaction(this.sql, async (tx) => {
+    const deleted = await transaction(this.sql, reach.tenant, async (tx) => {
       const gone = await tx`DELETE FROM faces f WHERE f.id = ${id} AND ${within(tx, reach)} RETURNING f.photo_hash`;
       if (gone.length === 0) return undefined;
       const hash = gone[0].photo_hash as string;
@@ -311,7 +315,7 @@ export class FaceStore {
    * face uses any more. Undefined when there was none.
    */
   async deleteByMeta(reach: Reach, meta: string): Promise<{ ids: number[]; position: number } | undefined> {
-    const deleted = await transaction(this.sql, async (tx) => {
+    const deleted = await transaction(this.sql, reach.tenant, async (tx) => {
       const gone = await tx`DELETE FROM faces f WHERE f.meta = ${meta} AND ${within(tx, reach)} RETURNING f.id, f.photo_hash`;
       if (gone.length === 0) return undefined;
       const hashes = [...new Set(gone.map((r) => r.photo_hash as string))];
@@ -329,11 +333,11 @@ export class FaceStore {
     if (filter.gallery !== undefined) await this.requireGallery(reach.tenant, filter.gallery);
     const g = filter.gallery;
     const scoped = g !== undefined && g !== DEFAULT_GALLERY;
-    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.tenant_id = ${reach.tenant} AND s.gallery = ${g}` : s`faces f`);
-    const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
-    const match = (s: Sql) => s`${within(s, reach, 'f', true)} AND ${filter.meta !== undefined ? s`f.meta = ${filter.meta}` : s`true`}`;
+    const from = (s: TransactionSql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.tenant_id = ${reach.tenant} AND s.gallery = ${g}` : s`faces f`);
+    const idCol = (s: TransactionSql) => (scoped ? s`s.face_id` : s`f.id`);
+    const match = (s: TransactionSql) => s`${within(s, reach, 'f', true)} AND ${filter.meta !== undefined ? s`f.meta = ${filter.meta}` : s`true`}`;
     const orderBy = listingOrder(scoped, filter.meta !== undefined);
-    return pagedListing(this.reads, page, batchSize, {
+    return pagedListing(this.reads, reach.tenant, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${orderBy(s, order)} ${extra}`,
       rows: (s, where) => s`SELECT ${faceColumns(s)} FROM ${from(s)} WHERE ${match(s)} AND ${where} ORDER BY ${orderBy(s, s`DESC`)}`,
       idCol,
@@ -350,15 +354,15 @@ export class FaceStore {
     if (filter.gallery !== undefined) await this.requireGallery(reach.tenant, filter.gallery);
     const g = filter.gallery;
     const scoped = g !== undefined && g !== DEFAULT_GALLERY;
-    const from = (s: Sql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.tenant_id = ${reach.tenant} AND s.gallery = ${g}` : s`faces f`);
-    const idCol = (s: Sql) => (scoped ? s`s.face_id` : s`f.id`);
-    const same = (s: Sql) =>
+    const from = (s: TransactionSql) => (scoped ? s`faces f JOIN face_galleries s ON s.face_id = f.id AND s.tenant_id = ${reach.tenant} AND s.gallery = ${g}` : s`faces f`);
+    const idCol = (s: TransactionSql) => (scoped ? s`s.face_id` : s`f.id`);
+    const same = (s: TransactionSql) =>
       scoped
         ? s`FROM faces o JOIN face_galleries os ON os.face_id = o.id AND os.tenant_id = ${reach.tenant} AND os.gallery = ${g} WHERE o.meta = f.meta AND ${within(s, reach, 'o')}`
         : s`FROM faces o WHERE o.meta = f.meta AND ${within(s, reach, 'o')}`;
-    const first = (s: Sql) => s`${within(s, reach, 'f', true)} AND NOT EXISTS (SELECT 1 ${same(s)} AND o.id < f.id)`;
+    const first = (s: TransactionSql) => s`${within(s, reach, 'f', true)} AND NOT EXISTS (SELECT 1 ${same(s)} AND o.id < f.id)`;
     const orderBy = listingOrder(scoped, false);
-    return pagedListing(this.reads, page, batchSize, {
+    return pagedListing(this.reads, reach.tenant, page, batchSize, {
       ids: (s, where, order, extra) => s`SELECT ${idCol(s)} AS id FROM ${from(s)} WHERE ${first(s)} AND ${where} ORDER BY ${orderBy(s, order)} ${extra}`,
       rows: (s, where) => s`
         SELECT ${faceColumns(s)}, (SELECT count(*) ${same(s)}) AS meta_count

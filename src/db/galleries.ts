@@ -43,7 +43,7 @@ export async function shareGalleries(tx: TransactionSql, tenant: TenantId, names
 
 export async function galleryExists(sql: Sql, tenant: TenantId, name: string): Promise<boolean> {
   if (name === DEFAULT_GALLERY) return true;
-  const [row] = await sql`SELECT 1 FROM galleries WHERE tenant_id = ${tenant} AND name = ${name}`;
+  const [row] = await transaction(sql, tenant, (tx) => tx`SELECT 1 FROM galleries WHERE tenant_id = ${tenant} AND name = ${name}`);
   return !!row;
 }
 
@@ -57,9 +57,13 @@ export class GalleryStore {
 
   /** The tenant's galleries (those of `only` when given), default first, then the others sorted. */
   async list(tenant: TenantId, only?: readonly string[]): Promise<string[]> {
-    const rows = await this.sql`
-      SELECT name FROM galleries WHERE tenant_id = ${tenant} ${only ? this.sql`AND name = ANY(${only as string[]})` : this.sql``}
-      ORDER BY name = ${DEFAULT_GALLERY} DESC, name`;
+    const rows = await transaction(
+      this.sql,
+      tenant,
+      (tx) => tx`
+        SELECT name FROM galleries WHERE tenant_id = ${tenant} ${only ? tx`AND name = ANY(${only as string[]})` : tx``}
+        ORDER BY name = ${DEFAULT_GALLERY} DESC, name`,
+    );
     return rows.map((r) => r.name as string);
   }
 
@@ -76,7 +80,11 @@ export class GalleryStore {
   /** False when the tenant has a gallery of that name already. */
   async create(tenant: TenantId, name: string): Promise<boolean> {
     if (!GALLERY_NAME.test(name)) throw new DomainError('BAD_PARAM', `Invalid gallery name: ${name}`, { param: 'gallery' });
-    const rows = await this.sql`INSERT INTO galleries (tenant_id, name) VALUES (${tenant}, ${name}) ON CONFLICT DO NOTHING RETURNING name`;
+    const rows = await transaction(
+      this.sql,
+      tenant,
+      (tx) => tx`INSERT INTO galleries (tenant_id, name) VALUES (${tenant}, ${name}) ON CONFLICT DO NOTHING RETURNING name`,
+    );
     return rows.length > 0;
   }
 
@@ -89,7 +97,7 @@ export class GalleryStore {
    */
   async delete(tenant: TenantId, name: string, actor: Actor): Promise<{ deleted: number; position?: number } | undefined> {
     if (name === DEFAULT_GALLERY) throw new DomainError('BAD_PARAM', 'The default gallery cannot be deleted', { param: 'gallery' });
-    const found = await transaction(this.sql, async (tx) => {
+    const found = await transaction(this.sql, tenant, async (tx) => {
       // Locked first: adds into this gallery (KEY SHARE) wait, then find it gone.
       const [g] = await tx`SELECT name FROM galleries WHERE tenant_id = ${tenant} AND name = ${name} FOR UPDATE`;
       if (!g) return undefined;

@@ -101,7 +101,7 @@ describe('migrating a history that already holds sightings', () => {
     // And the persons' merges and sighting embeddings, which the store reads and which do not
     // depend on partitioning: the history of before partitioning, as today's code sees it.
     for (const m of listMigrations().filter((m) => m.version < PARTITIONED || m.name === 'persons-grouped')) await copyFile(m.file, path.join(dir, path.basename(m.file)));
-    await migrate(tdb.db.sql, { dir });
+    await migrate(tdb.db.owner, { dir });
   });
 
   afterAll(async () => {
@@ -110,14 +110,14 @@ describe('migrating a history that already holds sightings', () => {
   });
 
   it('keeps every row, id, thumbnail and listing order, and ids go on from the same sequence', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     const history = new HistoryStore(sql, { sightings: 3, windowS: 3600 });
     const [{ relkind }] = await sql`SELECT relkind FROM pg_class WHERE oid = 'sightings'::regclass`;
     expect(relkind).toBe('r');
     // Today's store writes the tenant of persons and sightings (014-tenant-history.sql), which comes
     // after partitioning: the columns are lent for the seeding, and every row is the first tenant's, as
     // the migration makes them.
-    for (const table of ['faces', 'persons', 'sightings']) await sql`ALTER TABLE ${sql(table)} ADD COLUMN tenant_id bigint NOT NULL DEFAULT 1`;
+    for (const table of ['faces', 'persons', 'sightings', 'sighting_thumbnails']) await sql`ALTER TABLE ${sql(table)} ADD COLUMN tenant_id bigint NOT NULL DEFAULT 1`;
     // Persons are keyed by tenant too (015-tenant-persons.sql); the key goes with the lent column.
     await sql`CREATE UNIQUE INDEX persons_lent_key ON persons (tenant_id, id)`;
     const events = await seed(history, await twoFaces(sql));
@@ -131,7 +131,7 @@ describe('migrating a history that already holds sightings', () => {
       person: (await history.person(FIRST_TENANT, events[0].person_id))?.recent.map((e) => e.id),
     });
     const listedBefore = await listings();
-    for (const table of ['faces', 'persons', 'sightings']) await sql`ALTER TABLE ${sql(table)} DROP COLUMN tenant_id`;
+    for (const table of ['faces', 'persons', 'sightings', 'sighting_thumbnails']) await sql`ALTER TABLE ${sql(table)} DROP COLUMN tenant_id`;
 
     const applied = await migrate(sql);
     expect(applied[0]).toBe(PARTITIONED);
@@ -166,7 +166,7 @@ describe('monthly partitions', () => {
     tdb = await freshDatabase();
     dir = await mkdtemp(path.join(os.tmpdir(), 'history-partitions-'));
     history = new HistoryStore(tdb.db.sql, { sightings: 3, windowS: 3600 });
-    faceIds = await twoFaces(tdb.db.sql);
+    faceIds = await twoFaces(tdb.db.owner);
   });
 
   afterAll(async () => {
@@ -175,7 +175,7 @@ describe('monthly partitions', () => {
   });
 
   beforeEach(async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     await sql`TRUNCATE sighting_thumbnails, sightings RESTART IDENTITY`;
     // Months earlier tests made or detached, so each test starts from the migration's partitions.
     const mine = await sql`
@@ -184,7 +184,7 @@ describe('monthly partitions', () => {
   });
 
   it('the table is partitioned by seen_at, with a default partition and the indexes, checks and triggers on every partition', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     const [{ def }] = await sql`SELECT partdefid::regclass::text AS def FROM pg_partitioned_table WHERE partrelid = 'sightings'::regclass`;
     expect(def).toBe('sightings_default');
     const indexes = await sql`SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'sightings' ORDER BY indexname`;
@@ -209,7 +209,7 @@ describe('monthly partitions', () => {
   });
 
   it('creates the current month and those ahead, once, however many callers race', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     const results = await Promise.all([0, 1, 2, 3].map(() => ensureSightingPartitions(sql, { now: NOW, monthsAhead: 2 })));
     expect(results.flat().sort()).toEqual(['sightings_2025_04', 'sightings_2025_05', 'sightings_2025_06']);
     expect(await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 2 })).toEqual([]);
@@ -225,7 +225,7 @@ describe('monthly partitions', () => {
   });
 
   it('sightings of several months land in their months; a month without a partition lands in the default one and moves out with its ids when one is made', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     expect(await ensureSightingPartitions(sql, { now: NOW, since: new Date('2025-01-20T00:00:00Z'), monthsAhead: 0 })).toEqual(
       MONTHS.map((m) => `sightings_${m.replace('-', '_')}`),
     );
@@ -250,7 +250,7 @@ describe('monthly partitions', () => {
   });
 
   it('search across months keeps its order, filters and paging; a page after a cursor reads only the months up to it', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     await ensureSightingPartitions(sql, { now: NOW, since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 0 });
     const events = await seed(history, faceIds);
     const all = await drain(await history.search(FIRST_TENANT, {}));
@@ -285,7 +285,7 @@ describe('monthly partitions', () => {
   });
 
   it('detaching old months takes only their rows out of history, leaves each a standalone table with its thumbnails, and never the current month', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     await ensureSightingPartitions(sql, { now: NOW, since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 1 });
     const events = await seed(history, faceIds);
     const byMonth = (m: string) => events.filter((e) => e.timestamp.startsWith(m));
@@ -334,7 +334,7 @@ describe('monthly partitions', () => {
   });
 
   it('history stays append-only through the parent and on every partition', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 0 });
     const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: at('2025-04', 2), photoHash: HASH, photoKept: false, faces: [seen(1)] });
     const [d] = await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: '2020-01-01T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(2)] });

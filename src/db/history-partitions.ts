@@ -19,8 +19,12 @@
  * streamed history listing holds a lock that would otherwise make every new
  * history query queue behind the waiting step. A step that times out throws
  * (SQLSTATE 55P03) and changes nothing; run it again later.
+ *
+ * Both change the schema, so they run on the tables' owner (client.ts
+ * `Database.owner`), which row-level security does not bind: its
+ * transactions take no tenant.
  */
-import { transaction, type Sql, type TransactionSql } from './client.js';
+import type { OwnerSql, Sql, TransactionSql } from './client.js';
 
 /** Arbitrary constant identifying "sightings partition maintenance" among advisory locks. */
 const PARTITION_LOCK = 7_461_832_190_447_007n;
@@ -75,7 +79,7 @@ export async function listSightingPartitions(sql: Sql | TransactionSql): Promise
  * left alone. Returns the partitions created. Idempotent; concurrent callers
  * (several service nodes) take turns on an advisory lock.
  */
-export async function ensureSightingPartitions(sql: Sql, opts: EnsureOptions = {}): Promise<string[]> {
+export async function ensureSightingPartitions(owner: OwnerSql, opts: EnsureOptions = {}): Promise<string[]> {
   const now = opts.now ?? new Date();
   const ahead = opts.monthsAhead ?? 3;
   if (!Number.isInteger(ahead) || ahead < 0) throw new RangeError(`monthsAhead must be a whole number >= 0, not ${ahead}`);
@@ -83,7 +87,7 @@ export async function ensureSightingPartitions(sql: Sql, opts: EnsureOptions = {
   const last = monthStart(now, ahead);
   const months: string[] = [];
   for (let m = first; m <= last; m = monthStart(m, 1)) months.push(m.toISOString());
-  return transaction(sql, async (tx) => {
+  return owner.begin(async (tx) => {
     await lockMaintenance(tx, opts.lockTimeoutMs);
     const rows = await tx`SELECT name FROM sightings_add_partitions(${months}::timestamptz[]) AS name`;
     return rows.map((r) => r.name as string);
@@ -105,29 +109,31 @@ export async function ensureSightingPartitions(sql: Sql, opts: EnsureOptions = {
  * halfway, the history is consistent (the month's thumbnails read as
  * expired) and a second call completes it.
  */
-export async function detachSightingPartitionsBefore(sql: Sql, before: Date, opts: DetachOptions = {}): Promise<DetachedPartition[]> {
+export async function detachSightingPartitionsBefore(owner: OwnerSql, before: Date, opts: DetachOptions = {}): Promise<DetachedPartition[]> {
   const cutoff = Math.min(before.getTime(), monthStart(opts.now ?? new Date()).getTime());
   const batch = opts.batch ?? 5000;
-  const old = (await listSightingPartitions(sql)).filter((p) => p.to.getTime() <= cutoff);
+  const old = (await listSightingPartitions(owner)).filter((p) => p.to.getTime() <= cutoff);
   const detached: DetachedPartition[] = [];
   for (const p of old) {
     const thumbnails = `${p.name}_thumbnails`;
-    await sql`CREATE TABLE IF NOT EXISTS ${sql(thumbnails)} (LIKE sighting_thumbnails INCLUDING ALL)`;
+    await owner`CREATE TABLE IF NOT EXISTS ${owner(thumbnails)} (LIKE sighting_thumbnails INCLUDING ALL)`;
     for (let after = 0; ; ) {
-      const [moved] = await sql`
-        WITH part AS (SELECT s.id FROM ${sql(p.name)} s WHERE s.id > ${after} ORDER BY s.id LIMIT ${batch}),
+      const [moved] = await owner`
+        WITH part AS (SELECT s.id FROM ${owner(p.name)} s WHERE s.id > ${after} ORDER BY s.id LIMIT ${batch}),
         gone AS (DELETE FROM sighting_thumbnails t USING part WHERE t.sighting_id = part.id RETURNING t.*),
-        kept AS (INSERT INTO ${sql(thumbnails)} SELECT * FROM gone ON CONFLICT DO NOTHING)
+        kept AS (INSERT INTO ${owner(thumbnails)} SELECT * FROM gone ON CONFLICT DO NOTHING)
         SELECT count(*)::int AS n, max(id) AS last FROM part`;
       if (moved.n < batch) break;
       after = Number(moved.last);
     }
-    const done = await transaction(sql, async (tx) => {
+    const done = await owner.begin(async (tx) => {
       await lockMaintenance(tx, opts.lockTimeoutMs);
       // Another caller may have detached it while this one moved thumbnails.
       const still = (await listSightingPartitions(tx)).some((q) => q.name === p.name);
       if (!still) return false;
       await tx`ALTER TABLE sightings DETACH PARTITION ${tx(p.name)}`;
+      // Archives, outside row-level security now: for the owner alone, as the service reads neither.
+      await tx`REVOKE ALL ON ${tx(p.name)}, ${tx(thumbnails)} FROM face_tenant, face_deployment`;
       // Sightings recorded in that month since the batches above.
       await tx`
         WITH gone AS (DELETE FROM sighting_thumbnails t USING ${tx(p.name)} s WHERE t.sighting_id = s.id RETURNING t.*)

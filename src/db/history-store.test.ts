@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { DomainError } from '../errors.js';
 import { FaceStore } from './faces.js';
+import { transaction } from './client.js';
 import { PhotoBlobs, PhotoStore } from './photos.js';
 import { ensureSightingPartitions } from './history-partitions.js';
 import { HistoryStore, type HistoryEvent, type HistoryFilter, type HistoryListing, type SightingFace } from './history-store.js';
@@ -30,7 +31,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  await tdb.db.sql`TRUNCATE sighting_thumbnails, sightings, face_galleries, faces, photos, photo_gc, persons RESTART IDENTITY CASCADE`;
+  await tdb.db.owner`TRUNCATE sighting_thumbnails, sightings, face_galleries, faces, photos, photo_gc, persons RESTART IDENTITY CASCADE`;
 });
 
 const HASH = 'a'.repeat(64);
@@ -73,7 +74,7 @@ describe('recording sightings', () => {
     const [a1] = await history.record({ tenant: FIRST_TENANT, camId: 'cam2', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
     expect(a1).toMatchObject({ face_id: alice, meta: 'alice' });
     // The matched face had no person: it keeps the one just created.
-    const [row] = await tdb.db.sql`SELECT person_id FROM faces WHERE id = ${alice}`;
+    const [row] = await tdb.db.owner`SELECT person_id FROM faces WHERE id = ${alice}`;
     expect(Number(row.person_id)).toBe(a1.person_id);
     const [a2] = await history.record({ tenant: FIRST_TENANT, camId: 'cam3', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
     expect(a2.person_id).toBe(a1.person_id);
@@ -113,9 +114,9 @@ describe('recording sightings', () => {
 
   it('history is append-only; thumbnails cannot change', async () => {
     const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen()] });
-    await expect(tdb.db.sql`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
-    await expect(tdb.db.sql`DELETE FROM sightings`).rejects.toThrow(/append-only/);
-    await expect(tdb.db.sql`UPDATE sighting_thumbnails SET jpeg = '\\x00'`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.owner`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.owner`DELETE FROM sightings`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.owner`UPDATE sighting_thumbnails SET jpeg = '\\x00'`).rejects.toThrow(/append-only/);
   });
 
   it('expires thumbnails past the retention, oldest first, keeping every event', async () => {
@@ -136,7 +137,7 @@ describe('recording sightings', () => {
   });
 
   it('the friend window, a person’s newest sightings, thumbnails and cursors reach across a month boundary', async () => {
-    const sql = tdb.db.sql;
+    const sql = tdb.db.owner;
     await ensureSightingPartitions(sql, { now: new Date('2025-02-10T00:00:00Z'), since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 0 });
     const dave = await addFace('dave');
     const sight = async (seenAt: string) =>
@@ -159,7 +160,7 @@ describe('recording sightings', () => {
     await expect(
       history.record({ tenant: FIRST_TENANT, camId: 'not a valid camera id!', photoHash: HASH, photoKept: false, faces: [seen()] }),
     ).rejects.toThrow();
-    const [n] = await tdb.db.sql`SELECT (SELECT count(*) FROM persons)::int AS p, (SELECT count(*) FROM sightings)::int AS s, (SELECT count(*) FROM sighting_thumbnails)::int AS t`;
+    const [n] = await tdb.db.owner`SELECT (SELECT count(*) FROM persons)::int AS p, (SELECT count(*) FROM sightings)::int AS s, (SELECT count(*) FROM sighting_thumbnails)::int AS t`;
     expect(n).toEqual({ p: 0, s: 0, t: 0 });
   });
 });
@@ -189,7 +190,7 @@ describe('persons formed by strangers', () => {
     const [p1, p2, p3] = [await sight(1, stranger()), await sight(2, stranger()), await sight(3, stranger())].map((e) => e.person_id);
     await sight(4, stranger({ strangerPersons: [p2, p3] }));
     await sight(5, stranger({ strangerPersons: [p1, p2] }));
-    const rows = await tdb.db.sql`SELECT id, merged_into FROM persons ORDER BY id`;
+    const rows = await tdb.db.owner`SELECT id, merged_into FROM persons ORDER BY id`;
     expect(rows.map((r) => [Number(r.id), r.merged_into === null ? null : Number(r.merged_into)])).toEqual([
       [p1, null],
       [p2, p1],
@@ -217,9 +218,9 @@ describe('persons formed by strangers', () => {
     // Read after a known sighting, as the strangers' indexes catch up; the newest from there.
     expect((await history.strangersAcrossTenantsAfter('test', a.id, 10)).map((r) => r.quality.toFixed(1))).toEqual(['0.7', '0.6']);
     expect((await history.strangersAcrossTenantsAfter('test', a.id, 1)).map((r) => r.quality.toFixed(1))).toEqual(['0.7']);
-    const newest = await history.lastStrangerSightingAcrossTenants('test');
-    expect(await history.lastStrangerSightingAcrossTenants('test', a.id)).toBe(newest);
-    expect(await history.lastStrangerSightingAcrossTenants('test', newest)).toBe(newest);
+    const newest = await history.lastStrangerSighting('test');
+    expect(await history.lastStrangerSighting('test', a.id)).toBe(newest);
+    expect(await history.lastStrangerSighting('test', newest)).toBe(newest);
     // What a match stands for: the sighting's person now (a merge moves it), while it keeps its embedding.
     const c = await sight(5, stranger());
     expect(Object.fromEntries(await history.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: c.person_id });
@@ -246,14 +247,14 @@ describe('persons formed by strangers', () => {
     expect((await drain(await history.search(FIRST_TENANT, { personId: person }))).map((e) => e.id)).toEqual([c.id, b.id]);
     expect((await history.person(FIRST_TENANT, a.person_id))?.sightings).toBe(1);
     // Anything but the person is still refused.
-    await expect(tdb.db.sql`UPDATE sightings SET cam_id = 'x' WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
-    await expect(tdb.db.sql`UPDATE sightings SET person_id = ${a.person_id}, friend = true WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.owner`UPDATE sightings SET cam_id = 'x' WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
+    await expect(tdb.db.owner`UPDATE sightings SET person_id = ${a.person_id}, friend = true WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
   });
 
   it('a stored face found to be a stranger joins the survivor of their persons', async () => {
     const [p1, p2] = [await sight(1, stranger()), await sight(2, stranger())].map((e) => e.person_id);
     const face = await addFace('enrolled later');
-    const joined = await tdb.db.sql.begin((tx) => history.joinFaces(tx, FIRST_TENANT, [{ faceId: face, persons: [p2, p1] }]));
+    const joined = await transaction(tdb.db.sql, FIRST_TENANT, (tx) => history.joinFaces(tx, FIRST_TENANT, [{ faceId: face, persons: [p2, p1] }]));
     expect(joined).toEqual([p1]);
     expect((await history.person(FIRST_TENANT, p2))?.face_ids).toEqual([face]);
   });

@@ -30,7 +30,7 @@
  */
 import type { PendingQuery, Row } from 'postgres';
 import { invalid, notFound } from '../errors.js';
-import { onPool, transaction, type ReplicaRead, type Sql, type TransactionSql } from './client.js';
+import { onPool, openTransaction, transaction, type OpenTransaction, type ReplicaRead, type Sql, type TransactionSql } from './client.js';
 import { placementOf, type Placement } from './faces.js';
 import { bytesToFloats, floatsToBytes } from './embedding.js';
 import { mergePersons, newPerson, personMembers, survivorsOf, unknownPerson } from './persons.js';
@@ -216,12 +216,20 @@ export class HistoryStore {
 
   /** Records a sighting in a transaction of its own (identify). */
   record(sighting: Sighting): Promise<HistoryEvent[]> {
-    return transaction(this.sql, (tx) => this.recordIn(tx, sighting));
+    return transaction(this.sql, sighting.tenant, (tx) => this.recordIn(tx, sighting));
   }
 
-  /** Records the sighting `build` makes in the transaction it is given (grouping reads under its lock first). */
-  recordWith(build: (tx: TransactionSql) => Promise<Sighting>): Promise<HistoryEvent[]> {
-    return transaction(this.sql, async (tx) => this.recordIn(tx, await build(tx)));
+  /**
+   * Records the sighting `build` makes in the transaction it is given, bound to `tenant` (grouping
+   * reads under its lock first). The sighting must be the tenant's.
+   */
+  recordWith(tenant: TenantId, build: (tx: TransactionSql) => Promise<Sighting>): Promise<HistoryEvent[]> {
+    return transaction(this.sql, tenant, async (tx) => this.recordIn(tx, await build(tx)));
+  }
+
+  /** Runs `fn` in the caller's transaction when given, else in one of its own bound to `tenant`. */
+  private inTenant<T>(tenant: TenantId, tx: TransactionSql | undefined, fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
+    return tx ? fn(tx) : transaction(this.sql, tenant, fn);
   }
 
   /** Takes the grouping lock for the rest of the caller's transaction. */
@@ -304,8 +312,8 @@ export class HistoryStore {
         RETURNING ${EVENT_COLUMNS(tx)}`;
       const kept = f.embedding && sighting.model ? f.embedding : undefined;
       await tx`
-        INSERT INTO sighting_thumbnails (sighting_id, jpeg, embedding, model, quality)
-        VALUES (${row.id}, ${f.thumbnail}, ${kept ? floatsToBytes(kept.vector) : null}, ${kept ? sighting.model! : null}, ${kept ? kept.quality : null})`;
+        INSERT INTO sighting_thumbnails (sighting_id, tenant_id, jpeg, embedding, model, quality)
+        VALUES (${row.id}, ${sighting.tenant}, ${f.thumbnail}, ${kept ? floatsToBytes(kept.vector) : null}, ${kept ? sighting.model! : null}, ${kept ? kept.quality : null})`;
       events.push(toEvent(row));
     }
     return events;
@@ -315,15 +323,32 @@ export class HistoryStore {
    * Events matching `filter`, newest first. Several cameras are read as one
    * ordered index range each, merged by the database, so a page costs about
    * `limit` rows per camera however long the history. The cursor's first
-   * batch is read before the listing returns (paging.ts `openCursor`).
+   * batch is read before the listing returns (paging.ts `openCursor`), in a transaction bound
+   * to the tenant that ends with the last batch (or when the listing is closed unread).
    */
   async search(tenant: TenantId, filter: HistoryFilter, page: HistoryPage = {}, batchSize = 500): Promise<HistoryListing> {
     return this.listings(
-      async (sql) => {
+      async (pool) => {
+        const open = await openTransaction(pool, tenant);
+        try {
+          return await this.searchIn(open, pool, tenant, filter, page, batchSize);
+        } catch (err) {
+          await open.end();
+          throw err;
+        }
+      },
+      (late) => late.close(),
+    );
+  }
+
+  private async searchIn(open: OpenTransaction, pool: Sql, tenant: TenantId, filter: HistoryFilter, page: HistoryPage, batchSize: number) {
+        const sql = open.tx;
         let after: PendingQuery<Row[]> = sql`true`;
         if (page.maxId !== undefined) {
           // A replica behind the page that gave the cursor may lack it: the primary knows.
-          const at = (await this.seenAt(sql, tenant, page.maxId)) ?? (sql === this.sql ? undefined : await this.seenAt(this.sql, tenant, page.maxId));
+          const at =
+            (await this.seenAt(sql, tenant, page.maxId)) ??
+            (pool === this.sql ? undefined : await transaction(this.sql, tenant, (tx) => this.seenAt(tx, tenant, page.maxId as number)));
           if (at === undefined) throw invalid('max_id', `max_id: no history event ${page.maxId}`);
           // The row comparison alone is the order; the plain bound on seen_at says the same for
           // partition pruning, which cannot see into a row comparison: months after the cursor are skipped.
@@ -359,25 +384,30 @@ export class HistoryStore {
         let more = false;
         const limit = page.limit;
         const batches = (async function* () {
-          for await (const batch of rows.batches) {
-            let events = batch.map(toEvent);
-            if (limit !== undefined && listed + events.length > limit) {
-              events = events.slice(0, limit - listed);
-              more = true;
+          try {
+            for await (const batch of rows.batches) {
+              let events = batch.map(toEvent);
+              if (limit !== undefined && listed + events.length > limit) {
+                events = events.slice(0, limit - listed);
+                more = true;
+              }
+              listed += events.length;
+              if (events.length) last = events[events.length - 1].id;
+              if (events.length) yield events;
             }
-            listed += events.length;
-            if (events.length) last = events[events.length - 1].id;
-            if (events.length) yield events;
+          } finally {
+            await open.end();
           }
         })();
-        return { batches, nextMaxId: () => (more ? last : undefined), close: rows.close };
-      },
-      (late) => late.close(),
-    );
+        const close = () => {
+          rows.close();
+          void open.end();
+        };
+        return { batches, nextMaxId: () => (more ? last : undefined), close };
   }
 
   /** When sighting `id` of the tenant was seen, as text for a timestamptz; undefined when `sql` has no such sighting. */
-  private async seenAt(sql: Sql, tenant: TenantId, id: number): Promise<string | undefined> {
+  private async seenAt(sql: TransactionSql, tenant: TenantId, id: number): Promise<string | undefined> {
     const [row] = await sql`
       SELECT to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM sightings WHERE id = ${id} AND tenant_id = ${tenant}`;
     return row?.at as string | undefined;
@@ -385,10 +415,13 @@ export class HistoryStore {
 
   /**
    * The newest sighting id of a stranger with an embedding by `model`, `after` one known to be
-   * (0: none), in the caller's transaction when given. Reads only the sightings since `after`.
+   * (0: none); reads only the sightings since `after`. Of every tenant, under the search index's
+   * bypass; in the caller's transaction when given, of the tenant it is bound to (all a search of
+   * that tenant's strangers needs to have been indexed).
    */
-  async lastStrangerSightingAcrossTenants(model: string, after = 0, tx: Sql | TransactionSql = this.sql): Promise<number> {
-    const [row] = await tx`SELECT coalesce(max(t.sighting_id), ${after}) AS id FROM ${STRANGER_SIGHTINGS(tx, model)} AND t.sighting_id > ${after}`;
+  async lastStrangerSighting(model: string, after = 0, tx?: TransactionSql): Promise<number> {
+    const read = (q: TransactionSql) => q`SELECT coalesce(max(t.sighting_id), ${after}) AS id FROM ${STRANGER_SIGHTINGS(q, model)} AND t.sighting_id > ${after}`;
+    const [row] = await (tx ? read(tx) : transaction(this.sql, 'search index', read));
     return Number(row.id);
   }
 
@@ -398,26 +431,40 @@ export class HistoryStore {
    * their embedding.
    */
   async *strangerRepresentativesAcrossTenants(model: string, perPerson: number, upTo: number, batchSize = 5000): AsyncIterable<Representative[]> {
-    const query = this.sql`
-      SELECT id, tenant, person, quality, seen, embedding FROM (
-        SELECT ${REPRESENTATIVE_COLUMNS(this.sql)},
-          row_number() OVER (PARTITION BY coalesce(p.merged_into, p.id) ORDER BY t.quality DESC, t.sighting_id) AS k
-        FROM ${STRANGER_SIGHTINGS(this.sql, model)} AND t.sighting_id <= ${upTo}
-      ) r WHERE k <= ${perPerson}`;
-    for await (const rows of query.cursor(batchSize)) yield rows.map(toRepresentative);
+    const open = await openTransaction(this.sql, 'search index');
+    try {
+      const sql = open.tx;
+      const query = sql`
+        SELECT id, tenant, person, quality, seen, embedding FROM (
+          SELECT ${REPRESENTATIVE_COLUMNS(sql)},
+            row_number() OVER (PARTITION BY coalesce(p.merged_into, p.id) ORDER BY t.quality DESC, t.sighting_id) AS k
+          FROM ${STRANGER_SIGHTINGS(sql, model)} AND t.sighting_id <= ${upTo}
+        ) r WHERE k <= ${perPerson}`;
+      for await (const rows of query.cursor(batchSize)) yield rows.map(toRepresentative);
+    } finally {
+      await open.end();
+    }
   }
 
   /** Strangers' sightings after `after`, in id order, at most `limit`. */
   async strangersAcrossTenantsAfter(model: string, after: number, limit: number): Promise<Representative[]> {
-    const rows = await this.sql`
-      SELECT ${REPRESENTATIVE_COLUMNS(this.sql)} FROM ${STRANGER_SIGHTINGS(this.sql, model)} AND t.sighting_id > ${after}
-      ORDER BY t.sighting_id LIMIT ${limit}`;
+    const rows = await transaction(
+      this.sql,
+      'search index',
+      (sql) => sql`
+        SELECT ${REPRESENTATIVE_COLUMNS(sql)} FROM ${STRANGER_SIGHTINGS(sql, model)} AND t.sighting_id > ${after}
+        ORDER BY t.sighting_id LIMIT ${limit}`,
+    );
     return rows.map(toRepresentative);
   }
 
   /** Those of the sightings `ids` that still have their embedding (thumbnails not expired, month not detached). */
   async keptEmbeddingsAcrossTenants(ids: number[]): Promise<number[]> {
-    const rows = await this.sql`SELECT sighting_id FROM sighting_thumbnails WHERE sighting_id = ANY(${ids}::bigint[]) AND embedding IS NOT NULL`;
+    const rows = await transaction(
+      this.sql,
+      'search index',
+      (sql) => sql`SELECT sighting_id FROM sighting_thumbnails WHERE sighting_id = ANY(${ids}::bigint[]) AND embedding IS NOT NULL`,
+    );
     return rows.map((r) => Number(r.sighting_id));
   }
 
@@ -425,12 +472,16 @@ export class HistoryStore {
    * The person of each of the sightings `ids` that still has its embedding (the survivor, when
    * merged), in the caller's transaction when given: what a strangers' index match stands for.
    */
-  async personsOfSightings(tenant: TenantId, ids: number[], tx: Sql | TransactionSql = this.sql): Promise<Map<number, number>> {
+  async personsOfSightings(tenant: TenantId, ids: number[], tx?: TransactionSql): Promise<Map<number, number>> {
     if (ids.length === 0) return new Map();
-    const rows = await tx`
-      SELECT s.id, coalesce(p.merged_into, p.id) AS person
-      FROM sightings s JOIN persons p ON p.tenant_id = s.tenant_id AND p.id = s.person_id JOIN sighting_thumbnails t ON t.sighting_id = s.id
-      WHERE s.id = ANY(${ids}::bigint[]) AND s.tenant_id = ${tenant} AND t.embedding IS NOT NULL`;
+    const rows = await this.inTenant(
+      tenant,
+      tx,
+      (q) => q`
+        SELECT s.id, coalesce(p.merged_into, p.id) AS person
+        FROM sightings s JOIN persons p ON p.tenant_id = s.tenant_id AND p.id = s.person_id JOIN sighting_thumbnails t ON t.sighting_id = s.id
+        WHERE s.id = ANY(${ids}::bigint[]) AND s.tenant_id = ${tenant} AND t.embedding IS NOT NULL`,
+    );
     return new Map(rows.map((r) => [Number(r.id), Number(r.person)]));
   }
 
@@ -456,7 +507,7 @@ export class HistoryStore {
    * returns it and the survivors merged into it. An unknown id is NOT_FOUND, and nothing merges.
    */
   async mergePersons(tenant: TenantId, ids: number[]): Promise<{ survivor: number; losers: number[] }> {
-    return transaction(this.sql, async (tx) => {
+    return transaction(this.sql, tenant, async (tx) => {
       await this.lockGrouping(tx);
       const found = new Set((await tx`SELECT id FROM persons WHERE id = ANY(${ids}::bigint[]) AND tenant_id = ${tenant} FOR UPDATE`).map((r) => Number(r.id)));
       const missing = ids.find((id) => !found.has(id));
@@ -473,7 +524,7 @@ export class HistoryStore {
    * sightings of several persons BAD_PARAM, and nothing moves.
    */
   async splitPerson(tenant: TenantId, sightingIds: number[]): Promise<{ person: number; from: number }> {
-    return transaction(this.sql, async (tx) => {
+    return transaction(this.sql, tenant, async (tx) => {
       await this.lockGrouping(tx);
       const rows = await tx`
         SELECT s.id, coalesce(p.merged_into, p.id) AS person FROM sightings s JOIN persons p ON p.tenant_id = s.tenant_id AND p.id = s.person_id
@@ -490,16 +541,16 @@ export class HistoryStore {
   }
 
   async personExists(tenant: TenantId, id: number): Promise<boolean> {
-    const [row] = await this.sql`SELECT 1 FROM persons WHERE id = ${id} AND tenant_id = ${tenant}`;
+    const [row] = await transaction(this.sql, tenant, (tx) => tx`SELECT 1 FROM persons WHERE id = ${id} AND tenant_id = ${tenant}`);
     return !!row;
   }
 
   /** The person with counts, faces and newest sightings; undefined when unknown. */
   person(tenant: TenantId, id: number): Promise<Person | undefined> {
-    return this.views((sql) => this.personOn(sql, tenant, id));
+    return this.views((pool) => transaction(pool, tenant, (tx) => this.personOn(tx, tenant, id)));
   }
 
-  private async personOn(sql: Sql, tenant: TenantId, id: number): Promise<Person | undefined> {
+  private async personOn(sql: TransactionSql, tenant: TenantId, id: number): Promise<Person | undefined> {
     // A person merged into another is read as the survivor (011-persons-grouped.sql).
     const [p] = await sql`
       SELECT p.id, to_char(p.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS created,
@@ -530,8 +581,12 @@ export class HistoryStore {
 
   /** The JPEG kept with a sighting; 'expired' when the sighting exists but its thumbnail is gone. */
   async thumbnail(tenant: TenantId, sightingId: number): Promise<Buffer | 'expired' | undefined> {
-    const [row] = await this.sql`
-      SELECT t.jpeg FROM sightings s LEFT JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.id = ${sightingId} AND s.tenant_id = ${tenant}`;
+    const [row] = await transaction(
+      this.sql,
+      tenant,
+      (tx) => tx`
+        SELECT t.jpeg FROM sightings s LEFT JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.id = ${sightingId} AND s.tenant_id = ${tenant}`,
+    );
     if (!row) return undefined;
     return row.jpeg === null ? 'expired' : (row.jpeg as Buffer);
   }
@@ -548,12 +603,16 @@ export class HistoryStore {
   async expireThumbnailsAcrossTenants(retentionS: number, batch = 5000): Promise<number> {
     let removed = 0;
     for (;;) {
-      const gone = await this.sql`
-        WITH lo AS (SELECT min(sighting_id) AS id FROM sighting_thumbnails),
-        window_ AS (SELECT s.id, s.seen_at FROM sightings s, lo WHERE s.id >= lo.id ORDER BY s.id LIMIT ${batch})
-        DELETE FROM sighting_thumbnails t USING window_ w
-        WHERE t.sighting_id = w.id AND w.seen_at < now() - make_interval(secs => ${retentionS})
-        RETURNING t.sighting_id`;
+      const gone = await transaction(
+        this.sql,
+        'history retention',
+        (tx) => tx`
+          WITH lo AS (SELECT min(sighting_id) AS id FROM sighting_thumbnails),
+          window_ AS (SELECT s.id, s.seen_at FROM sightings s, lo WHERE s.id >= lo.id ORDER BY s.id LIMIT ${batch})
+          DELETE FROM sighting_thumbnails t USING window_ w
+          WHERE t.sighting_id = w.id AND w.seen_at < now() - make_interval(secs => ${retentionS})
+          RETURNING t.sighting_id`,
+      );
       removed += gone.length;
       if (gone.length === 0) return removed;
     }

@@ -23,13 +23,13 @@ describe('migrations', () => {
   });
 
   it('apply once, even when several starters race, and record themselves', async () => {
-    const results = await Promise.all([migrate(tdb.db.sql), migrate(tdb.db.sql), migrate(tdb.db.sql)]);
+    const results = await Promise.all([migrate(tdb.db.owner), migrate(tdb.db.owner), migrate(tdb.db.owner)]);
     const all = listMigrations().map((m) => m.version);
     expect(results.flat().sort((a, b) => a - b)).toEqual(all);
-    expect(await migrate(tdb.db.sql)).toEqual([]);
-    const rows = await tdb.db.sql`SELECT version, name FROM schema_migrations ORDER BY version`;
+    expect(await migrate(tdb.db.owner)).toEqual([]);
+    const rows = await tdb.db.owner`SELECT version, name FROM schema_migrations ORDER BY version`;
     expect(rows.map((r) => r.version)).toEqual(all);
-    const [g] = await tdb.db.sql`SELECT name FROM galleries`;
+    const [g] = await tdb.db.owner`SELECT name FROM galleries`;
     expect(g.name).toBe('default');
   });
 
@@ -40,10 +40,10 @@ describe('migrations', () => {
       await writeFile(path.join(dir, '002-bad.sql'), 'CREATE TABLE mig_half (x int);\nSELECT no_such_function();');
       const other = await freshDatabase({ migrate: false });
       try {
-        await expect(migrate(other.db.sql, { dir })).rejects.toThrow();
-        const tables = await other.db.sql`SELECT tablename FROM pg_tables WHERE tablename LIKE 'mig_%' ORDER BY tablename`;
+        await expect(migrate(other.db.owner, { dir })).rejects.toThrow();
+        const tables = await other.db.owner`SELECT tablename FROM pg_tables WHERE tablename LIKE 'mig_%' ORDER BY tablename`;
         expect(tables.map((t) => t.tablename)).toEqual(['mig_good']);
-        const rows = await other.db.sql`SELECT version FROM schema_migrations`;
+        const rows = await other.db.owner`SELECT version FROM schema_migrations`;
         expect(rows.map((r) => r.version)).toEqual([1]);
       } finally {
         await other.drop();

@@ -12,7 +12,7 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { findProjectRoot } from '../config/index.js';
 import type { Logger } from '../log.js';
-import type { Sql } from './client.js';
+import type { OwnerSql } from './client.js';
 
 /** Arbitrary constant identifying "schema migration" among advisory locks. */
 const MIGRATION_LOCK = 7_461_832_190_447_001n;
@@ -43,7 +43,7 @@ export function listMigrations(dir: string = migrationsDir()): Migration[] {
 }
 
 /** Applies every migration not yet recorded; returns the versions applied now. */
-export async function migrate(sql: Sql, opts: { dir?: string; log?: Logger } = {}): Promise<number[]> {
+export async function migrate(sql: OwnerSql, opts: { dir?: string; log?: Logger } = {}): Promise<number[]> {
   const migrations = listMigrations(opts.dir);
   const applied: number[] = [];
   for (const m of migrations) {

@@ -28,7 +28,7 @@ export async function openDatabase(
   }
   const db = connect({ url, max: config.dbPool, log });
   try {
-    await migrate(db.sql, { log });
+    await migrate(db.owner, { log });
   } catch (err) {
     await db.close();
     await embedded?.stop();

@@ -221,7 +221,8 @@ export class PhotoStore {
         ? hashes.filter(isPhotoHash)
         : (await this.sql`SELECT hash FROM photo_gc ORDER BY hash LIMIT 200`).map((r) => r.hash as string);
       if (batch.length === 0) return removed;
-      const unused = await transaction(this.sql, async (tx) => {
+      // Every tenant's faces: a photo is stored once for all of them, and kept while any uses it.
+      const unused = await transaction(this.sql, 'photo collection', async (tx) => {
         await lockPhotos(tx, batch);
         // One statement, one snapshot: the tickets seen and the faces seen agree. A delete that
         // commits after it has drawn a new ticket, so its entry survives for the next round.
@@ -247,7 +248,7 @@ export class PhotoStore {
    * present (again) means the blob is in use.
    */
   private removeBlobsWithoutRows(hashes: string[]): Promise<number> {
-    return transaction(this.sql, async (tx) => {
+    return transaction(this.sql, 'photo collection', async (tx) => {
       await lockPhotos(tx, hashes);
       const used = new Set((await tx`SELECT hash FROM photos WHERE hash IN ${tx(hashes)}`).map((r) => r.hash as string));
       let n = 0;

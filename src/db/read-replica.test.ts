@@ -7,6 +7,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { connect, type Database, type Sql } from './client.js';
+import { migrate } from './migrate.js';
 import { startEmbedded, type EmbeddedServer } from './embedded.js';
 import { FaceStore } from './faces.js';
 import { HistoryStore } from './history-store.js';
@@ -239,6 +240,8 @@ describe('a streaming replica', () => {
         return rows[0]?.status === 'streaming';
       });
       db = connect({ url: primary.url, max: 4 });
+      // The service's roles, which its pools connect as (018-row-level-security.sql); the standby replays them.
+      await migrate(db.owner);
       // Measured often, so moving between the servers in the test takes a fraction of a second.
       replica = await ReadReplica.open(db, { url: standby.url, maxLagMs, intervalMs: 50 });
     } catch (err) {

@@ -77,9 +77,8 @@
  * `hot_standby_feedback = on` or a larger `max_standby_streaming_delay`
  * when listings stream to slow clients.
  */
-import postgres from 'postgres';
 import type { Logger } from '../log.js';
-import { databaseUnavailable, STREAM_POOL, type Database, type ReplicaRead, type Sql } from './client.js';
+import { databaseUnavailable, openPool, STREAM_POOL, type Database, type ReplicaRead, type Sql } from './client.js';
 
 /** Staleness allowed unless told otherwise (FACE_READ_MAX_LAG_MS). */
 export const DEFAULT_MAX_LAG_MS = 1000;
@@ -187,20 +186,9 @@ export class ReadReplica {
     const max = opts.max ?? STREAM_POOL;
     // The process id tells this process's connections apart from another node's on the same server.
     this.pool = { pool: 'replica', applicationName: `face-service-replica[${process.pid}]`, max };
-    this.replica = postgres(opts.url, {
-      max,
-      idle_timeout: 60,
-      connect_timeout: 10,
-      connection: { application_name: this.pool.applicationName },
-      onnotice: (notice) => this.log?.debug({ notice: notice.message }, 'postgres notice (replica)'),
-    });
-    this.primaryProbe = postgres(db.url, {
-      max: 1,
-      idle_timeout: 60,
-      connect_timeout: 10,
-      connection: { application_name: `face-service-probe[${process.pid}]` },
-      onnotice: () => {},
-    });
+    // Replica reads are bound as the primary's are; the probe reads the server's state, no rows.
+    this.replica = openPool(opts.url, { max, name: this.pool.applicationName, log: this.log });
+    this.primaryProbe = openPool(db.url, { max: 1, name: `face-service-probe[${process.pid}]`, asOwner: true });
     if (this.intervalMs > 0) {
       this.timer = setInterval(() => void this.measure(), this.intervalMs);
       // Measuring alone never keeps the process alive.

@@ -31,7 +31,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  await tdb.db.sql`TRUNCATE reembed_failures, face_galleries, faces, photos, photo_gc, face_changes RESTART IDENTITY CASCADE`;
+  await tdb.db.owner`TRUNCATE reembed_failures, face_galleries, faces, photos, photo_gc, face_changes RESTART IDENTITY CASCADE`;
 });
 
 const photo = () => Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), randomBytes(32)]);
@@ -49,15 +49,15 @@ describe('the 004 migration', () => {
     const before = await mkdtemp(path.join(os.tmpdir(), 'migrations-'));
     try {
       for (const m of listMigrations().filter((m) => m.version < 4)) await copyFile(m.file, path.join(before, path.basename(m.file)));
-      await migrate(other.db.sql, { dir: before });
-      const sql = other.db.sql;
+      await migrate(other.db.owner, { dir: before });
+      const sql = other.db.owner;
       const hash = 'a'.repeat(64);
       await sql`INSERT INTO photos (hash, size, content_type) VALUES (${hash}, 1, 'image/jpeg')`;
       const insert = () => sql`
         INSERT INTO faces (photo_hash, x1, y1, x2, y2, dim, embedding)
         VALUES (${hash}, 0, 0, 1, 1, 1, ${Buffer.alloc(4)})`;
       await insert();
-      await migrate(other.db.sql);
+      await migrate(other.db.owner);
       expect((await sql`SELECT model FROM faces`).map((r) => r.model)).toEqual(['faceres']);
       await expect(insert()).rejects.toMatchObject({ code: '23502' });
     } finally {
@@ -84,14 +84,14 @@ describe('ReembedStore', () => {
 
   it('replaces embeddings with an upsert in the change log, records failures, and skips both next time', async () => {
     const ids = await addOld(4);
-    const [{ position: before }] = await tdb.db.sql`SELECT max(position) AS position FROM face_changes`;
+    const [{ position: before }] = await tdb.db.owner`SELECT max(position) AS position FROM face_changes`;
     const written = await reembed.save('new', [
       { id: ids[2], embedding: Float32Array.of(0, 1) },
       { id: ids[0], embedding: Float32Array.of(0.6, 0.8) },
       { id: ids[1], reason: 'IMAGE_CORRUPT: Image could not be decoded' },
     ]);
     expect(written).toMatchObject({ saved: 2, failed: 1 });
-    const rows = await tdb.db.sql`SELECT id, model, dim, embedding FROM faces ORDER BY id`;
+    const rows = await tdb.db.owner`SELECT id, model, dim, embedding FROM faces ORDER BY id`;
     expect(rows.map((r) => [Number(r.id), r.model, r.dim])).toEqual([
       [ids[0], 'new', 2],
       [ids[1], 'old', 4],
@@ -99,13 +99,13 @@ describe('ReembedStore', () => {
       [ids[3], 'old', 4],
     ]);
     expect([...bytesToFloats(rows[0].embedding)]).toEqual([Math.fround(0.6), Math.fround(0.8)]);
-    const log = await tdb.db.sql`SELECT position, face_id, op FROM face_changes WHERE position > ${before} ORDER BY position`;
+    const log = await tdb.db.owner`SELECT position, face_id, op FROM face_changes WHERE position > ${before} ORDER BY position`;
     expect(log.map((r) => [Number(r.face_id), r.op])).toEqual([
       [ids[0], 'upsert'],
       [ids[2], 'upsert'],
     ]);
     expect(written.position).toBe(Number(log[1].position));
-    const [failure] = await tdb.db.sql`SELECT face_id, model, reason FROM reembed_failures`;
+    const [failure] = await tdb.db.owner`SELECT face_id, model, reason FROM reembed_failures`;
     expect(failure).toMatchObject({ model: 'new', reason: 'IMAGE_CORRUPT: Image could not be decoded' });
     expect(Number(failure.face_id)).toBe(ids[1]);
 
@@ -125,9 +125,9 @@ describe('ReembedStore', () => {
       { id: ids[2], embedding: Float32Array.of(0, 1) },
     ]);
     expect(written).toMatchObject({ saved: 1, failed: 0 });
-    const [first] = await tdb.db.sql`SELECT embedding FROM faces WHERE id = ${ids[0]}`;
+    const [first] = await tdb.db.owner`SELECT embedding FROM faces WHERE id = ${ids[0]}`;
     expect([...bytesToFloats(first.embedding)]).toEqual([1, 0]);
-    expect(await tdb.db.sql`SELECT 1 FROM reembed_failures`).toHaveLength(0);
+    expect(await tdb.db.owner`SELECT 1 FROM reembed_failures`).toHaveLength(0);
     expect(await reembed.anyOther('new')).toBe(false);
   });
 });

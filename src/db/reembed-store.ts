@@ -53,25 +53,31 @@ function otherThan(sql: Sql | TransactionSql, column: PendingQuery<Row[]>, targe
   return sql`(${column} < ${target} OR ${column} > ${target})`;
 }
 
+/** Re-embedding works through every tenant's faces: each statement runs under its bypass. */
 export class ReembedStore {
   constructor(private readonly sql: Sql) {}
 
+  private run<T>(fn: (tx: TransactionSql) => Promise<T>): Promise<T> {
+    return transaction(this.sql, 're-embedding', fn);
+  }
+
   /** Whether any face was embedded by a recogniser other than `target`; an index probe, cheap at every start. */
   async anyOther(target: string): Promise<boolean> {
-    const sql = this.sql;
-    const [row] = await sql`SELECT EXISTS (SELECT 1 FROM faces f WHERE ${otherThan(sql, sql`f.model`, target)}) AS found`;
+    const [row] = await this.run((sql) => sql`SELECT EXISTS (SELECT 1 FROM faces f WHERE ${otherThan(sql, sql`f.model`, target)}) AS found`);
     return row.found as boolean;
   }
 
   /** Counts for progress reports; reads every face, so only asked when `anyOther` says there is work. */
   async census(target: string): Promise<ReembedCensus> {
-    const [row] = await this.sql`
-      SELECT count(*) AS total,
-        count(*) FILTER (WHERE f.model = ${target}) AS done,
-        count(*) FILTER (WHERE f.model <> ${target} AND r.face_id IS NULL) AS pending,
-        count(*) FILTER (WHERE f.model <> ${target} AND r.face_id IS NOT NULL) AS failed,
-        coalesce(array_agg(DISTINCT f.model ORDER BY f.model) FILTER (WHERE f.model <> ${target}), '{}') AS models
-      FROM faces f LEFT JOIN reembed_failures r ON r.face_id = f.id AND r.model = ${target}`;
+    const [row] = await this.run(
+      (sql) => sql`
+        SELECT count(*) AS total,
+          count(*) FILTER (WHERE f.model = ${target}) AS done,
+          count(*) FILTER (WHERE f.model <> ${target} AND r.face_id IS NULL) AS pending,
+          count(*) FILTER (WHERE f.model <> ${target} AND r.face_id IS NOT NULL) AS failed,
+          coalesce(array_agg(DISTINCT f.model ORDER BY f.model) FILTER (WHERE f.model <> ${target}), '{}') AS models
+        FROM faces f LEFT JOIN reembed_failures r ON r.face_id = f.id AND r.model = ${target}`,
+    );
     return {
       from: row.models as string[],
       done: Number(row.done),
@@ -83,14 +89,15 @@ export class ReembedStore {
 
   /** Up to `limit` pending faces with ids above `afterId`, in id order. */
   async pending(target: string, afterId: number, limit: number): Promise<PendingFace[]> {
-    const sql = this.sql;
-    const rows = await sql`
-      SELECT f.id, f.photo_hash, f.x1, f.y1, f.x2, f.y2
-      FROM faces f
-      WHERE f.id > ${afterId} AND ${otherThan(sql, sql`f.model`, target)}
-        AND NOT EXISTS (SELECT 1 FROM reembed_failures r WHERE r.face_id = f.id AND r.model = ${target})
-      ORDER BY f.id
-      LIMIT ${limit}`;
+    const rows = await this.run(
+      (sql) => sql`
+        SELECT f.id, f.photo_hash, f.x1, f.y1, f.x2, f.y2
+        FROM faces f
+        WHERE f.id > ${afterId} AND ${otherThan(sql, sql`f.model`, target)}
+          AND NOT EXISTS (SELECT 1 FROM reembed_failures r WHERE r.face_id = f.id AND r.model = ${target})
+        ORDER BY f.id
+        LIMIT ${limit}`,
+    );
     return rows.map((r) => ({ id: Number(r.id), photoHash: r.photo_hash as string, box: [r.x1, r.y1, r.x2, r.y2] }));
   }
 
@@ -104,7 +111,7 @@ export class ReembedStore {
   async save(target: string, batch: Reembedding[]): Promise<ReembedWrite> {
     // Ascending ids: face rows are locked in the order every writer uses.
     const ordered = [...batch].sort((a, b) => a.id - b.id);
-    return transaction(this.sql, async (tx) => {
+    return this.run(async (tx) => {
       const saved: string[] = [];
       let failed = 0;
       for (const r of ordered) {

@@ -11,7 +11,7 @@
  */
 import { FIRST_TENANT, tenantOf, type TenantId } from '../auth.js';
 import { DomainError } from '../errors.js';
-import { audit, type Actor, type AdminReach } from './audit.js';
+import { audit, bindingOf, type Actor, type AdminReach } from './audit.js';
 import { logChanges } from './change-log.js';
 import { transaction, type Sql, type TransactionSql } from './client.js';
 import { DEFAULT_GALLERY, GALLERY_NAME } from './galleries.js';
@@ -75,7 +75,7 @@ export class TenantStore {
   /** A new tenant with its `default` gallery; CONFLICT when the name is taken. */
   async create(actor: Actor, name: string, limits: Partial<TenantLimits> = {}): Promise<TenantId> {
     if (!GALLERY_NAME.test(name)) throw new DomainError('BAD_PARAM', `Invalid tenant name: ${name} (1 to 48 of a-z, A-Z, 0-9, _ and -)`, { param: 'name' });
-    return transaction(this.sql, async (tx) => {
+    return transaction(this.sql, 'administration', async (tx) => {
       const [row] = await tx`
         INSERT INTO tenants (name, rate_per_s, photos_in_flight) VALUES (${name}, ${limits.rate_per_s ?? null}, ${limits.photos_in_flight ?? null})
         ON CONFLICT (name) DO NOTHING RETURNING id`;
@@ -88,14 +88,17 @@ export class TenantStore {
 
   /** The tenants `reach` administers: every one, or its own. */
   async list(reach: AdminReach): Promise<TenantRecord[]> {
-    const sql = this.sql;
-    const rows = await sql`
-      SELECT t.id, t.name, t.rate_per_s, t.photos_in_flight,
-        to_char(t.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
-        to_char(t.disabled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS disabled_at,
-        (SELECT count(*) FROM tokens k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)::int AS tokens,
-        (SELECT count(*) FROM faces f WHERE f.tenant_id = t.id)::int AS faces
-      FROM tenants t WHERE ${reach === 'deployment' ? sql`true` : sql`t.id = ${reach.tenant}`} ORDER BY t.id`;
+    const rows = await transaction(
+      this.sql,
+      bindingOf(reach),
+      (sql) => sql`
+        SELECT t.id, t.name, t.rate_per_s, t.photos_in_flight,
+          to_char(t.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
+          to_char(t.disabled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS disabled_at,
+          (SELECT count(*) FROM tokens k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL)::int AS tokens,
+          (SELECT count(*) FROM faces f WHERE f.tenant_id = t.id)::int AS faces
+        FROM tenants t WHERE ${reach === 'deployment' ? sql`true` : sql`t.id = ${reach.tenant}`} ORDER BY t.id`,
+    );
     return rows.map((r) => ({
       id: Number(r.id),
       name: r.name,
@@ -110,7 +113,7 @@ export class TenantStore {
 
   /** The tenant's id; NOT_FOUND when there is none of that name. */
   async idOf(name: string): Promise<TenantId> {
-    const [row] = await this.sql`SELECT id FROM tenants WHERE name = ${name}`;
+    const [row] = await transaction(this.sql, 'administration', (tx) => tx`SELECT id FROM tenants WHERE name = ${name}`);
     if (!row) throw unknownTenant(name);
     return tenantOf(row.id);
   }
@@ -121,7 +124,7 @@ export class TenantStore {
    * administer, as for an unknown one.
    */
   async setDisabled(actor: Actor, reach: AdminReach, name: string, disabled: boolean): Promise<void> {
-    await transaction(this.sql, async (tx) => {
+    await transaction(this.sql, bindingOf(reach), async (tx) => {
       const rows = await tx`
         UPDATE tenants SET disabled_at = ${disabled ? tx`now()` : null} WHERE name = ${name} AND ${reached(tx, reach)} RETURNING id`;
       if (!rows.length) throw unknownTenant(name);
@@ -132,7 +135,7 @@ export class TenantStore {
 
   /** Sets a tenant's default limits of its tokens (null: the service default); NOT_FOUND as `setDisabled`. */
   async setLimits(actor: Actor, reach: AdminReach, name: string, limits: Partial<TenantLimits>): Promise<void> {
-    await transaction(this.sql, async (tx) => {
+    await transaction(this.sql, bindingOf(reach), async (tx) => {
       const [t] = await tx`SELECT id, rate_per_s, photos_in_flight FROM tenants WHERE name = ${name} AND ${reached(tx, reach)} FOR UPDATE`;
       if (!t) throw unknownTenant(name);
       await tx`
@@ -151,7 +154,7 @@ export class TenantStore {
    * Returns the faces deleted and the last change position written.
    */
   async delete(actor: Actor, name: string): Promise<{ faces: number; position?: number }> {
-    const done = await transaction(this.sql, async (tx) => {
+    const done = await transaction(this.sql, 'administration', async (tx) => {
       const [t] = await tx`SELECT id FROM tenants WHERE name = ${name} FOR UPDATE`;
       if (!t) throw unknownTenant(name);
       const id = tenantOf(t.id);

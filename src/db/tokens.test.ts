@@ -25,16 +25,16 @@ afterAll(async () => {
 
 describe('token store', () => {
   it('keeps only the SHA-256 of a token', async () => {
-    const { id, token } = await store.create(CLI_ACTOR, 'ops');
+    const { id, token } = await store.create(CLI_ACTOR, 'deployment', 'ops');
     expect(token).toMatch(/^fs_[A-Za-z0-9_-]{43}$/);
-    const [row] = await tdb.db.sql`SELECT hash FROM tokens WHERE id = ${id}`;
+    const [row] = await tdb.db.owner`SELECT hash FROM tokens WHERE id = ${id}`;
     expect(row.hash).toBe(tokenHash(token));
-    const dump = JSON.stringify(await tdb.db.sql`SELECT * FROM tokens`);
+    const dump = JSON.stringify(await tdb.db.owner`SELECT * FROM tokens`);
     expect(dump).not.toContain(token);
   });
 
   it('lists tokens with their state and revokes by id', async () => {
-    const { id } = await store.create(CLI_ACTOR, 'temp');
+    const { id } = await store.create(CLI_ACTOR, 'deployment', 'temp');
     expect((await store.list('deployment')).find((t) => t.id === id)).toMatchObject({ name: 'temp', revoked_at: null });
     expect(await store.revoke(CLI_ACTOR, 'deployment', id)).toBe(true);
     expect(await store.revoke(CLI_ACTOR, 'deployment', id)).toBe(false);
@@ -56,7 +56,7 @@ describe('database token verifier', () => {
   it('accepts active tokens, refuses unknown and revoked ones, and notices revocation at once', async () => {
     const verifier = new DbTokenVerifier(tdb.db.sql, store, { ttlMs: 60_000 });
     try {
-      const { id, token } = await store.create(CLI_ACTOR, 'cached');
+      const { id, token } = await store.create(CLI_ACTOR, 'deployment', 'cached');
       expect(await verifier.verify(token)).toMatchObject({ tokenId: id, name: 'cached', tenant: 1, operator: false, deployment: false, access: 'write' });
       expect(await verifier.verify('fs_unknown')).toBeUndefined();
       // A long TTL: only the revocation notice can make the next answer false.
@@ -71,7 +71,7 @@ describe('database token verifier', () => {
     const verifier = new DbTokenVerifier(tdb.db.sql, store, { ttlMs: 60_000 });
     try {
       await tenants.create(CLI_ACTOR, 'shop', { rate_per_s: 5, photos_in_flight: 2 });
-      const { id, token } = await store.create(CLI_ACTOR, 'shop-reader', { access: 'read', galleries: ['b', 'a', 'a'], photosInFlight: 1 }, 'shop');
+      const { id, token } = await store.create(CLI_ACTOR, 'deployment', 'shop-reader', { access: 'read', galleries: ['b', 'a', 'a'], photosInFlight: 1 }, 'shop');
       expect(await verifier.verify(token)).toMatchObject({
         tokenId: id,
         tenant: await tenants.idOf('shop'),
@@ -79,8 +79,8 @@ describe('database token verifier', () => {
         galleries: ['a', 'b'],
         limits: { ratePerS: 5, photosInFlight: 1 },
       });
-      await expect(store.create(CLI_ACTOR, 'nowhere', {}, 'no-such-tenant')).rejects.toMatchObject({ code: 'NOT_FOUND' });
-      await expect(store.create(CLI_ACTOR, 'bad', { galleries: ['not a name'] })).rejects.toMatchObject({ code: 'BAD_PARAM' });
+      await expect(store.create(CLI_ACTOR, 'deployment', 'nowhere', {}, 'no-such-tenant')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+      await expect(store.create(CLI_ACTOR, 'deployment', 'bad', { galleries: ['not a name'] })).rejects.toMatchObject({ code: 'BAD_PARAM' });
       // A tenant disabled refuses its tokens at once (the same notice as a revocation), and enabled serves them again.
       await tenants.setDisabled(CLI_ACTOR, 'deployment', 'shop', true);
       expect(await refusedSoon(verifier, token)).toBe(true);
@@ -109,7 +109,7 @@ describe('database token verifier', () => {
     const counting = new CountingStore(tdb.db.sql);
     const verifier = new DbTokenVerifier(tdb.db.sql, counting, { ttlMs: 60_000, maxEntries: 50, maxNegativeEntries: 100 });
     try {
-      const { token } = await store.create(CLI_ACTOR, 'flooded');
+      const { token } = await store.create(CLI_ACTOR, 'deployment', 'flooded');
       expect(await verifier.verify(token)).toBeDefined();
       expect(counting.lookups).toBe(1);
       // Ten times the refusal cache's size in random tokens, each a database lookup of its own.
@@ -143,14 +143,14 @@ describe('operators before and after tenant operators (016-operator-reach.sql)',
     const dir = await mkdtemp(path.join(os.tmpdir(), 'operator-reach-'));
     try {
       for (const m of listMigrations().filter((m) => m.version < 16)) await copyFile(m.file, path.join(dir, path.basename(m.file)));
-      await migrate(old.db.sql, { dir });
-      const sql = old.db.sql;
+      await migrate(old.db.owner, { dir });
+      const sql = old.db.owner;
       await sql`INSERT INTO tenants (name) VALUES ('shop')`;
       await sql`
         INSERT INTO tokens (name, hash, operator, tenant_id) VALUES
           ('ops', ${tokenHash('a')}, true, 1), ('app', ${tokenHash('b')}, false, 1), ('shop-ops', ${tokenHash('c')}, true, 2)`;
       await sql`INSERT INTO audit_log (actor, action, target, detail) VALUES ('cli', 'tenant.create', 'shop', '{}'), ('cli', 'shard.offline', '0', '{}')`;
-      expect(await migrate(sql)).toEqual([16, 17]);
+      expect(await migrate(sql)).toEqual([16, 17, 18]);
       const rows = await sql`SELECT name, operator, deployment FROM tokens ORDER BY id`;
       expect(rows.map((r) => [r.name, r.operator, r.deployment])).toEqual([
         ['ops', true, true],

@@ -15,7 +15,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { tenantOf, type Access, type Principal, type TokenVerifier } from '../auth.js';
 import { DomainError, unavailable } from '../errors.js';
 import type { Logger } from '../log.js';
-import { audit, type Actor, type AdminReach } from './audit.js';
+import { audit, bindingOf, type Actor, type AdminReach } from './audit.js';
 import { onPrimary, transaction, type FreshRead, type Sql } from './client.js';
 import { GALLERY_NAME } from './galleries.js';
 
@@ -68,13 +68,13 @@ export class TokenStore {
    * A new token of tenant `tenant` (its name); CONFLICT when an active token already has this
    * name, NOT_FOUND when the tenant does not exist, BAD_PARAM for a gallery name no gallery can have.
    */
-  async create(actor: Actor, name: string, grant: TokenGrant = {}, tenant = 'default'): Promise<{ id: number; token: string }> {
+  async create(actor: Actor, reach: AdminReach, name: string, grant: TokenGrant = {}, tenant = 'default'): Promise<{ id: number; token: string }> {
     const bad = grant.galleries?.find((g) => !GALLERY_NAME.test(g));
     if (bad !== undefined) throw new DomainError('BAD_PARAM', `Invalid gallery name: ${bad}`, { param: 'galleries' });
     if (grant.galleries?.length === 0) throw new DomainError('BAD_PARAM', 'A token limited to galleries needs at least one', { param: 'galleries' });
     const token = newToken();
     try {
-      return await transaction(this.sql, async (tx) => {
+      return await transaction(this.sql, bindingOf(reach), async (tx) => {
         const [row] = await tx`
         INSERT INTO tokens (name, hash, operator, deployment, tenant_id, access, galleries, rate_per_s, photos_in_flight)
         SELECT ${name}, ${tokenHash(token)}, ${(grant.operator ?? false) || (grant.deployment ?? false)}, ${grant.deployment ?? false}, t.id, ${grant.access ?? 'write'},
@@ -99,14 +99,17 @@ export class TokenStore {
 
   /** The tokens `reach` administers: every one, or a tenant's. */
   async list(reach: AdminReach): Promise<TokenRecord[]> {
-    const sql = this.sql;
-    const rows = await sql`
-      SELECT k.id, k.name, t.name AS tenant, k.operator, k.deployment, k.access, k.galleries, k.rate_per_s, k.photos_in_flight,
-        to_char(k.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
-        to_char(k.revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS revoked_at
-      FROM tokens k JOIN tenants t ON t.id = k.tenant_id
-      WHERE ${reach === 'deployment' ? sql`true` : sql`k.tenant_id = ${reach.tenant}`}
-      ORDER BY k.id`;
+    const rows = await transaction(
+      this.sql,
+      bindingOf(reach),
+      (sql) => sql`
+        SELECT k.id, k.name, t.name AS tenant, k.operator, k.deployment, k.access, k.galleries, k.rate_per_s, k.photos_in_flight,
+          to_char(k.created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS created,
+          to_char(k.revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS revoked_at
+        FROM tokens k JOIN tenants t ON t.id = k.tenant_id
+        WHERE ${reach === 'deployment' ? sql`true` : sql`k.tenant_id = ${reach.tenant}`}
+        ORDER BY k.id`,
+    );
     return rows.map((r) => ({
       id: Number(r.id),
       name: r.name,
@@ -124,7 +127,7 @@ export class TokenStore {
 
   /** False when no active token that `reach` administers has this id. */
   async revoke(actor: Actor, reach: AdminReach, id: number): Promise<boolean> {
-    return transaction(this.sql, async (tx) => {
+    return transaction(this.sql, bindingOf(reach), async (tx) => {
       const rows = await tx`
         UPDATE tokens SET revoked_at = now()
         WHERE id = ${id} AND revoked_at IS NULL AND ${reach === 'deployment' ? tx`true` : tx`tenant_id = ${reach.tenant}`}
@@ -139,17 +142,22 @@ export class TokenStore {
 
   /** Number of tokens ever created, revoked ones included. */
   async count(): Promise<number> {
-    const [row] = await this.sql`SELECT count(*) AS n FROM tokens`;
+    const [row] = await transaction(this.sql, 'administration', (tx) => tx`SELECT count(*) AS n FROM tokens`);
     return Number(row.n);
   }
 
   /** What an active token of an enabled tenant stands for; undefined for any other token. Read on `sql` when given. */
   async principalOf(token: string, sql: Sql = this.sql): Promise<Principal | undefined> {
-    const [row] = await sql`
-      SELECT k.id, k.name, k.tenant_id, k.operator, k.deployment, k.access, k.galleries,
-        coalesce(k.rate_per_s, t.rate_per_s) AS rate_per_s, coalesce(k.photos_in_flight, t.photos_in_flight) AS photos_in_flight
-      FROM tokens k JOIN tenants t ON t.id = k.tenant_id
-      WHERE k.hash = ${tokenHash(token)} AND k.revoked_at IS NULL AND t.disabled_at IS NULL`;
+    // A token names its tenant, so it is looked up before there is one to be bound to.
+    const [row] = await transaction(
+      sql,
+      'authentication',
+      (tx) => tx`
+        SELECT k.id, k.name, k.tenant_id, k.operator, k.deployment, k.access, k.galleries,
+          coalesce(k.rate_per_s, t.rate_per_s) AS rate_per_s, coalesce(k.photos_in_flight, t.photos_in_flight) AS photos_in_flight
+        FROM tokens k JOIN tenants t ON t.id = k.tenant_id
+        WHERE k.hash = ${tokenHash(token)} AND k.revoked_at IS NULL AND t.disabled_at IS NULL`,
+    );
     if (!row) return undefined;
     return {
       tokenId: Number(row.id),

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase, type TestDatabase } from '../../test/harness/database.js';
 import { until } from '../../test/harness/until.js';
 import { lastPosition, logChanges, prunedThrough } from '../db/change-log.js';
+import { FIRST_TENANT } from '../auth.js';
 import { transaction } from '../db/client.js';
 import { floatsToBytes } from '../db/embedding.js';
 import { shardOfFace } from '../db/layout.js';
@@ -41,7 +42,7 @@ const vectorOf = (id: number) => Float32Array.from([1, id, id % 3, -id].map((x, 
  * only its own shard's rows is seen in the log.
  */
 async function addFaces(count: number): Promise<{ ids: number[]; position: number }> {
-  return transaction(tdb.db.sql, async (tx) => {
+  return transaction(tdb.db.sql, FIRST_TENANT, async (tx) => {
     const ids: number[] = [];
     for (let i = 0; i < count; i++) {
       const [{ id }] = await tx`SELECT nextval('faces_id_seq')::int AS id`;
@@ -66,8 +67,8 @@ async function addUntilElsewhere(): Promise<{ id: number; position: number }> {
 
 beforeAll(async () => {
   tdb = await freshDatabase();
-  await tdb.db.sql`INSERT INTO search_layout (shards, rule) VALUES (${SHARDS}, 'mix64-mod')`;
-  await tdb.db.sql`INSERT INTO photos (hash, size, content_type) VALUES (${'a'.repeat(64)}, 1, 'image/jpeg')`;
+  await tdb.db.owner`INSERT INTO search_layout (shards, rule) VALUES (${SHARDS}, 'mix64-mod')`;
+  await tdb.db.owner`INSERT INTO photos (hash, size, content_type) VALUES (${'a'.repeat(64)}, 1, 'image/jpeg')`;
   dir = await mkdtemp(path.join(os.tmpdir(), 'index-sync-'));
   // An f32 graph: these 4-d vectors of neighbouring ids differ by less than the scan's f16 rounding.
   index = await openFaceIndex({ dir: path.join(dir, 'index'), shards: SHARDS, dims: DIMS, kind: 'hnsw', scalar: 'f32', owned: [HELD] });
@@ -127,18 +128,18 @@ describe('IndexSync holding some of the shards', () => {
 
   it('snapshots its shard at the end of the log, so the log is pruned there', async () => {
     // The other shards' servers have saved theirs far ahead: this server's shard sets the floor.
-    await tdb.db.sql`
+    await tdb.db.owner`
       INSERT INTO shard_snapshots (shard, position, server)
       SELECT k, 1000000, 'elsewhere' FROM generate_series(0, ${SHARDS - 1}) k WHERE k <> ${HELD}`;
     const { position } = await addUntilElsewhere();
     expect(await sync.caughtUp(position, 5_000)).toBe(true);
     const saved = await until('the held shard snapshotted at the end of the log', async () => {
-      const [row] = await tdb.db.sql`SELECT position FROM shard_snapshots WHERE shard = ${HELD}`;
+      const [row] = await tdb.db.owner`SELECT position FROM shard_snapshots WHERE shard = ${HELD}`;
       return row && Number(row.position) >= position ? Number(row.position) : undefined;
     });
     expect(saved).toBe(position);
     await until('the log pruned through it', async () => ((await prunedThrough(tdb.db.sql)) >= position ? true : undefined));
-    const [left] = await tdb.db.sql`SELECT count(*)::int AS n FROM face_changes`;
+    const [left] = await tdb.db.owner`SELECT count(*)::int AS n FROM face_changes`;
     expect(left.n).toBe(0);
   });
 

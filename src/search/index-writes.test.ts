@@ -60,7 +60,7 @@ async function addFace(): Promise<{ id: number; position: number }> {
 }
 
 const findable = async (id: number) => {
-  const [row] = await tdb.db.sql`SELECT embedding FROM faces WHERE id = ${id}`;
+  const [row] = await tdb.db.owner`SELECT embedding FROM faces WHERE id = ${id}`;
   const v = new Float32Array(new Uint8Array(row.embedding as Buffer).buffer.slice(0));
   const [result] = await index.searchBatch(v, 1);
   return result.matches.some((m) => m.id === id);
@@ -101,7 +101,7 @@ describe('IndexWrites.settle', () => {
     try {
       await lock`BEGIN`;
       await lock`LOCK TABLE faces IN ACCESS EXCLUSIVE MODE`;
-      position = (await transaction(tdb.db.sql, (tx) => logChanges(tx, [id], 'galleries'))) as number;
+      position = (await transaction(tdb.db.sql, FIRST_TENANT, (tx) => logChanges(tx, [id], 'galleries'))) as number;
       const t0 = Date.now();
       expect(await writes.settle(position, true)).toEqual({ behind: SHARDS, total: SHARDS });
       expect(Date.now() - t0).toBeGreaterThanOrEqual(290);

@@ -21,7 +21,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  await tdb.db.sql`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
+  await tdb.db.owner`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
 });
 
 const DIMS = 16;
@@ -93,13 +93,13 @@ describe("the strangers' index", () => {
   });
 
   it('a sweep drops the sightings whose embeddings left the database: month detached, thumbnails expired', async () => {
-    await ensureSightingPartitions(tdb.db.sql, { since: new Date('2024-01-01T00:00:00Z'), monthsAhead: 0 });
+    await ensureSightingPartitions(tdb.db.owner, { since: new Date('2024-01-01T00:00:00Z'), monthsAhead: 0 });
     const detached = await sight(unit(0, 0, 1, 0), 0.9, [], '2024-01-15T00:00:00Z');
     const expired = await sight(unit(0, 1, 1, 0), 0.9, [], '2024-06-15T00:00:00Z');
     const fresh = await sight(unit(0, 0, 0, 1), 0.9);
     const index = await openIndex();
     expect(index.size()).toBe(3);
-    expect(await detachSightingPartitionsBefore(tdb.db.sql, new Date('2024-02-01T00:00:00Z'))).toHaveLength(1);
+    expect(await detachSightingPartitionsBefore(tdb.db.owner, new Date('2024-02-01T00:00:00Z'))).toHaveLength(1);
     expect(await index.sweep()).toBe(1);
     await history.expireThumbnailsAcrossTenants(86_400);
     expect(await index.sweep()).toBe(1);

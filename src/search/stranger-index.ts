@@ -65,7 +65,7 @@ export interface StrangerSource {
 /** The strangers' sightings of `history` embedded by `model`. */
 export function historyStrangers(history: HistoryStore, model: string): StrangerSource {
   return {
-    newest: () => history.lastStrangerSightingAcrossTenants(model),
+    newest: () => history.lastStrangerSighting(model),
     representatives: (perPerson, upTo) => history.strangerRepresentativesAcrossTenants(model, perPerson, upTo),
     after: (after, limit) => history.strangersAcrossTenantsAfter(model, after, limit),
     kept: (ids) => history.keptEmbeddingsAcrossTenants(ids),

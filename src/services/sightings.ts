@@ -99,7 +99,7 @@ const STRANGER_CANDIDATES = 16;
  */
 export async function strangerPersons(grouping: Grouping, tenant: TenantId, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
   const { history, seen } = grouping;
-  const upTo = await history.lastStrangerSightingAcrossTenants(grouping.model, seen.last, tx);
+  const upTo = await history.lastStrangerSighting(grouping.model, seen.last, tx);
   seen.last = Math.max(seen.last, upTo);
   const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;

@@ -79,9 +79,9 @@ export async function createToken(deps: TenantAdminDeps, actor: Principal, name:
     if (above(grant.ratePerS, own.rate_per_s) || above(grant.photosInFlight, own.photos_in_flight)) {
       throw forbidden('deployment', "a token's limits may not exceed its tenant's, which the deployment's operators set");
     }
-    return deps.tokens.create(actor, name, grant, own.name);
+    return deps.tokens.create(actor, adminReach(actor), name, grant, own.name);
   }
-  return deps.tokens.create(actor, name, grant, tenant ?? 'default');
+  return deps.tokens.create(actor, adminReach(actor), name, grant, tenant ?? 'default');
 }
 
 /** Revokes a token the principal administers; any other id is NOT_FOUND. */

@@ -22,7 +22,7 @@ export async function freshDatabase(opts: { migrate?: boolean; max?: number } = 
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   const db = connect({ url: url.toString(), max: opts.max ?? 20 });
-  if (opts.migrate !== false) await migrate(db.sql);
+  if (opts.migrate !== false) await migrate(db.owner);
   return {
     url: url.toString(),
     db,

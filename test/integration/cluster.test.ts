@@ -26,6 +26,7 @@ import { CLI_ACTOR } from '../../src/db/audit.js';
 import { logChanges } from '../../src/db/change-log.js';
 import { TenantStore } from '../../src/db/tenants.js';
 import { TokenStore } from '../../src/db/tokens.js';
+import { FIRST_TENANT } from '../../src/auth.js';
 import { transaction } from '../../src/db/client.js';
 import { shardOf } from '../../src/native/face-index.js';
 
@@ -128,8 +129,8 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
     const tenants = new TenantStore(tdb.db.sql);
     const tokens = new TokenStore(tdb.db.sql);
     await tenants.create(CLI_ACTOR, 'cluster-g');
-    const whole = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-g-app', {}, 'cluster-g')).token}` };
-    const staffOnly = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-g-staff', { galleries: ['staff'] }, 'cluster-g')).token}` };
+    const whole = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'deployment', 'cluster-g-app', {}, 'cluster-g')).token}` };
+    const staffOnly = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'deployment', 'cluster-g-staff', { galleries: ['staff'] }, 'cluster-g')).token}` };
     expect((await call(api(1), 'POST', '/v0/galleries/staff/', undefined, whole)).status).toBe(201);
     const added = await call(api(1), 'POST', '/v0/face/', form({ photo: sample(6), meta: 'staff-6', galleries: 'staff', mf_selector: 'all' }), staffOnly);
     expect(added.status, added.text).toBe(200);
@@ -156,8 +157,8 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
     const tenants = new TenantStore(tdb.db.sql);
     const tokens = new TokenStore(tdb.db.sql);
     for (const name of ['cluster-a', 'cluster-b']) await tenants.create(CLI_ACTOR, name);
-    const tokenA = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-a-app', {}, 'cluster-a')).token}` };
-    const tokenB = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'cluster-b-app', {}, 'cluster-b')).token}` };
+    const tokenA = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'deployment', 'cluster-a-app', {}, 'cluster-a')).token}` };
+    const tokenB = { Authorization: `Token ${(await tokens.create(CLI_ACTOR, 'deployment', 'cluster-b-app', {}, 'cluster-b')).token}` };
     const added = await call(api(1), 'POST', '/v0/face/', form({ photo: sample(3), meta: 'tenant-b', mf_selector: 'all' }), tokenB);
     expect(added.status).toBe(200);
     const idsB: number[] = added.json.results.map((f: { id: number }) => f.id);
@@ -223,11 +224,11 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
 
   it('counts shard servers that cannot follow the log as not caught up, until they are', async () => {
     // A change every follower is stuck behind: its read joins the faces table, locked here.
-    const lock = await tdb.db.sql.reserve();
+    const lock = await tdb.db.owner.reserve();
     try {
       await lock`BEGIN`;
       await lock`LOCK TABLE faces IN ACCESS EXCLUSIVE MODE`;
-      await transaction(tdb.db.sql, (tx) => logChanges(tx, [[...acknowledged.values()].flat()[0]], 'galleries'));
+      await transaction(tdb.db.sql, FIRST_TENANT, (tx) => logChanges(tx, [[...acknowledged.values()].flat()[0]], 'galleries'));
       // Past FACE_SHARD_MAX_BEHIND_MS (2 s), each server reports it and the API node counts it out.
       await until('every server counted behind', async () => ((await shardsReport(2)).live === 0 ? true : undefined), 15_000);
     } finally {
@@ -288,7 +289,7 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
     // Each API node sees it again at its next state poll (every second).
     for (const n of [1, 2]) await until(`API node ${n} to see it back`, async () => ((await shardsReport(n)).live === SHARDS ? true : undefined), 10_000);
     // Its strangers' sightings are back too, read from the history.
-    const strangers = await tdb.db.sql`SELECT s.id FROM sightings s JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.face_id IS NULL AND t.embedding IS NOT NULL`;
+    const strangers = await tdb.db.owner`SELECT s.id FROM sightings s JOIN sighting_thumbnails t ON t.sighting_id = s.id WHERE s.face_id IS NULL AND t.embedding IS NOT NULL`;
     const held = (await call(shardServers[victim]!.base, 'GET', '/v0/shard/state')).json.strangers;
     expect(held).toBe(strangers.filter((r) => shardOf(Number(r.id), SHARDS) === victim).length);
     for (const [n, ids] of acknowledged) {
@@ -360,7 +361,7 @@ describe('a cluster of 2 API nodes and 4 shard servers on loopback', () => {
       for (const id of ids) expect(seen.has(id)).toBe(true);
     }
     // And the shard servers hold every face the database holds, written by any node.
-    const [{ n }] = await tdb.db.sql`SELECT count(*)::int AS n FROM faces`;
+    const [{ n }] = await tdb.db.owner`SELECT count(*)::int AS n FROM faces`;
     await until(
       'the shards to hold every stored face',
       async () => ((await call(api(2), 'GET', '/v0/admin/shards')).json.shards.reduce((k: number, s: { size: number }) => k + s.size, 0) === n ? true : undefined),

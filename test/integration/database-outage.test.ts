@@ -33,7 +33,7 @@ beforeAll(async () => {
   await chmod(dir, 0o755);
   pg = await startEmbedded({ dataDir: path.join(dir, 'pg') });
   db = connect({ url: pg.url });
-  await migrate(db.sql);
+  await migrate(db.owner);
   const config = testConfig({ FACE_DATA_DIR: path.join(dir, 'data'), FACE_SHARDS: '2' });
   server = await startServer({ config, engine: await openEngine(engineOptionsFrom(config)), db, log: createLogger(process.env.TEST_LOG ? 'warn' : 'silent') });
   base = `http://127.0.0.1:${server.port}`;

@@ -34,7 +34,7 @@ beforeAll(async () => {
   await buildDist();
   tdb = await freshDatabase();
   history = new HistoryStore(tdb.db.sql, { sightings: 5, windowS: 3600 });
-  await ensureSightingPartitions(tdb.db.sql, { since: new Date('2025-01-01T00:00:00Z') });
+  await ensureSightingPartitions(tdb.db.owner, { since: new Date('2025-01-01T00:00:00Z') });
   await history.record(sighting('2025-01-10T10:00:00.000Z'));
   await history.record(sighting('2025-03-10T10:00:00.000Z'));
 }, 120_000);
@@ -54,7 +54,7 @@ describe('npm run history', () => {
     for await (const batch of left.batches) events.push(...batch);
     expect(events.map((e) => e.timestamp.slice(0, 7))).toEqual(['2025-03']);
     // The month stays, as a table of its own, for the operator to archive and drop.
-    const [{ n }] = await tdb.db.sql`SELECT count(*)::int AS n FROM sightings_2025_01`;
+    const [{ n }] = await tdb.db.owner`SELECT count(*)::int AS n FROM sightings_2025_01`;
     expect(n).toBe(1);
     expect((await runCli('partitions')).stdout).not.toContain('sightings_2025_01\t');
   });

@@ -97,13 +97,13 @@ describe.each(shapesUnderTest({ inCi: true }))('history (%s)', (shapeName) => {
         const e = r.json.sightings[k];
         expect(e).toMatchObject({ face_id: f.id, meta: 'crowd2', cam_id: 'lobby', photo: f.photo, photo_hash: f.photo_hash });
       });
-      const [row] = await shape.tdb.db.sql`SELECT person_id, cam_id FROM faces WHERE id = ${r.json.results[0].id}`;
+      const [row] = await shape.tdb.db.owner`SELECT person_id, cam_id FROM faces WHERE id = ${r.json.results[0].id}`;
       expect(Number(row.person_id)).toBe(r.json.sightings[0].person_id);
       expect(row.cam_id).toBe('lobby');
     });
 
     it('refuses a timestamp without cam_id, bad camera ids and bad timestamps, storing nothing', async () => {
-      const [before] = await shape.tdb.db.sql`SELECT count(*)::int AS n FROM sightings`;
+      const [before] = await shape.tdb.db.owner`SELECT count(*)::int AS n FROM sightings`;
       for (const [fields, param] of [
         [{ timestamp: '2026-01-01T00:00:00' }, 'timestamp'],
         [{ cam_id: 'has space' }, 'cam_id'],
@@ -115,7 +115,7 @@ describe.each(shapesUnderTest({ inCi: true }))('history (%s)', (shapeName) => {
         expect(r.status, JSON.stringify(fields)).toBe(400);
         expect(r.json).toMatchObject({ code: 400, error: 'BAD_PARAM', param });
       }
-      const [after] = await shape.tdb.db.sql`SELECT count(*)::int AS n FROM sightings`;
+      const [after] = await shape.tdb.db.owner`SELECT count(*)::int AS n FROM sightings`;
       expect(after.n).toBe(before.n);
     });
   });

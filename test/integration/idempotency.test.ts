@@ -16,7 +16,7 @@ let other: typeof AUTH;
 
 beforeAll(async () => {
   svc = await startDatabaseService();
-  const { token } = await new TokenStore(svc.tdb.db.sql).create(CLI_ACTOR, 'another client');
+  const { token } = await new TokenStore(svc.tdb.db.sql).create(CLI_ACTOR, 'deployment', 'another client');
   other = { Authorization: `Token ${token}` };
 });
 
@@ -92,14 +92,14 @@ describe('Idempotency-Key on POST /v0/face/', () => {
 
   it('an expired key is a new write, and pruning deletes expired keys', async () => {
     const first = await add({ photo: sample(2), meta: 'gus' }, 'k-old');
-    await svc.tdb.db.sql`UPDATE idempotency_keys SET created_at = now() - interval '2 days' WHERE key = 'k-old'`;
+    await svc.tdb.db.owner`UPDATE idempotency_keys SET created_at = now() - interval '2 days' WHERE key = 'k-old'`;
     const later = await add({ photo: sample(2), meta: 'gus' }, 'k-old');
     expect(later.headers.get('idempotency-replayed')).toBeNull();
     expect(ids(later)).not.toEqual(ids(first));
     expect(await stored('gus')).toBe(2);
-    await svc.tdb.db.sql`UPDATE idempotency_keys SET created_at = now() - interval '2 days' WHERE key IN ('k-old', 'k-retry')`;
+    await svc.tdb.db.owner`UPDATE idempotency_keys SET created_at = now() - interval '2 days' WHERE key IN ('k-old', 'k-retry')`;
     expect(await new IdempotencyStore(svc.tdb.db.sql, svc.config.idempotencyTtlS).prune()).toBe(2);
-    expect((await svc.tdb.db.sql`SELECT key FROM idempotency_keys WHERE key IN ('k-old', 'k-retry')`).length).toBe(0);
+    expect((await svc.tdb.db.owner`SELECT key FROM idempotency_keys WHERE key IN ('k-old', 'k-retry')`).length).toBe(0);
   });
 
   it('is documented as a header parameter of POST /v0/face/', async () => {

@@ -31,7 +31,7 @@ describe.each(shapesUnderTest({ inCi: true }))('identify (%s)', (shapeName) => {
   beforeAll(async () => {
     shape = await startShape(shapeName, { FACE_SHARDS: String(SHARDS), FACE_IDENTIFY_MAX_N: '50' });
     OPERATOR = shape.operator;
-    ({ token } = await new TokenStore(shape.tdb.db.sql).create(CLI_ACTOR, 'tests'));
+    ({ token } = await new TokenStore(shape.tdb.db.sql).create(CLI_ACTOR, 'deployment', 'tests'));
     expect((await call('POST', '/v0/galleries/crowd/')).status).toBe(201);
     const a = await call('POST', '/v0/face/', form({ photo: sample(1), mf_selector: 'all', meta: 'demo1' }));
     expect(a.status).toBe(200);

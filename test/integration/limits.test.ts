@@ -55,7 +55,7 @@ const photoOf = (gallery: string) => (gallery === 'huge' ? 'f' : 'e').repeat(64)
 
 /** Faces written straight into the tables (not through the engine), in `gallery`; logged for the index when `indexed`. */
 async function insertFaces(n: number, gallery: string, indexed: boolean): Promise<void> {
-  const sql = tdb.db.sql;
+  const sql = tdb.db.owner;
   const { dim, recognizer } = engine.info();
   const hash = photoOf(gallery);
   await sql`INSERT INTO photos (hash, size, content_type) VALUES (${hash}, 1, 'image/jpeg') ON CONFLICT DO NOTHING`;
@@ -153,7 +153,7 @@ function slowReader(url: string): Promise<http.ClientRequest> {
 }
 
 const listingBackends = async () => {
-  const [r] = await tdb.db.sql`
+  const [r] = await tdb.db.owner`
     SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'face-service-listings[%'`;
   return r.n as number;
 };
@@ -163,7 +163,7 @@ describe('slow listing readers', () => {
     // Enough rows that an unread answer fills the socket buffers long before the cursor is done.
     await insertFaces(60_000, 'bulk', false);
     const readers = STREAM_POOL + MAIN_POOL;
-    const [{ id: someFace }] = await tdb.db.sql`SELECT max(id)::int AS id FROM faces`;
+    const [{ id: someFace }] = await tdb.db.owner`SELECT max(id)::int AS id FROM faces`;
     const slow = await Promise.all(Array.from({ length: STREAM_POOL }, () => slowReader('/v0/faces/gallery/bulk/')));
     // The rest queue for the listing pool; their 200 is not even sent.
     const queued = Array.from({ length: readers - STREAM_POOL }, () => http.get(`${base}/v0/faces/gallery/bulk/`, { headers: { Authorization: `Token ${TOKEN}` } }).on('error', () => {}));
@@ -202,7 +202,7 @@ describe('a gallery of 100,000 faces', () => {
     const sync = server.sync!;
     // A face outside the gallery, which must outlive its deletion.
     await insertFaces(1, 'bystander', true);
-    const [{ id: kept }] = await tdb.db.sql`SELECT max(id)::int AS id FROM faces`;
+    const [{ id: kept }] = await tdb.db.owner`SELECT max(id)::int AS id FROM faces`;
     expect(await sync.caughtUp(await lastPosition(tdb.db.sql), 60_000)).toBe(true);
     const before = await shardFaces();
     // All of them logged as upserts: the shards hold them before the delete, as they would after enrolment.
@@ -216,13 +216,13 @@ describe('a gallery of 100,000 faces', () => {
     expect(r.status).toBe(204);
     const answeredMs = Date.now() - t0;
 
-    const [left] = await tdb.db.sql`
+    const [left] = await tdb.db.owner`
       SELECT (SELECT count(*) FROM faces WHERE meta = 'huge')::int AS faces,
              (SELECT count(*) FROM face_galleries WHERE gallery = 'huge')::int AS members,
              (SELECT count(*) FROM galleries WHERE name = 'huge')::int AS galleries`;
     expect(left).toEqual({ faces: 0, members: 0, galleries: 0 });
     // One delete per face, at consecutive positions right after the log's end before the request.
-    const [log] = await tdb.db.sql`
+    const [log] = await tdb.db.owner`
       SELECT count(*)::int AS n, min(position)::bigint AS lo, max(position)::bigint AS hi, bool_and(op = 'delete') AS deletes
       FROM face_changes WHERE position > ${from}`;
     expect({ ...log, lo: Number(log.lo), hi: Number(log.hi) }).toEqual({ n: N, lo: from + 1, hi: from + N, deletes: true });

@@ -39,7 +39,7 @@ beforeAll(async () => {
   // One engine slot, so concurrent photos are shed with 503 and the shed counter can be checked.
   svc = await startDatabaseService({ FACE_SHARDS: String(SHARDS), FACE_TOKEN: OPERATOR, FACE_MAX_ENGINE_INFLIGHT: '1' });
   base = svc.base;
-  ({ token } = await new TokenStore(svc.tdb.db.sql).create(CLI_ACTOR, 'tests'));
+  ({ token } = await new TokenStore(svc.tdb.db.sql).create(CLI_ACTOR, 'deployment', 'tests'));
   // A photo host on loopback: /1.jpg is a demo photo, anything else 404.
   photos = http.createServer((req, res) => {
     if (req.url === '/1.jpg') res.writeHead(200, { 'content-type': 'image/jpeg' }).end(sample(1));

@@ -185,7 +185,7 @@ describe.skipIf(skip)('the database primary lost under Patroni', () => {
     const sql = postgres(deployment.cluster.writeUrl, { max: 1, onnotice: () => {} });
     try {
       const tokens = new TokenStore(sql);
-      const { id, token } = await tokens.create(CLI_ACTOR, 'failover-client');
+      const { id, token } = await tokens.create(CLI_ACTOR, 'deployment', 'failover-client');
       const status = async (base: string) => (await fetch(`${base}/v0/faces/?limit=1`, { headers: { Authorization: `Token ${token}` } })).status;
       // Accepted, so each node holds it in its cache (for 5 s) as it would a busy client's.
       for (const base of deployment.apis) expect(await status(base)).toBe(200);

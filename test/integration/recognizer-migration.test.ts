@@ -144,7 +144,7 @@ describe(`switching the recogniser from faceres to ${TARGET}`, () => {
     await new PhotoBlobs(path.join(dir, 'photos')).remove(lost[0].photo_hash);
 
     const first = Math.min(...kept.map((f) => f.id), ...lost.map((f) => f.id));
-    const release = await lockFace(tdb.db.sql, first);
+    const release = await lockFace(tdb.db.owner, first);
     try {
       base = await start(TARGET);
       const total = kept.length + lost.length;
@@ -173,7 +173,7 @@ describe(`switching the recogniser from faceres to ${TARGET}`, () => {
     await expectAllFound(base, kept);
     // The faces whose photo is gone are kept, with the reason, and not searched.
     for (const f of lost) expect((await call(base, 'GET', `/v0/face/id/${f.id}/`)).status).toBe(200);
-    const failures = await tdb.db.sql`SELECT face_id, model, reason FROM reembed_failures ORDER BY face_id`;
+    const failures = await tdb.db.owner`SELECT face_id, model, reason FROM reembed_failures ORDER BY face_id`;
     expect(failures.map((r) => Number(r.face_id))).toEqual(lost.map((f) => f.id).sort((a, b) => a - b));
     for (const r of failures) expect(r).toMatchObject({ model: TARGET, reason: expect.stringMatching(/^PHOTO_MISSING: /) });
 
@@ -182,7 +182,7 @@ describe(`switching the recogniser from faceres to ${TARGET}`, () => {
     base = await start(TARGET);
     expect((await health(base)).migration).toMatchObject({ state: 'done', failed: lost.length });
     await expectAllFound(base, kept);
-    const models = await modelsOf(tdb.db.sql);
+    const models = await modelsOf(tdb.db.owner);
     for (const f of lost) expect(models.get(f.id)).toBe('faceres');
     await stop();
   });
@@ -238,12 +238,12 @@ describe('a migration killed half-way', () => {
     const ids = faces.map((f) => f.id);
 
     // Batch one (16 faces) commits; batch two waits on the locked face, and the service dies inside it.
-    const release = await lockFace(tdb.db.sql, ids[20]);
+    const release = await lockFace(tdb.db.owner, ids[20]);
     try {
       service = await startProcess(env(TARGET));
       await until('the first batch', async () => ((await health(service!.base)).migration?.done === 16 ? true : undefined));
       await until('the second batch to wait on the lock', async () => {
-        const [w] = await tdb.db.sql`
+        const [w] = await tdb.db.owner`
           SELECT count(*)::int AS n FROM pg_stat_activity
           WHERE datname = current_database() AND application_name LIKE 'face-service[%' AND wait_event_type = 'Lock'`;
         return w.n > 0 ? true : undefined;
@@ -254,7 +254,7 @@ describe('a migration killed half-way', () => {
     } finally {
       await release();
     }
-    const half = await modelsOf(tdb.db.sql);
+    const half = await modelsOf(tdb.db.owner);
     expect([...half.keys()]).toEqual(ids);
     expect([...half.values()].filter((m) => m === TARGET)).toHaveLength(16);
 
@@ -267,7 +267,7 @@ describe('a migration killed half-way', () => {
     await until('the finished line', async () => (service!.output().includes('embedding migration finished') ? true : undefined));
     expect((await health(service.base)).migration).toEqual({ state: 'done', from: ['faceres'], to: TARGET, done: 40, failed: 0, total: 40 });
 
-    const after = await modelsOf(tdb.db.sql);
+    const after = await modelsOf(tdb.db.owner);
     expect([...after.keys()]).toEqual(ids);
     expect(new Set(after.values())).toEqual(new Set([TARGET]));
     await expectAllFound(service.base, faces.slice(0, 8));
@@ -310,7 +310,7 @@ describe('switching from sface to the accurate mode', () => {
     expect((await health(base)).engine.recognizer).toBe(spec);
     await migrationDone(base);
     expect((await health(base)).migration).toEqual({ state: 'done', from: ['sface'], to: spec, done: faces.length, failed: 0, total: faces.length });
-    const rows = await tdb.db.sql`SELECT model, dim, length(embedding) AS bytes FROM faces`;
+    const rows = await tdb.db.owner`SELECT model, dim, length(embedding) AS bytes FROM faces`;
     expect(rows).toHaveLength(faces.length);
     for (const r of rows) expect(r).toMatchObject({ model: spec, dim: 256, bytes: 1024 });
     for (const f of faces) {

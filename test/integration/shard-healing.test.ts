@@ -67,7 +67,7 @@ async function addPhotos(meta: string) {
   }
 }
 
-const changeLogRows = async () => Number((await svc.tdb.db.sql`SELECT count(*) AS n FROM face_changes`)[0].n);
+const changeLogRows = async () => Number((await svc.tdb.db.owner`SELECT count(*) AS n FROM face_changes`)[0].n);
 
 beforeAll(async () => {
   svc = await startDatabaseService({ FACE_SHARDS: '2', FACE_INDEX_SNAPSHOT_CHANGES: '1', FACE_INDEX_SNAPSHOT_SECONDS: '1' }, log);
@@ -82,10 +82,10 @@ afterAll(async () => {
 
 describe('shards that heal', () => {
   it('snapshots every shard and prunes the change log below them', async () => {
-    const head = Number((await svc.tdb.db.sql`SELECT max(position) AS p FROM face_changes`)[0].p);
+    const head = Number((await svc.tdb.db.owner`SELECT max(position) AS p FROM face_changes`)[0].p);
     await snapshotted(head);
     await until('the log pruned', async () => ((await changeLogRows()) === 0 ? true : undefined));
-    const [horizon] = await svc.tdb.db.sql`SELECT pruned_through FROM face_changes_horizon`;
+    const [horizon] = await svc.tdb.db.owner`SELECT pruned_through FROM face_changes_horizon`;
     expect(Number(horizon.pruned_through)).toBeGreaterThanOrEqual(head);
     await expectEveryFaceFound(TOTAL_FACES);
   });
@@ -105,7 +105,7 @@ describe('shards that heal', () => {
   });
 
   it('rebuilds a shard whose snapshot was corrupted on disk from the database, and logs why', async () => {
-    const head = Number((await svc.tdb.db.sql`SELECT coalesce(max(position), 0) AS p FROM face_changes`)[0].p);
+    const head = Number((await svc.tdb.db.owner`SELECT coalesce(max(position), 0) AS p FROM face_changes`)[0].p);
     await snapshotted(head);
     const graph = path.join(svc.dir, 'index', 'shard-0.scan');
     const bytes = await readFile(graph);
@@ -138,7 +138,7 @@ describe('shards that heal', () => {
   });
 
   it('refills a shard from the database at start when its snapshot is gone and the log is pruned', async () => {
-    const head = Number((await svc.tdb.db.sql`SELECT coalesce(max(position), 0) AS p FROM face_changes`)[0].p);
+    const head = Number((await svc.tdb.db.owner`SELECT coalesce(max(position), 0) AS p FROM face_changes`)[0].p);
     await snapshotted(head);
     await until('the log pruned', async () => ((await changeLogRows()) === 0 ? true : undefined));
     await svc.server.close();

@@ -30,7 +30,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
   beforeAll(async () => {
     // 50 parallel adds test the database, not admission: the engine queue is sized to take them all.
     shape = await startShape(shapeName, { FACE_DB_POOL: '20', FACE_MAX_ENGINE_INFLIGHT: '64' });
-    ({ id: tokenId, token } = await new TokenStore(shape.tdb.db.sql).create(CLI_ACTOR, 'tests'));
+    ({ id: tokenId, token } = await new TokenStore(shape.tdb.db.sql).create(CLI_ACTOR, 'deployment', 'tests'));
     photoServer = http.createServer((req, res) => {
       const m = /^\/sample(\d)\.jpg$/.exec(req.url ?? '');
       if (!m) {
@@ -54,7 +54,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
   const add = (fields: Record<string, string | Buffer>, type?: string) => call('POST', '/v0/face/', form(fields, type));
 
   async function faceCount(): Promise<number> {
-    const [r] = await shape.tdb.db.sql`SELECT count(*)::int AS n FROM faces`;
+    const [r] = await shape.tdb.db.owner`SELECT count(*)::int AS n FROM faces`;
     return r.n;
   }
 
@@ -72,7 +72,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
 
     it('stops accepting a token as soon as it is revoked', async () => {
       const tokens = new TokenStore(shape.tdb.db.sql);
-      const extra = await tokens.create(CLI_ACTOR, 'short-lived');
+      const extra = await tokens.create(CLI_ACTOR, 'deployment', 'short-lived');
       const h = { Authorization: `Token ${extra.token}` };
       expect((await call('GET', '/v0/galleries/', undefined, h)).status).toBe(200);
       expect(await tokens.revoke(CLI_ACTOR, 'deployment', extra.id)).toBe(true);
@@ -118,7 +118,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
       const ids = r.json.results.map((f: { id: number }) => f.id);
       expect([...ids].sort((a, b) => a - b)).toEqual(ids);
       // A UUID camera id is kept as 32 lower-case hex digits; each face added is also a sighting.
-      const rows = await shape.tdb.db.sql`SELECT DISTINCT cam_id FROM faces WHERE meta = 'crowd'`;
+      const rows = await shape.tdb.db.owner`SELECT DISTINCT cam_id FROM faces WHERE meta = 'crowd'`;
       expect(rows.map((x) => x.cam_id)).toEqual(['0b0e5c9a52c64d479a0e7a1f2e3d4c5b']);
       expect(r.json.sightings.map((e: { face_id: number }) => e.face_id)).toEqual(ids);
     });
@@ -224,7 +224,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
       let u = await call('PUT', `/v0/face/id/${f.id}/`, { meta: 'after', person_id: 77, galleries: { add: ['g2'] } });
       expect(u.status).toBe(200);
       expect(u.json).toMatchObject({ id: f.id, meta: 'after', galleries: ['default', 'g1', 'g2'] });
-      const [row] = await shape.tdb.db.sql`SELECT person_id FROM faces WHERE id = ${f.id}`;
+      const [row] = await shape.tdb.db.owner`SELECT person_id FROM faces WHERE id = ${f.id}`;
       expect(Number(row.person_id)).toBe(77);
       u = await call('PUT', `/v0/face/id/${f.id}/`, { galleries: { del: ['g1', 'default'] } });
       expect(u.json.galleries).toEqual(['default', 'g2']);
@@ -289,7 +289,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
   describe('listings', () => {
     it('lists all faces newest first, and pages through them with next_page and prev_page', async () => {
       const all = (await call('GET', '/v0/faces/')).json.results as Array<{ id: number }>;
-      const [n] = await shape.tdb.db.sql`SELECT count(*)::int AS n FROM faces`;
+      const [n] = await shape.tdb.db.owner`SELECT count(*)::int AS n FROM faces`;
       expect(all).toHaveLength(n.n);
       expect(all.map((f) => f.id)).toEqual([...all.map((f) => f.id)].sort((a, b) => b - a));
       expect(Object.keys(all[0])).toEqual(FACE_KEYS);
@@ -326,7 +326,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
       const r = await call('GET', '/v0/meta/');
       expect(r.status).toBe(200);
       const crowd = r.json.results.find((m: { meta: string }) => m.meta === 'crowd');
-      const rows = await shape.tdb.db.sql`SELECT min(id)::int AS first, count(*)::int AS n FROM faces WHERE meta = 'crowd'`;
+      const rows = await shape.tdb.db.owner`SELECT min(id)::int AS first, count(*)::int AS n FROM faces WHERE meta = 'crowd'`;
       expect(crowd).toMatchObject({ count: rows[0].n, face: { id: rows[0].first, meta: 'crowd' } });
       expect(Object.keys(crowd.face)).toEqual(FACE_KEYS);
       const metas = r.json.results.map((m: { meta: string }) => m.meta);
@@ -430,7 +430,7 @@ describe.each(shapesUnderTest({ inCi: false }))('the face database (%s)', (shape
       const listed = (await call('GET', '/v0/faces/gallery/busy/')).json.results.map((f: { id: number }) => f.id);
       expect(listed).toEqual(survivors);
 
-      const sql = shape.tdb.db.sql;
+      const sql = shape.tdb.db.owner;
       const [c] = await sql`
         SELECT (SELECT count(*) FROM photos p WHERE NOT EXISTS (SELECT 1 FROM faces f WHERE f.photo_hash = p.hash))::int AS unused,
                (SELECT count(*) FROM faces f WHERE NOT EXISTS (SELECT 1 FROM photos p WHERE p.hash = f.photo_hash))::int AS dangling,

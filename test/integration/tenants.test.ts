@@ -36,7 +36,7 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
   const a = { faces: [] as number[], sightings: [] as number[], person: 0 };
 
   async function token(name: string, tenant: string, grant: TokenGrant = {}): Promise<void> {
-    t[name] = (await tokens.create(CLI_ACTOR, name, grant, tenant)).token;
+    t[name] = (await tokens.create(CLI_ACTOR, 'deployment', name, grant, tenant)).token;
   }
 
   beforeAll(async () => {
@@ -310,7 +310,7 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       expect(person.json.reason).toMatch(/history scope/);
       const after = await as('limited', 'GET', `/v0/face/id/${id}/`);
       expect(after.json).toMatchObject({ galleries: ['default', b.gallery] });
-      const [row] = await shape.tdb.db.sql`SELECT person_id FROM faces WHERE id = ${id}`;
+      const [row] = await shape.tdb.db.owner`SELECT person_id FROM faces WHERE id = ${id}`;
       expect(row.person_id).toBeNull();
     });
 
@@ -421,22 +421,22 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
     });
 
     it('deleting a tenant deletes its faces, camera history, persons, galleries and tokens', async () => {
-      await tokens.create(CLI_ACTOR, 'gamma-writer', {}, 'gamma').then((m) => (t.gammaWriter = m.token));
+      await tokens.create(CLI_ACTOR, 'deployment', 'gamma-writer', {}, 'gamma').then((m) => (t.gammaWriter = m.token));
       const added = await as('gammaWriter', 'POST', '/v0/face/', form({ photo: sample(4), meta: 'gamma', cam_id: 'gamma-door' }));
       expect(added.status).toBe(200);
       expect(added.json.sightings).toHaveLength(1);
-      const [{ id: tenant }] = await shape.tdb.db.sql`SELECT id FROM tenants WHERE name = 'gamma'`;
+      const [{ id: tenant }] = await shape.tdb.db.owner`SELECT id FROM tenants WHERE name = 'gamma'`;
       const gone = await as('op', 'DELETE', '/v0/admin/tenants/gamma');
       expect(gone.status).toBe(200);
       expect(gone.json).toEqual({ deleted: 1 });
       expect((await as('gammaWriter', 'GET', '/v0/galleries/')).status).toBe(401);
       // Its faces, camera history and persons went with it; the history stays append-only for everyone else.
-      const [left] = await shape.tdb.db.sql`
+      const [left] = await shape.tdb.db.owner`
         SELECT (SELECT count(*) FROM faces WHERE tenant_id = ${tenant})::int AS faces,
           (SELECT count(*) FROM sightings WHERE tenant_id = ${tenant})::int AS sightings,
           (SELECT count(*) FROM persons WHERE tenant_id = ${tenant})::int AS persons`;
       expect(left).toEqual({ faces: 0, sightings: 0, persons: 0 });
-      await expect(shape.tdb.db.sql`DELETE FROM sightings WHERE cam_id = 'b-door'`).rejects.toThrow(/append-only/);
+      await expect(shape.tdb.db.owner`DELETE FROM sightings WHERE cam_id = 'b-door'`).rejects.toThrow(/append-only/);
     });
   });
 
@@ -452,7 +452,7 @@ describe.each(shapesUnderTest({ inCi: true }))('tenants (%s)', (shapeName) => {
       expect(Number(limited[0].headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       for (const [k, r] of answers.entries()) {
         expect([200, 429]).toContain(r.status);
-        const [stored] = await shape.tdb.db.sql`SELECT count(*)::int AS n FROM faces WHERE meta = ${`burst-${k}`}`;
+        const [stored] = await shape.tdb.db.owner`SELECT count(*)::int AS n FROM faces WHERE meta = ${`burst-${k}`}`;
         expect(stored.n, `burst-${k}`).toBe(r.status === 200 ? r.json.results.length : 0);
       }
     });
