@@ -16,15 +16,18 @@
  *
  * Then listings in an embedded PostgreSQL holding both layouts: a page of 100
  * of one tenant's faces (the first, and one from the middle), one tenant of
- * `--faces` against one of `--tenants` sharing as many.
+ * `--faces` against one of `--tenants` sharing as many; and what row-level
+ * security costs the statements of enrol, identify, a face by id, listings and
+ * history search there (`rowSecurityCost`).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Bench } from 'tinybench';
 import { FIRST_TENANT, tenantOf as tenantId, type TenantId } from '../../src/auth.js';
-import type { Sql } from '../../src/db/client.js';
+import { transaction, type Database, type Sql } from '../../src/db/client.js';
 import { FaceStore } from '../../src/db/faces.js';
+import { HistoryStore } from '../../src/db/history-store.js';
 import { openDatabase } from '../../src/db/open.js';
 import { PhotoBlobs, PhotoStore } from '../../src/db/photos.js';
 import { scopeKey, searchScope } from '../../src/db/tenants.js';
@@ -32,6 +35,9 @@ import { openFaceIndex, type FaceIndex, type IndexChange } from '../../src/nativ
 import { parseOptions, runAsScript } from '../lib/args.js';
 import { describeMachine, machineLine } from '../../test/harness/machine.js';
 import { Rng } from '../../test/harness/reliability/outcome.js';
+
+/** Bytes that sniff as JPEG: a stored photo's, for writes that never decode it. */
+const JPEG_MAGIC = Buffer.from([0xff, 0xd8, 0xff, 0xe0]);
 
 const USAGE = 'npm run bench:tenants -- [--faces 1000000] [--tenants 100] [--dims 128] [--queries 200] [--seconds 5]';
 
@@ -308,10 +314,70 @@ async function listingCost(o: Options): Promise<void> {
         `| ${c.layout} | ${c.first.toFixed(3)} | ${c.middle.toFixed(3)} | ${vs(c.first, costs[0].first)} / ${vs(c.middle, costs[0].middle)} | ${vs(c.first, c.ownerFirst)} / ${vs(c.middle, c.ownerMiddle)} |`,
       );
     }
+    await rowSecurityCost(o, database.db, tenantId(solo.id), dataDir);
   } finally {
     await database.db.close();
     await database.embedded?.stop();
     await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * What row-level security costs the statements of enrol, identify, GET /v0/face/id and history
+ * search, against one tenant of `--faces` faces and as many sightings: each run through the
+ * service's stores on its pool (the tenant role, which the policies bind) and on the tables'
+ * owner (whom they do not), side by side in one Bench. Both bind their transactions alike, so
+ * the difference is the policies; what binding costs (a transaction around a statement) is the
+ * last row, a bound `SELECT 1` against a bare one.
+ */
+async function rowSecurityCost(o: Options, db: Database, tenant: TenantId, dataDir: string): Promise<void> {
+  const owner = db.owner;
+  const started = performance.now();
+  // Persons and sightings made in SQL, one sighting per face, on 20 cameras over the last 30 days.
+  const persons = Math.max(1, Math.floor(o.faces / 8));
+  await owner.unsafe(`INSERT INTO persons (tenant_id, id) SELECT ${tenant}, g FROM generate_series(1, ${persons}) g`);
+  for (let from = 0; from < o.faces; from += 100_000) {
+    const to = Math.min(o.faces, from + 100_000) - 1;
+    await owner.unsafe(`INSERT INTO sightings (tenant_id, person_id, cam_id, seen_at, friend, meta, photo_kept, photo_hash, x1, y1, x2, y2)
+      SELECT ${tenant}, 1 + g % ${persons}, 'cam-' || (g % 20), now() - (g % 2592000) * interval '1 second', false, '', false, '${'0'.repeat(64)}', 0, 0, 1, 1
+      FROM generate_series(${from}, ${to}) g`);
+  }
+  await owner`ANALYZE sightings`;
+  await owner`ANALYZE persons`;
+  console.log(`\nrow-level security: ${o.faces} sightings made in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const ids = (await owner<{ id: string }[]>`SELECT id FROM faces WHERE tenant_id = ${tenant} ORDER BY random() LIMIT 1000`).map((r) => Number(r.id));
+  const blobs = new PhotoBlobs(path.join(dataDir, 'photos'));
+  const on = (pool: Sql) => {
+    const photos = new PhotoStore(pool, blobs);
+    return { faces: new FaceStore(pool, photos, { model: 'bench' }), history: new HistoryStore(pool, { sightings: 3, windowS: 3600 }), pool };
+  };
+  const sides = { 'tenant role': on(db.sql), owner: on(owner) };
+  let k = 0;
+  const pick = (n: number) => Array.from({ length: n }, () => ids[k++ % ids.length]);
+  const ops: Array<[string, (side: ReturnType<typeof on>) => Promise<unknown>]> = [
+    ['enrol: add a face (its transaction)', (side) => side.faces.addFaces({ tenant, photo: Buffer.concat([JPEG_MAGIC, Buffer.from(`bench ${k++}`)]), meta: 'bench', galleries: [], faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, embedding: Float32Array.of(1, 0, 0, 0) }] })],
+    ['identify: its 5 matches by id', (side) => side.faces.getFaces({ tenant }, pick(5))],
+    ['GET /v0/face/id: one face', (side) => side.faces.getFace({ tenant }, pick(1)[0])],
+    ['history search: a page of 100 of one camera', async (side) => {
+      const listing = await side.history.search(tenant, { camIds: [`cam-${k++ % 20}`] }, { limit: 100 });
+      for await (const batch of listing.batches) if (batch.length === 0) throw new Error('an empty batch');
+    }],
+    ['a bound transaction around SELECT 1 (vs a bare SELECT 1)', (side) => (side.pool === owner ? owner`SELECT 1` : transaction(side.pool, tenant, (tx) => tx`SELECT 1`))],
+  ];
+  const bench = new Bench({ time: o.seconds * 1000, iterations: 50 });
+  for (const [name, op] of ops) for (const [sideName, side] of Object.entries(sides)) bench.add(`${name}|${sideName}`, () => op(side) as Promise<void>);
+  await bench.run();
+  const p50 = (name: string) => {
+    const r = bench.tasks.find((t) => t.name === name)?.result;
+    if (!r || !('latency' in r)) throw new Error(`${name}: no result`);
+    return r.latency.p50 ?? NaN;
+  };
+  console.log(`\n| statements of one tenant of ${o.faces} faces and ${o.faces} sightings | tenant role p50 ms | owner p50 ms | ratio |`);
+  console.log('|---|---|---|---|');
+  for (const [name] of ops) {
+    const rls = p50(`${name}|tenant role`);
+    const bare = p50(`${name}|owner`);
+    console.log(`| ${name} | ${rls.toFixed(3)} | ${bare.toFixed(3)} | ${(rls / bare).toFixed(2)}x |`);
   }
 }
 

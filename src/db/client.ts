@@ -76,8 +76,7 @@ export type AcrossTenants =
   | 'administration'
   | 'history retention'
   | 'photo collection'
-  | 're-embedding'
-  | 'service health';
+  | 're-embedding';
 
 /** What a transaction's statements are bound to: one tenant's rows, or a named bypass. */
 export type Binding = TenantId | AcrossTenants;
@@ -203,10 +202,11 @@ export async function bind(tx: TransactionSql, binding: Binding): Promise<void> 
 export async function transaction<T>(sql: Sql, binding: Binding, fn: (tx: TransactionSql) => Promise<T>, attempts = 4): Promise<T> {
   for (let i = 1; ; i++) {
     try {
-      return (await sql.begin(async (tx) => {
-        await bind(tx, binding);
-        return fn(tx);
-      })) as T;
+      return (await sql.begin((tx) =>
+        // Sent with `fn`'s first statement rather than a round trip ahead of it: the statements of a
+        // transaction run in the order they are made, and a failed binding aborts those after it.
+        Promise.all([bind(tx, binding), fn(tx)]).then(([, answer]) => answer),
+      )) as T;
     } catch (err) {
       if (i >= attempts || !RETRYABLE.has(sqlState(err) ?? '')) throw err;
       await new Promise((r) => setTimeout(r, 5 * i + Math.random() * 10));
