@@ -9,6 +9,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { StaticTokenVerifier } from '../auth.js';
+import { loadConfig } from '../config/index.js';
 import { createLogger, type Logger } from '../log.js';
 import { idParam } from './params.js';
 import { Reply, RouteRegistry } from './registry.js';
@@ -26,13 +27,16 @@ afterEach(async () => {
 
 type Limits = Partial<HttpServerOptions['limits']>;
 
+/** The settings' defaults, for the limits a test leaves alone. */
+const { maxEngineInflight, maxBodyMemory, requestTimeoutMs } = loadConfig({});
+
 async function start(registry: RouteRegistry, limits: Limits = {}, log: Logger = createLogger('silent')): Promise<number> {
   server = await listen({
     host: '127.0.0.1',
     port: 0,
     registry,
     verifier: new StaticTokenVerifier(TOKEN),
-    limits: { maxBodyBytes: 64 * 1024, maxUploadBytes: 32 * 1024, maxInflight: 8, ...limits },
+    limits: { maxBodyBytes: 64 * 1024, maxUploadBytes: 32 * 1024, maxInflight: 8, maxEngineInflight, maxBodyMemory, requestTimeoutMs, ...limits },
     shutdownTimeoutMs: 2000,
     log,
   });

@@ -2,6 +2,7 @@ import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { StaticTokenVerifier } from '../auth.js';
+import { loadConfig } from '../config/index.js';
 import { createLogger } from '../log.js';
 import { boolParam } from './params.js';
 import { Reply, RouteRegistry } from './registry.js';
@@ -42,13 +43,16 @@ function slowRegistry() {
   return { registry, release: () => waiting.splice(0).forEach((r) => r()), waiting: () => waiting.length, finished: () => finished };
 }
 
+/** The settings' defaults, for the limits these tests leave alone. */
+const { maxEngineInflight, maxBodyMemory, requestTimeoutMs } = loadConfig({});
+
 async function start(registry: RouteRegistry, maxInflight = 2, shutdownTimeoutMs = 5000) {
   server = await listen({
     host: '127.0.0.1',
     port: 0,
     registry,
     verifier: new StaticTokenVerifier('t'),
-    limits: { maxBodyBytes: 4096, maxUploadBytes: 1024, maxInflight },
+    limits: { maxBodyBytes: 4096, maxUploadBytes: 1024, maxInflight, maxEngineInflight, maxBodyMemory, requestTimeoutMs },
     shutdownTimeoutMs,
     log: createLogger('silent'),
   });
