@@ -79,6 +79,7 @@
  */
 import type { Logger } from '../log.js';
 import { databaseUnavailable, openPool, STREAM_POOL, type Database, type ReplicaRead, type Sql } from './client.js';
+import { WalPositions } from './wal-positions.js';
 
 /** Staleness allowed unless told otherwise (FACE_READ_MAX_LAG_MS). */
 export const DEFAULT_MAX_LAG_MS = 1000;
@@ -165,8 +166,8 @@ export class ReadReplica {
   private lastLag: { at: number; lagMs: number } | undefined;
   /** The primary's system identifier, as its last probe said: a replica of another cluster is never read from. */
   private system: string | undefined;
-  /** The primary's WAL position at the start of each recent probe, for `replayedSince`. */
-  private positions: Array<{ at: number; lsn: bigint }> = [];
+  /** The primary's WAL position at the start of each recent probe. */
+  private readonly positions: WalPositions;
   private probing: { since: number; done: Promise<number | undefined> } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private onReplica = false;
@@ -182,6 +183,7 @@ export class ReadReplica {
     if (!(this.maxLagMs > 0)) throw new Error('maxLagMs must be more than 0');
     this.intervalMs = opts.intervalMs ?? Math.min(1000, Math.max(50, Math.floor(this.maxLagMs / 4)));
     this.probeTimeoutMs = opts.probeTimeoutMs ?? 5000;
+    this.positions = new WalPositions(Math.max(2 * this.maxLagMs, 5000));
     this.log = opts.log;
     const max = opts.max ?? STREAM_POOL;
     // The process id tells this process's connections apart from another node's on the same server.
@@ -335,14 +337,14 @@ export class ReadReplica {
         if (answer instanceof Error) return this.withoutPrimary(at, answer);
         const p = answer;
         this.system = p.system;
-        this.remember(at, parseLsn(p.lsn));
+        this.positions.remember(at, p.lsn);
         const r = await this.replicaState();
         // A standby (or a promoted one) shares its primary's identifier; another cluster holds other data.
         if (r.system !== p.system) {
           return { at, lagMs: undefined, fault: 'other-cluster', error: 'the read URL is a server of another cluster than the primary' };
         }
         if (!r.recovery) return { at, lagMs: 0 };
-        const since = r.replayed === null ? undefined : this.replayedSince(parseLsn(r.replayed));
+        const since = r.replayed === null ? undefined : this.positions.replayedSince(r.replayed);
         const bounds = [since !== undefined ? at - since : undefined, r.behind_ms ?? undefined].filter((b) => b !== undefined);
         if (bounds.length === 0) {
           return { at, lagMs: undefined, fault: 'unknown', error: 'the replica is behind and has replayed no transaction since it started' };
@@ -399,20 +401,6 @@ export class ReadReplica {
     }
   }
 
-  /** Records that the primary's WAL had reached `lsn` by time `at`; forgets what can no longer matter. */
-  private remember(at: number, lsn: bigint): void {
-    const keep = Math.max(2 * this.maxLagMs, 5000);
-    this.positions = this.positions.filter((p) => at - p.at <= keep);
-    this.positions.push({ at, lsn });
-  }
-
-  /** The latest time by which everything the primary had committed is replayed at `replayed`. */
-  private replayedSince(replayed: bigint): number | undefined {
-    let since: number | undefined;
-    for (const p of this.positions) if (p.lsn <= replayed && (since === undefined || p.at > since)) since = p.at;
-    return since;
-  }
-
   /** Whether reads go to the replica now; counts and logs each move between the servers (shutting down is none). */
   private decide(): boolean {
     const m = this.last;
@@ -443,10 +431,4 @@ export class ReadReplica {
     // Over the bound by lag plus age: named after the larger share.
     return m.lagMs >= Date.now() - m.at ? 'lagging' : 'stale';
   }
-}
-
-/** A WAL position ("16/B374D848") as a number that compares like one. */
-function parseLsn(text: string): bigint {
-  const [hi, lo] = text.split('/');
-  return (BigInt(`0x${hi}`) << 32n) | BigInt(`0x${lo}`);
 }
