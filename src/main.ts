@@ -16,7 +16,7 @@ import { openDatabase } from './db/open.js';
 import { SERVICE_ACTOR } from './db/audit.js';
 import { TokenStore } from './db/tokens.js';
 import { createLogger } from './log.js';
-import { engineOptionsFrom, openEngine } from './native/engine.js';
+import { engineOptionsFrom, keepTemporaryFilesIn, openEngine } from './native/engine.js';
 
 /** How often the parent is checked: a stop within a second is soon enough for a supervisor. */
 const ORPHAN_CHECK_MS = 500;
@@ -100,6 +100,9 @@ async function startWithDatabase(config: Config, log: Logger): Promise<Started> 
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  // Before the addon loads, for every role: ONNX Runtime's files, and the other temporary
+  // files of this process, stay in the data folder.
+  keepTemporaryFilesIn(config.dataDir);
   const log = createLogger(config.logLevel);
   const { running, cleanup, finished } = config.role === 'camera' ? await startCamera(config, log) : await startWithDatabase(config, log);
 

@@ -88,4 +88,6 @@ const OUTSIDE_SETTINGS = new Set([
   'LD_LIBRARY_PATH',
   // Set by npm for the scripts it runs: the service stops with the npm process that started it.
   'npm_lifecycle_event',
+  // Written, not read: the process's temporary folder, pointed into FACE_DATA_DIR before the addon loads (native/engine.ts).
+  'TMPDIR',
 ]);

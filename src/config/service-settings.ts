@@ -91,7 +91,7 @@ export const SERVICE_SETTINGS = {
     kind: text('path', '/var/lib/face'),
     default: ({ root }) => path.join(root, 'data'),
     shown: '`./data`',
-    doc: 'embedded PostgreSQL, photo blobs, search shard snapshots',
+    doc: 'embedded PostgreSQL, photo blobs, search shard snapshots, temporary files (`tmp/`)',
   }),
   minQuality: set({
     env: 'FACE_MIN_QUALITY',

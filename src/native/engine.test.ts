@@ -1,11 +1,12 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os, { availableParallelism } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../config/index.js';
 import { DomainError } from '../errors.js';
 import { ERROR_STATUS } from '../http/errors.js';
 import { until } from '../../test/harness/until.js';
-import { abortError, engineOptionsFrom, mapEngineError, openEngine } from './engine.js';
+import { abortError, engineOptionsFrom, keepTemporaryFilesIn, mapEngineError, openEngine } from './engine.js';
 
 const nativeError = (code: string, message = 'detail') => Object.assign(new Error(message), { code });
 
@@ -52,6 +53,23 @@ describe('abortError', () => {
     expect(abortError(AbortSignal.abort()).code).toBe('CLIENT_CLOSED');
     const timeout = new DOMException('late', 'TimeoutError');
     expect(abortError(AbortSignal.abort(timeout)).code).toBe('SERVICE_UNAVAILABLE');
+  });
+});
+
+describe('keepTemporaryFilesIn', () => {
+  it("points TMPDIR, and so os.tmpdir(), at the data folder's tmp/, made if missing", () => {
+    const before = process.env.TMPDIR;
+    const dataDir = path.join(mkdtempSync(path.join(os.tmpdir(), 'face-data-')), 'data');
+    try {
+      const dir = keepTemporaryFilesIn(dataDir);
+      expect(dir).toBe(path.join(dataDir, 'tmp'));
+      expect(existsSync(dir)).toBe(true);
+      expect([process.env.TMPDIR, os.tmpdir()]).toEqual([dir, dir]);
+    } finally {
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
+      rmSync(path.dirname(dataDir), { recursive: true, force: true });
+    }
   });
 });
 

@@ -8,7 +8,7 @@
  * `startServer` their own `Engine`; production code always loads the real
  * addon.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type * as Addon from '../../build/addon/index.cjs';
@@ -78,6 +78,20 @@ export function abortError(signal: AbortSignal): DomainError {
 /** Resolves build/addon/index.cjs from the project root, so src/ and dist/src/ find the same file. */
 export function addonPath(root: string = findProjectRoot()): string {
   return path.join(root, 'build', 'addon', 'index.cjs');
+}
+
+/**
+ * Points this process's temporary folder (TMPDIR, which os.tmpdir(), the addon and child
+ * processes read) at `<dataDir>/tmp`, made if missing; call it before the addon loads. ONNX
+ * Runtime writes an empty mat-debug-<pid>.log and a .ses file into TMPDIR whenever a process
+ * opens it and never removes them: kept in the data folder, nothing the service runs leaves
+ * files outside it. Returns the folder.
+ */
+export function keepTemporaryFilesIn(dataDir: string): string {
+  const dir = path.resolve(dataDir, 'tmp');
+  mkdirSync(dir, { recursive: true });
+  process.env.TMPDIR = dir;
+  return dir;
 }
 
 /**
