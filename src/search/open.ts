@@ -1,5 +1,5 @@
 /**
- * Opening the search tier, by FACE_ROLE (app.ts calls these):
+ * Opening the search tier, by FACE_ROLE (the starters in app/ call these):
  *
  * - all: the shards held in this process, caught up with the change log and
  *   following it (index-sync.ts), searched through `localShards`;

@@ -15,7 +15,7 @@
  * sightings that matched no stored face are held: a known person is found
  * through the faces.
  *
- * Where it lives (app.ts): in one process (FACE_ROLE=all) it holds every
+ * Where it lives (the starters in app/): in one process (FACE_ROLE=all) it holds every
  * stranger; in a cluster each shard server holds the sightings that fall on
  * its shards (`owns`, by sighting id, the rule faces follow), the best few
  * per person among them, and API nodes fan searches out to them
