@@ -104,7 +104,7 @@ const HOURLY_SWEEP_MS = 60 * 60_000;
  */
 function expireThumbnails(history: HistoryStore, days: number, log: Logger): NodeJS.Timeout {
   const sweep = () =>
-    history.expireThumbnailsAcrossTenants(days * 86_400).then(
+    history.events.expireThumbnailsAcrossTenants(days * 86_400).then(
       (n) => n > 0 && log.info({ thumbnails: n, days }, 'expired sighting thumbnails'),
       (err) => log.warn({ err }, 'thumbnail expiry failed'),
     );

@@ -60,7 +60,7 @@ interface Grouped {
 /** Persons as the history reads them (merges applied), per sighting id. */
 async function personsNow(history: HistoryStore): Promise<Map<number, number>> {
   const out = new Map<number, number>();
-  for await (const batch of (await history.search(FIRST_TENANT, {})).batches) for (const e of batch) out.set(e.id, e.person_id);
+  for await (const batch of (await history.events.search(FIRST_TENANT, {})).batches) for (const e of batch) out.set(e.id, e.person_id);
   return out;
 }
 
@@ -141,7 +141,7 @@ async function main() {
       for (const i of order) {
         const vector = emb.emb.subarray(i * dim, (i + 1) * dim);
         const [e] = await recordGrouped(grouping, [{ vector, quality: 1 }], (group) =>
-          history.recordWith(FIRST_TENANT, (tx) => group(tx, { tenant: FIRST_TENANT, camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
+          history.events.recordWith(FIRST_TENANT, (tx) => group(tx, { tenant: FIRST_TENANT, camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
         );
         who.set(e.id, set.person[i]);
       }

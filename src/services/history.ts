@@ -65,13 +65,13 @@ export async function personsOnPhoto(
 /** Sightings matching every filter given, newest first; one page (with `limit`) or all of them. */
 export async function searchHistory(deps: HistoryDeps, reach: Reach, filter: HistoryFilter, page: HistoryPage): Promise<HistoryListing> {
   requireHistory(reach);
-  return deps.history.search(reach.tenant, filter, page);
+  return deps.history.events.search(reach.tenant, filter, page);
 }
 
 /** The JPEG kept with sighting `id`; NOT_FOUND for an unknown sighting or an expired thumbnail. */
 export async function sightingThumbnail(deps: HistoryDeps, reach: Reach, id: number): Promise<Buffer> {
   requireHistory(reach);
-  const jpeg = await deps.history.thumbnail(reach.tenant, id);
+  const jpeg = await deps.history.events.thumbnail(reach.tenant, id);
   if (!jpeg) throw notFound(`No history event ${id}`);
   if (jpeg === 'expired') throw notFound(`The thumbnail of history event ${id} has expired`);
   return jpeg;

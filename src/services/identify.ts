@@ -140,6 +140,6 @@ export async function identify(deps: IdentifyDeps, reach: Reach, req: IdentifyRe
   // first), and of the earlier strangers it matches.
   const sighting = sightingOf(reach.tenant, { ...req, cam_id: camId }, bytes, analysis, chosen, false, (k) => ({ matchFaceId: results[k].matches[0]?.face.id }));
   const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * analysis.dim, (k + 1) * analysis.dim), quality: analysis.faces[i].quality }));
-  const sightings = await recordGrouped(deps.grouping, seen, (group) => deps.history.recordWith(sighting.tenant, (tx) => group(tx, sighting)));
+  const sightings = await recordGrouped(deps.grouping, seen, (group) => deps.history.events.recordWith(sighting.tenant, (tx) => group(tx, sighting)));
   return { results, sightings, live, total };
 }

@@ -99,12 +99,12 @@ const STRANGER_CANDIDATES = 16;
  */
 export async function strangerPersons(grouping: Grouping, tenant: TenantId, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
   const { history, seen } = grouping;
-  const upTo = await history.lastStrangerSighting(grouping.model, seen.last, tx);
+  const upTo = await history.strangers.lastStrangerSighting(grouping.model, seen.last, tx);
   seen.last = Math.max(seen.last, upTo);
   const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;
   const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, upTo, since, tenant);
-  const personOf = await history.personsOfSightings(tenant, [...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
+  const personOf = await history.persons.personsOfSightings(tenant, [...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
   return found.map(({ hits, searched }) => {
     const accepts = identifyAccepts(grouping.threshold, searched);
     const persons = hits.flatMap((h) => (accepts(h.similarity) && personOf.has(h.sightingId) ? [personOf.get(h.sightingId) as number] : []));
@@ -133,7 +133,7 @@ export async function recordGrouped(
   if (!grouping) return write(async (_tx, s) => s);
   return grouping.exclusive(() =>
     write(async (tx, s) => {
-      await grouping.history.lockGrouping(tx);
+      await grouping.history.persons.lockGrouping(tx);
       const matched = faces.length ? await strangerPersons(grouping, s.tenant, new Float32Array(faces.flatMap((f) => [...f.vector])), tx) : [];
       return { ...s, model: grouping.model, faces: s.faces.map((f, k) => ({ ...f, strangerPersons: matched[k], embedding: faces[k] })) };
     }),
