@@ -42,7 +42,7 @@ import { openSearch, openShardServer, type OpenedSearch } from './search/open.js
 import type { SearchShards } from './search/search-shards.js';
 import { ShardControl } from './search/shard-control.js';
 import { historyStrangers } from './search/stranger-index.js';
-import { useCalibration } from './services/calibration.js';
+import { calibrationOf, type Calibration } from './services/calibration.js';
 import { PhotoSource } from './services/photo-source.js';
 import { grouping } from './services/sightings.js';
 import { sightingWriter } from './services/camera-sightings.js';
@@ -181,7 +181,7 @@ interface Stores {
  * (its shards caught up with the change log), then the re-embedding decision, taken before any
  * answer counts the shards as live. What was opened is closed again when a later step fails.
  */
-async function openStores(config: Config, db: Database, engine: Engine, metrics: ServiceMetrics, indexWaitMs: number, log: Logger, forgetTokens: () => void): Promise<Stores> {
+async function openStores(config: Config, db: Database, engine: Engine, calibration: Calibration, metrics: ServiceMetrics, indexWaitMs: number, log: Logger, forgetTokens: () => void): Promise<Stores> {
   const { recognizer, dim } = engine.info();
   // Listings, history search and person views read from the replica while it is within the lag bound.
   const replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
@@ -233,6 +233,7 @@ async function openStores(config: Config, db: Database, engine: Engine, metrics:
             strangers: search.strangers,
             history,
             model: recognizer,
+            calibration,
             threshold,
             windowS: config.persons.windowS,
             retentionS: config.history.thumbnailRetentionDays * 86_400,
@@ -281,7 +282,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   }
   if (config.cameras.list && !db) throw new Error('FACE_CAMERAS: cameras write sightings, which needs the face database');
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
-  useCalibration(engine.info().recognizer);
+  const calibration = calibrationOf(engine.info().recognizer);
   const metrics = new ServiceMetrics({ engine, log });
   const photoSource = new PhotoSource(
     {
@@ -293,7 +294,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     (outcome) => metrics.photoFetched(outcome),
   );
   let dbTokens: DbTokenVerifier | undefined;
-  const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log, () => dbTokens?.clear()) : undefined;
+  const stores = db ? await openStores(config, db, engine, calibration, metrics, indexWaitMs, log, () => dbTokens?.clear()) : undefined;
   dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log, fresh: stores?.fresh }) : undefined;
   const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
@@ -309,7 +310,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       engine,
       sightingWriter({
         ...stores,
-        faces: new PhotoAnalysis(engine, photoSource),
+        faces: new PhotoAnalysis(engine, photoSource, calibration),
         thumbnailSize: config.history.thumbnailSize,
         strict: false,
       }),
@@ -320,6 +321,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   const cameraStates = { states: () => cameras?.states() ?? [] };
   const registry = buildRegistry({
     engine,
+    calibration,
     photos: photoSource,
     serviceVersion: serviceVersion(),
     database: database && { stores: database, settings: { identify: config.identify, thumbnailSize: config.history.thumbnailSize, minQuality: config.minQuality } },

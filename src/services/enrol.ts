@@ -131,7 +131,7 @@ async function enrolOnce(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signa
 
   // Searched before the faces are stored, so a face cannot match itself.
   const rows = pickRows(analysis, chosen);
-  const matches = camId !== undefined ? await bestMatches(deps.index, searchScope(reach.tenant), rows, req.threshold) : [];
+  const matches = camId !== undefined ? await bestMatches(deps.index, searchScope(reach.tenant), rows, req.threshold, deps.faces.calibration) : [];
   const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * dim, (k + 1) * dim), quality: analysis.faces[i].quality }));
 
   let sightings: HistoryEvent[] | undefined;

@@ -53,7 +53,7 @@ export async function personsOnPhoto(
   const rows = pickRows(analysis, selectFaces(analysis, 'biggest', 'photo', req.bbox !== undefined));
   const searches = await deps.index.searchBatch(rows, CANDIDATE_FACES, searchScope(reach.tenant));
   const faceIds = searches.flatMap((s) => {
-    const accepts = identifyAccepts(req.threshold, s.faces);
+    const accepts = identifyAccepts(req.threshold, s.faces, deps.faces.calibration);
     return s.matches.filter((m) => accepts(m.similarity)).map((m) => m.id);
   });
   const persons = await deps.store.personsOf(reach, [...new Set(faceIds)]);
