@@ -35,10 +35,10 @@ interface Started {
 /**
  * FACE_ROLE=camera: no database; the engine detects, sightings go to the API over HTTP. Its
  * embeddings only tell faces apart from one frame to the next when their boxes jump, so unless
- * FACE_RECOGNIZER says otherwise it runs the lightest recogniser.
+ * FACE_RECOGNIZER says otherwise it runs FACE_CAMERA_RECOGNIZER, the lightest recogniser.
  */
 async function startCamera(config: Config, log: Logger): Promise<Started> {
-  const engine = await openEngine(engineOptionsFrom(config, config.recognizer ? {} : { recognizer: 'sface' }));
+  const engine = await openEngine(engineOptionsFrom(config, config.recognizer ? {} : { recognizer: config.cameras.recognizer }));
   const worker = await startCameraWorker({ config, engine, log });
   log.info({ host: config.host, port: worker.port, role: config.role, cameras: config.cameras.list?.map((c) => c.camId) }, 'listening');
   return { running: worker, cleanup: async () => undefined, finished: worker.cameras.done };

@@ -408,7 +408,7 @@ async function explain(
   try {
     if (!own) {
       const store = new HistoryStore(sql, { sightings: 5, windowS: 604_800 });
-      const listing = await store.search(FIRST_TENANT, filter, { limit: PAGE, maxId });
+      const listing = await store.events.search(FIRST_TENANT, filter, { limit: PAGE, maxId });
       for await (const _batch of listing.batches) {
         // drained
       }
@@ -531,7 +531,7 @@ async function identifyLoad(base: string, sql: Sql, databaseUrl: string, photo: 
   try {
     const store = new HistoryStore(own, { sightings: 5, windowS: 604_800 });
     const record = (matchFaceId?: number) => async () => {
-      await store.record({
+      await store.events.record({
         tenant: FIRST_TENANT,
         camId: 'bench-direct',
         photoHash: 'ab'.repeat(32),

@@ -27,7 +27,7 @@ import path from 'node:path';
 import { findProjectRoot, loadConfig } from '../../src/config/index.js';
 import { HistoryStore } from '../../src/db/history-store.js';
 import { openDatabase } from '../../src/db/open.js';
-import { resolveIdentifyThreshold, useCalibration, type ThresholdPreset } from '../../src/services/calibration.js';
+import { calibrationOf, resolveIdentifyThreshold, type ThresholdPreset } from '../../src/services/calibration.js';
 import { grouping as groupingOf, recordGrouped } from '../../src/services/sightings.js';
 import { historyStrangers, StrangerIndex, type StrangerSource } from '../../src/search/stranger-index.js';
 import { numberArg, optionArg as arg, saveJson } from '../lib/args.js';
@@ -60,7 +60,7 @@ interface Grouped {
 /** Persons as the history reads them (merges applied), per sighting id. */
 async function personsNow(history: HistoryStore): Promise<Map<number, number>> {
   const out = new Map<number, number>();
-  for await (const batch of (await history.search(FIRST_TENANT, {})).batches) for (const e of batch) out.set(e.id, e.person_id);
+  for await (const batch of (await history.events.search(FIRST_TENANT, {})).batches) for (const e of batch) out.set(e.id, e.person_id);
   return out;
 }
 
@@ -112,7 +112,7 @@ async function main() {
   const { engine, emb } = await embedLfwSet(config, set, mode, root, `first${set.names.length}people`, (l) => console.log(l));
   const recognizer = engine.info().recognizer;
   engine.close();
-  useCalibration(recognizer);
+  const calibration = calibrationOf(recognizer);
   const dim = emb.dim;
   const rows = [...emb.found.keys()].filter((i) => emb.found[i]);
   const order = [...rows];
@@ -135,13 +135,13 @@ async function main() {
       const threshold: ThresholdPreset | number = /^[a-z]+$/.test(t) ? (t as ThresholdPreset) : Number(t);
       await database.db.owner`TRUNCATE sighting_thumbnails, sightings, persons RESTART IDENTITY CASCADE`;
       const strangers = await StrangerIndex.open({ dims: dim, rerank: config.index.rerank }, historyStrangers(history, recognizer));
-      const grouping = groupingOf({ strangers, history, model: recognizer, threshold, windowS: 0, retentionS: 0 });
+      const grouping = groupingOf({ strangers, history, model: recognizer, calibration, threshold, windowS: 0, retentionS: 0 });
       const who = new Map<number, number>();
       const started = performance.now();
       for (const i of order) {
         const vector = emb.emb.subarray(i * dim, (i + 1) * dim);
         const [e] = await recordGrouped(grouping, [{ vector, quality: 1 }], (group) =>
-          history.recordWith(FIRST_TENANT, (tx) => group(tx, { tenant: FIRST_TENANT, camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
+          history.events.recordWith(FIRST_TENANT, (tx) => group(tx, { tenant: FIRST_TENANT, camId: 'lfw', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 1, y2: 1 }, thumbnail: JPEG }] })),
         );
         who.set(e.id, set.person[i]);
       }
@@ -150,7 +150,7 @@ async function main() {
       strangers.close();
       grouped.push(g);
       console.log(
-        `  ${t} (${resolveIdentifyThreshold(threshold, rows.length)?.toFixed(4)} at N=${rows.length}): ${g.persons} persons; false merges: ${pct(g.mixedPersons)} of persons, ${pct(g.strayedSightings)} of sightings; ` +
+        `  ${t} (${resolveIdentifyThreshold(threshold, rows.length, calibration)?.toFixed(4)} at N=${rows.length}): ${g.persons} persons; false merges: ${pct(g.mixedPersons)} of persons, ${pct(g.strayedSightings)} of sightings; ` +
           `split ${pct(g.split)}, whole ${pct(g.whole)} of people with 2+ photos; ${g.sightingsPerSecond.toFixed(0)} sightings/s recorded`,
       );
     }

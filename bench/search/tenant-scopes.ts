@@ -359,7 +359,7 @@ async function rowSecurityCost(o: Options, db: Database, tenant: TenantId, dataD
     ['identify: its 5 matches by id', (side) => side.faces.getFaces({ tenant }, pick(5))],
     ['GET /v0/face/id: one face', (side) => side.faces.getFace({ tenant }, pick(1)[0])],
     ['history search: a page of 100 of one camera', async (side) => {
-      const listing = await side.history.search(tenant, { camIds: [`cam-${k++ % 20}`] }, { limit: 100 });
+      const listing = await side.history.events.search(tenant, { camIds: [`cam-${k++ % 20}`] }, { limit: 100 });
       for await (const batch of listing.batches) if (batch.length === 0) throw new Error('an empty batch');
     }],
     ['a bound transaction around SELECT 1 (vs a bare SELECT 1)', (side) => (side.pool === owner ? owner`SELECT 1` : transaction(side.pool, tenant, (tx) => tx`SELECT 1`))],

@@ -19,7 +19,7 @@ import type { IndexSync } from '../search/index-sync.js';
 import { INDEX_WAIT_MS } from '../search/index-writes.js';
 import type { SearchShards } from '../search/search-shards.js';
 import { PhotoAnalysis } from '../services/analysis.js';
-import { useCalibration } from '../services/calibration.js';
+import { calibrationOf } from '../services/calibration.js';
 import { sightingWriter } from '../services/camera-sightings.js';
 import { PhotoSource } from '../services/photo-source.js';
 import type { EmbeddingMigration } from '../services/reembed.js';
@@ -71,7 +71,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   }
   if (config.cameras.list && !db) throw new Error('FACE_CAMERAS: cameras write sightings, which needs the face database');
   // Confidence and threshold presets are measured per recogniser: refuse to serve uncalibrated scores.
-  useCalibration(engine.info().recognizer);
+  const calibration = calibrationOf(engine.info().recognizer);
   const metrics = new ServiceMetrics({ engine, log });
   const photoSource = new PhotoSource(
     {
@@ -83,7 +83,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
     (outcome) => metrics.photoFetched(outcome),
   );
   let dbTokens: DbTokenVerifier | undefined;
-  const stores = db ? await openStores(config, db, engine, metrics, indexWaitMs, log, () => dbTokens?.clear()) : undefined;
+  const stores = db ? await openStores(config, db, engine, calibration, metrics, indexWaitMs, log, () => dbTokens?.clear()) : undefined;
   dbTokens = db ? new DbTokenVerifier(db.sql, undefined, { log, fresh: stores?.fresh }) : undefined;
   const { search, migration, database, replica } = stores ?? {};
   const history = database?.history;
@@ -99,7 +99,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
       engine,
       sightingWriter({
         ...stores,
-        faces: new PhotoAnalysis(engine, photoSource),
+        faces: new PhotoAnalysis(engine, photoSource, calibration),
         thumbnailSize: config.history.thumbnailSize,
         strict: false,
       }),
@@ -109,6 +109,7 @@ export async function startServer({ config, engine, db, verifiers = [], indexWai
   let cameras: Cameras | undefined;
   const cameraStates = { states: () => cameras?.states() ?? [] };
   const registry = buildRegistry({
+    calibration,
     engine,
     photos: photoSource,
     serviceVersion: serviceVersion(),

@@ -23,6 +23,7 @@ import { INDEX_WAIT_MS } from '../search/index-writes.js';
 import { openSearch, type OpenedSearch } from '../search/open.js';
 import { ShardControl } from '../search/shard-control.js';
 import { historyStrangers } from '../search/stranger-index.js';
+import type { Calibration } from '../services/calibration.js';
 import { duringMigration, EmbeddingMigration } from '../services/reembed.js';
 import { grouping } from '../services/sightings.js';
 
@@ -41,7 +42,7 @@ export interface Stores {
  * (its shards caught up with the change log), then the re-embedding decision, taken before any
  * answer counts the shards as live. What was opened is closed again when a later step fails.
  */
-export async function openStores(config: Config, db: Database, engine: Engine, metrics: ServiceMetrics, indexWaitMs: number, log: Logger, forgetTokens: () => void): Promise<Stores> {
+export async function openStores(config: Config, db: Database, engine: Engine, calibration: Calibration, metrics: ServiceMetrics, indexWaitMs: number, log: Logger, forgetTokens: () => void): Promise<Stores> {
   const { recognizer, dim } = engine.info();
   // Listings, history search and person views read from the replica while it is within the lag bound.
   const replica = config.databaseReadUrl ? await ReadReplica.open(db, { url: config.databaseReadUrl, maxLagMs: config.readMaxLagMs, log: log.child({ component: 'read-replica' }) }) : undefined;
@@ -93,6 +94,7 @@ export async function openStores(config: Config, db: Database, engine: Engine, m
             strangers: search.strangers,
             history,
             model: recognizer,
+            calibration,
             threshold,
             windowS: config.persons.windowS,
             retentionS: config.history.thumbnailRetentionDays * 86_400,

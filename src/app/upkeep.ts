@@ -22,7 +22,7 @@ function nowAndEvery(ms: number, step: () => Promise<unknown>): NodeJS.Timeout {
 /** Deletes expired sighting thumbnails (and the embeddings kept with them) now and then hourly. */
 export function expireThumbnails(history: HistoryStore, days: number, log: Logger): NodeJS.Timeout {
   return nowAndEvery(HOURLY_SWEEP_MS, () =>
-    history.expireThumbnailsAcrossTenants(days * 86_400).then(
+    history.events.expireThumbnailsAcrossTenants(days * 86_400).then(
       (n) => n > 0 && log.info({ thumbnails: n, days }, 'expired sighting thumbnails'),
       (err) => log.warn({ err }, 'thumbnail expiry failed'),
     ),

@@ -5,14 +5,15 @@
  * default (the addon's `engineDefaults`), what loadConfig and
  * engineOptionsFrom make of its variable, and its row in the README's engine
  * table. The table is generated: run this file with FACE_UPDATE_README=1 to
- * rewrite it.
+ * rewrite it. The defaults the addon's doc comments state in prose (which
+ * become the .d.cts docs) are compared with the table too.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { expectReadmeTable, otherValue } from '../../test/harness/settings.js';
-import { settingsTable, type Kind } from './declare.js';
+import { settingsTable, type Kind, type Setting } from './declare.js';
 import { findProjectRoot, loadConfig } from './index.js';
 import { engineOptionsFrom, loadAddon } from '../native/engine.js';
 import { ENGINE_OPTIONS, NAPI_ONLY_FIELDS, engineOptionEntries } from './engine-options.js';
@@ -30,6 +31,50 @@ export function napiFields(dts: string): Map<string, { type: string; optional: b
   }
   return fields;
 }
+
+/** Each field of `pub struct <name>` in a Rust source with its `///` doc joined into one line: snake_case name → doc. */
+export function rustFieldDocs(rs: string, struct: string): Map<string, string> {
+  const body = new RegExp(`^pub struct ${struct} \\{\n([\\s\\S]*?)^\\}`, 'm').exec(rs)?.[1];
+  if (body === undefined) throw new Error(`no struct ${struct}`);
+  const docs = new Map<string, string>();
+  let doc: string[] = [];
+  for (const line of body.split('\n').map((l) => l.trim())) {
+    if (line.startsWith('///')) doc.push(line.slice(3).trim());
+    else if (line.startsWith('pub ')) {
+      docs.set(/^pub (\w+):/.exec(line)?.[1] ?? line, doc.join(' '));
+      doc = [];
+    }
+  }
+  return docs;
+}
+
+const UNITS: Record<string, number> = { KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3 };
+
+/** The values a text states: numbers (a KiB, MiB or GiB after one multiplied out) and true or false. */
+export function statedValues(text: string): (number | boolean)[] {
+  return [...text.matchAll(/\b(true|false)\b|(\d[\d_]*(?:\.\d+)?)(?:\s*(KiB|MiB|GiB)\b)?/g)].map((m) =>
+    m[1] !== undefined ? m[1] === 'true' : Number(m[2].replaceAll('_', '')) * (m[3] ? UNITS[m[3]] : 1),
+  );
+}
+
+/**
+ * A doc's `(default ...)` clause: the values it states, and the quoted choice just before it
+ * (`"auto" (default: ...)`) when there is one; undefined without a clause.
+ */
+export function statedDefault(doc: string): { values: (number | boolean)[]; choice?: string } | undefined {
+  const m = /(?:"([^"]+)" )?\(default:? ([^)]*)\)/.exec(doc);
+  return m ? { values: statedValues(m[2]), ...(m[1] !== undefined ? { choice: m[1] } : {}) } : undefined;
+}
+
+/** Where the doc's stated default departs from the setting's default and its `shown` text. */
+export function defaultProblems(field: string, stated: { values: (number | boolean)[]; choice?: string }, o: Setting<unknown>): string[] {
+  const table = [...(typeof o.default === 'number' || typeof o.default === 'boolean' ? [o.default] : []), ...statedValues(o.shown)];
+  const problems = stated.values.filter((v) => !table.includes(v)).map((v) => `${field}: the doc states ${v}, the table ${o.shown}`);
+  if (stated.choice !== undefined && stated.choice !== o.default) problems.push(`${field}: the doc states "${stated.choice}", the table ${o.shown}`);
+  return problems;
+}
+
+const camelCase = (snake: string) => snake.replace(/_(\w)/g, (_, c: string) => c.toUpperCase());
 
 /** The addon field's type, as index.d.cts spells it, for each kind of setting. */
 const NAPI_TYPES: Record<Kind<unknown>['type'], string> = { integer: 'number', number: 'number', text: 'string', choice: 'string', flag: 'boolean', list: 'Array<string>' };
@@ -112,6 +157,35 @@ describe('engine settings', () => {
       .filter(([key]) => JSON.stringify(relative(here[key])) !== JSON.stringify(rust[key] ?? undefined))
       .map(([key, o]) => `${key} (${o.env}): service ${JSON.stringify(here[key])}, engine ${JSON.stringify(rust[key])}`);
     expect(differ).toEqual([]);
+  });
+
+  it('reads the defaults a Rust doc states, and names one that departs from the table', () => {
+    const rs = 'pub struct EngineOptions {\n    /// Most bytes (default 512 MiB); beyond it\n    /// refused.\n    pub max_decode_bytes: Option<f64>,\n    /// "on", "off" or "auto" (default: on with a GPU).\n    #[napi(ts_type = "string")]\n    pub fixed_shapes: Option<String>,\n}\n';
+    const docs = rustFieldDocs(rs, 'EngineOptions');
+    expect([...docs.keys()]).toEqual(['max_decode_bytes', 'fixed_shapes']);
+    expect(statedDefault(docs.get('max_decode_bytes')!)).toEqual({ values: [512 * 1024 ** 2] });
+    expect(statedDefault(docs.get('fixed_shapes')!)).toEqual({ values: [], choice: 'auto' });
+    expect(statedValues('YuNet 0.80, BlazeFace 0.7, 10_000, true')).toEqual([0.8, 0.7, 10_000, true]);
+    expect(defaultProblems('max_aspect_ratio', { values: [30] }, ENGINE_OPTIONS.maxAspectRatio)).toEqual(['max_aspect_ratio: the doc states 30, the table 20']);
+  });
+
+  it('are the defaults the addon\'s docs state (crates/addon/src/lib.rs)', () => {
+    const docs = rustFieldDocs(readFileSync(path.join(root, 'crates', 'addon', 'src', 'lib.rs'), 'utf8'), 'EngineOptions');
+    const settings = new Map<string, Setting<unknown>>(engineOptionEntries());
+    const problems: string[] = [];
+    const checked: string[] = [];
+    for (const [field, doc] of docs) {
+      const stated = statedDefault(doc);
+      const o = settings.get(camelCase(field));
+      if (!stated || !o || (stated.values.length === 0 && stated.choice === undefined)) continue;
+      checked.push(field);
+      problems.push(...defaultProblems(field, stated, o));
+    }
+    expect(problems).toEqual([]);
+    // Those that state a value now; fewer means the docs or the reading of them changed.
+    expect(checked.sort()).toEqual(
+      ['detect_threshold', 'fixed_shapes', 'heavy_queue_ms', 'heavy_threads', 'max_aspect_ratio', 'max_decode_bytes', 'min_face', 'pipeline_threads', 'trt_fp16'],
+    );
   });
 
   it('are the README engine table (FACE_UPDATE_README=1 rewrites it)', () => {

@@ -305,6 +305,14 @@ export const SERVICE_SETTINGS = {
     }),
     lostS: set({ env: 'FACE_CAMERA_LOST_S', kind: number(0.1, 600), default: 1.5, doc: 'a face unseen this long has passed: its sighting is written' }),
     stallS: set({ env: 'FACE_CAMERA_STALL_S', kind: integer(1), default: 10, doc: 'a stream that sends no frame this long is reconnected (with backoff, 1 s doubling to 30 s)' }),
+    // Its embeddings only tell faces apart from one frame to the next when their boxes jump.
+    recognizer: set({
+      env: 'FACE_CAMERA_RECOGNIZER',
+      kind: text('recogniser spec', 'sface:mirror'),
+      default: 'sface',
+      shown: '`sface`',
+      doc: 'role `camera`: the recogniser the worker runs unless `FACE_RECOGNIZER` names one; the lightest, since its embeddings only follow a face whose box jumps between frames',
+    }),
   },
   logLevel: set({
     env: 'LOG_LEVEL',

@@ -1,7 +1,8 @@
 /**
  * How an embedding is kept in a `bytea` column: `dim` float32 values,
  * little-endian, one after the other. Shared by the face rows, the change-log
- * reader and re-embedding, so it lives apart from all three.
+ * reader and re-embedding, so it lives apart from all three; the search
+ * tier's shard wire (search/shard-wire.ts) sends query embeddings in it too.
  */
 
 export function floatsToBytes(v: Float32Array): Buffer {

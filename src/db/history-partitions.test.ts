@@ -39,7 +39,7 @@ async function paged(history: HistoryStore, filter: HistoryFilter, limit: number
   const ids: number[] = [];
   let maxId: number | undefined;
   for (let pages = 0; pages < 200; pages++) {
-    const listing = await history.search(FIRST_TENANT, filter, { limit, maxId });
+    const listing = await history.events.search(FIRST_TENANT, filter, { limit, maxId });
     ids.push(...(await drain(listing)).map((e) => e.id));
     maxId = listing.nextMaxId();
     if (maxId === undefined) return ids;
@@ -80,7 +80,7 @@ async function seed(history: HistoryStore, faceIds: number[]): Promise<HistoryEv
         // Two cameras see the same instant: ties are broken by id.
         const seenAt = at(month, day, cam === 'c' ? 1 : 0);
         const face = { ...seen(n), matchFaceId: faceIds[n % 2] };
-        events.push(...(await history.record({ tenant: FIRST_TENANT, camId: cam, seenAt, photoHash: HASH, photoKept: false, faces: [face] })));
+        events.push(...(await history.events.record({ tenant: FIRST_TENANT, camId: cam, seenAt, photoHash: HASH, photoKept: false, faces: [face] })));
       }
     }
   }
@@ -124,11 +124,11 @@ describe('migrating a history that already holds sightings', () => {
     const rows = async () => sql`SELECT * FROM sightings ORDER BY id`;
     const before = await rows();
     const listings = async () => ({
-      all: (await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id),
-      twoCams: (await drain(await history.search(FIRST_TENANT, { camIds: ['a', 'c'] }))).map((e) => e.id),
-      ranged: (await drain(await history.search(FIRST_TENANT, { start: at('2025-02', 10), end: at('2025-04', 1) }))).map((e) => e.id),
+      all: (await drain(await history.events.search(FIRST_TENANT, {}))).map((e) => e.id),
+      twoCams: (await drain(await history.events.search(FIRST_TENANT, { camIds: ['a', 'c'] }))).map((e) => e.id),
+      ranged: (await drain(await history.events.search(FIRST_TENANT, { start: at('2025-02', 10), end: at('2025-04', 1) }))).map((e) => e.id),
       paged: await paged(history, { camIds: ['b', 'c'] }, 4),
-      person: (await history.person(FIRST_TENANT, events[0].person_id))?.recent.map((e) => e.id),
+      person: (await history.persons.person(FIRST_TENANT, events[0].person_id))?.recent.map((e) => e.id),
     });
     const listedBefore = await listings();
     for (const table of ['faces', 'persons', 'sightings', 'sighting_thumbnails']) await sql`ALTER TABLE ${sql(table)} DROP COLUMN tenant_id`;
@@ -147,9 +147,9 @@ describe('migrating a history that already holds sightings', () => {
     for (const e of events) expect(parts.get(e.id)).toBe(`sightings_${e.timestamp.slice(0, 7).replace('-', '_')}`);
     expect(await listings()).toEqual(listedBefore);
     expect(listedBefore.all).toEqual(newestFirst(events));
-    for (const [i, e] of events.entries()) expect(await history.thumbnail(FIRST_TENANT, e.id)).toEqual(jpeg(i));
+    for (const [i, e] of events.entries()) expect(await history.events.thumbnail(FIRST_TENANT, e.id)).toEqual(jpeg(i));
 
-    const [next] = await history.record({ tenant: FIRST_TENANT, camId: 'a', photoHash: HASH, photoKept: false, faces: [seen(999)] });
+    const [next] = await history.events.record({ tenant: FIRST_TENANT, camId: 'a', photoHash: HASH, photoKept: false, faces: [seen(999)] });
     expect(next.id).toBe(Math.max(...events.map((e) => e.id)) + 1);
     // The current month was made by the migration: a sighting recorded now is not in the default partition.
     expect((await partitionOf(sql, [next.id])).get(next.id)).not.toBe('sightings_default');
@@ -220,7 +220,7 @@ describe('monthly partitions', () => {
       ['sightings_2025_06', '2025-06-01T00:00:00.000Z', '2025-07-01T00:00:00.000Z'],
     ]);
     // Month edges are UTC, whatever the session's time zone.
-    const [edge] = await history.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: '2025-05-01T01:30:00+02:00', photoHash: HASH, photoKept: false, faces: [seen(0)] });
+    const [edge] = await history.events.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: '2025-05-01T01:30:00+02:00', photoHash: HASH, photoKept: false, faces: [seen(0)] });
     expect((await partitionOf(sql, [edge.id])).get(edge.id)).toBe('sightings_2025_04');
   });
 
@@ -234,18 +234,18 @@ describe('monthly partitions', () => {
     for (const e of events) expect(parts.get(e.id)).toBe(`sightings_${e.timestamp.slice(0, 7).replace('-', '_')}`);
 
     // Months that have no partition: a backfill, and a camera clock years ahead.
-    const [old] = await history.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: '2019-03-05T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(500)] });
-    const [ahead] = await history.record({ tenant: FIRST_TENANT, camId: 'b', seenAt: '2031-07-31T23:59:59.999999Z', photoHash: HASH, photoKept: false, faces: [seen(501)] });
+    const [old] = await history.events.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: '2019-03-05T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(500)] });
+    const [ahead] = await history.events.record({ tenant: FIRST_TENANT, camId: 'b', seenAt: '2031-07-31T23:59:59.999999Z', photoHash: HASH, photoKept: false, faces: [seen(501)] });
     expect([...(await partitionOf(sql, [old.id, ahead.id])).values()]).toEqual(['sightings_default', 'sightings_default']);
-    const listed = (await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id);
+    const listed = (await drain(await history.events.search(FIRST_TENANT, {}))).map((e) => e.id);
 
     expect(await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 0 })).toEqual(['sightings_2019_03', 'sightings_2031_07']);
     const moved = await partitionOf(sql, [old.id, ahead.id]);
     expect([moved.get(old.id), moved.get(ahead.id)]).toEqual(['sightings_2019_03', 'sightings_2031_07']);
     const [{ n }] = await sql`SELECT count(*)::int AS n FROM sightings_default`;
     expect(n).toBe(0);
-    expect((await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(listed);
-    expect(await history.thumbnail(FIRST_TENANT, old.id)).toEqual(jpeg(500));
+    expect((await drain(await history.events.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(listed);
+    expect(await history.events.thumbnail(FIRST_TENANT, old.id)).toEqual(jpeg(500));
     await expect(sql`DELETE FROM sightings_2019_03`).rejects.toThrow(/append-only/);
   });
 
@@ -253,14 +253,14 @@ describe('monthly partitions', () => {
     const sql = tdb.db.owner;
     await ensureSightingPartitions(sql, { now: NOW, since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 0 });
     const events = await seed(history, faceIds);
-    const all = await drain(await history.search(FIRST_TENANT, {}));
+    const all = await drain(await history.events.search(FIRST_TENANT, {}));
     expect(all.map((e) => e.id)).toEqual(newestFirst(events));
-    const twoCams = await drain(await history.search(FIRST_TENANT, { camIds: ['a', 'c'] }));
+    const twoCams = await drain(await history.events.search(FIRST_TENANT, { camIds: ['a', 'c'] }));
     expect(twoCams.map((e) => e.id)).toEqual(newestFirst(events.filter((e) => e.cam_id !== 'b')));
-    const ranged = await drain(await history.search(FIRST_TENANT, { start: at('2025-02', 17), end: at('2025-03', 28) }));
+    const ranged = await drain(await history.events.search(FIRST_TENANT, { start: at('2025-02', 17), end: at('2025-03', 28) }));
     expect(ranged.map((e) => e.id)).toEqual(newestFirst(events.filter((e) => e.timestamp >= at('2025-02', 17).slice(0, 19) && e.timestamp < at('2025-03', 28).slice(0, 19))));
     for (const filter of [{}, { camIds: ['b', 'c'] }, { personId: events[0].person_id }] as HistoryFilter[]) {
-      expect(await paged(history, filter, 5)).toEqual((await drain(await history.search(FIRST_TENANT, filter))).map((e) => e.id));
+      expect(await paged(history, filter, 5)).toEqual((await drain(await history.events.search(FIRST_TENANT, filter))).map((e) => e.id));
     }
 
     // The statement of a page after a cursor in February, planned as the server plans it.
@@ -268,7 +268,7 @@ describe('monthly partitions', () => {
     const spy = postgres(tdb.url, { max: 1, onnotice: () => {}, debug: (_c, query, params) => captured.push({ query, params: [...params] }) });
     try {
       const cursor = all.find((e) => e.timestamp.startsWith('2025-02-17'))!;
-      await drain(await new HistoryStore(spy, { sightings: 3, windowS: 3600 }).search(FIRST_TENANT, {}, { limit: 5, maxId: cursor.id }));
+      await drain(await new HistoryStore(spy, { sightings: 3, windowS: 3600 }).events.search(FIRST_TENANT, {}, { limit: 5, maxId: cursor.id }));
       const page = captured.find((c) => /FROM sightings s/.test(c.query))!;
       const [plan] = await spy.unsafe(`EXPLAIN (FORMAT JSON) ${page.query}`, page.params as postgres.ParameterOrJSON<never>[]);
       const scanned = new Set<string>();
@@ -297,9 +297,9 @@ describe('monthly partitions', () => {
       ['sightings_2025_02', 'sightings_2025_02_thumbnails', '2025-02-01T00:00:00.000Z', '2025-03-01T00:00:00.000Z'],
     ]);
     const kept = [...byMonth('2025-03'), ...byMonth('2025-04')];
-    expect((await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(newestFirst(kept));
-    expect((await drain(await history.search(FIRST_TENANT, { camIds: ['a', 'b'] }))).map((e) => e.id)).toEqual(newestFirst(kept.filter((e) => e.cam_id !== 'c')));
-    const person = await history.person(FIRST_TENANT, events[0].person_id);
+    expect((await drain(await history.events.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(newestFirst(kept));
+    expect((await drain(await history.events.search(FIRST_TENANT, { camIds: ['a', 'b'] }))).map((e) => e.id)).toEqual(newestFirst(kept.filter((e) => e.cam_id !== 'c')));
+    const person = await history.persons.person(FIRST_TENANT, events[0].person_id);
     expect(person?.sightings).toBe(kept.filter((e) => e.person_id === events[0].person_id).length);
 
     for (const d of detached) {
@@ -313,22 +313,22 @@ describe('monthly partitions', () => {
       expect(rows.map((r) => Number(r.id))).toEqual(month.map((e) => e.id));
       const archived = await sql`SELECT sighting_id, jpeg FROM ${sql(d.thumbnails)} ORDER BY sighting_id`;
       expect(archived.map((r) => [Number(r.sighting_id), r.jpeg])).toEqual(month.map((e) => [e.id, thumbnails.get(e.id)]));
-      for (const e of month) expect(await history.thumbnail(FIRST_TENANT, e.id)).toBeUndefined();
+      for (const e of month) expect(await history.events.thumbnail(FIRST_TENANT, e.id)).toBeUndefined();
     }
     const [{ left }] = await sql`SELECT count(*)::int AS left FROM sighting_thumbnails`;
     expect(left).toBe(kept.length);
-    for (const e of kept) expect(await history.thumbnail(FIRST_TENANT, e.id)).toEqual(thumbnails.get(e.id));
+    for (const e of kept) expect(await history.events.thumbnail(FIRST_TENANT, e.id)).toEqual(thumbnails.get(e.id));
     // Nothing orphaned blocks the thumbnail sweep: everything kept is old enough to go.
-    expect(await history.expireThumbnailsAcrossTenants(86_400, 2)).toBe(kept.length);
+    expect(await history.events.expireThumbnailsAcrossTenants(86_400, 2)).toBe(kept.length);
 
     // Idempotent; and whatever `before` says, the month the clock is in (and later) stays.
     expect(await detachSightingPartitionsBefore(sql, new Date('2025-03-01T00:00:00Z'), { now: NOW })).toEqual([]);
     const rest = await detachSightingPartitionsBefore(sql, new Date('2099-01-01T00:00:00Z'), { now: NOW });
     expect(rest.map((d) => d.name)).toEqual(['sightings_2025_03']);
-    expect((await drain(await history.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(newestFirst(byMonth('2025-04')));
+    expect((await drain(await history.events.search(FIRST_TENANT, {}))).map((e) => e.id)).toEqual(newestFirst(byMonth('2025-04')));
 
     // A late sighting for a detached month goes to the default partition, and is not given a month over the archive.
-    const [late] = await history.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: at('2025-01', 9), photoHash: HASH, photoKept: false, faces: [seen(700)] });
+    const [late] = await history.events.record({ tenant: FIRST_TENANT, camId: 'a', seenAt: at('2025-01', 9), photoHash: HASH, photoKept: false, faces: [seen(700)] });
     expect(await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 0 })).toEqual([]);
     expect((await partitionOf(sql, [late.id])).get(late.id)).toBe('sightings_default');
   });
@@ -336,8 +336,8 @@ describe('monthly partitions', () => {
   it('history stays append-only through the parent and on every partition', async () => {
     const sql = tdb.db.owner;
     await ensureSightingPartitions(sql, { now: NOW, monthsAhead: 0 });
-    const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: at('2025-04', 2), photoHash: HASH, photoKept: false, faces: [seen(1)] });
-    const [d] = await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: '2020-01-01T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(2)] });
+    const [e] = await history.events.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: at('2025-04', 2), photoHash: HASH, photoKept: false, faces: [seen(1)] });
+    const [d] = await history.events.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: '2020-01-01T00:00:00Z', photoHash: HASH, photoKept: false, faces: [seen(2)] });
     await expect(sql`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
     await expect(sql`DELETE FROM sightings WHERE false`).rejects.toThrow(/append-only/);
     await expect(sql`UPDATE sightings_2025_04 SET meta = 'x'`).rejects.toThrow(/append-only \(UPDATE on sightings_2025_04\)/);
@@ -347,7 +347,7 @@ describe('monthly partitions', () => {
     await expect(sql`UPDATE sightings SET seen_at = '2025-04-03' WHERE id = ${d.id}`).rejects.toThrow(/append-only/);
     await expect(sql`UPDATE sighting_thumbnails SET jpeg = '\\x00'`).rejects.toThrow(/append-only/);
     // The checks hold on every partition.
-    await expect(history.record({ tenant: FIRST_TENANT, camId: 'no spaces allowed', seenAt: at('2025-04', 3), photoHash: HASH, photoKept: false, faces: [seen(3)] })).rejects.toThrow(
+    await expect(history.events.record({ tenant: FIRST_TENANT, camId: 'no spaces allowed', seenAt: at('2025-04', 3), photoHash: HASH, photoKept: false, faces: [seen(3)] })).rejects.toThrow(
       /sightings_cam_id_check/,
     );
     const [{ n }] = await sql`SELECT count(*)::int AS n FROM sightings`;

@@ -61,30 +61,30 @@ async function drain(listing: HistoryListing): Promise<HistoryEvent[]> {
   return out;
 }
 
-const list = async (filter: HistoryFilter) => drain(await history.search(FIRST_TENANT, filter));
+const list = async (filter: HistoryFilter) => drain(await history.events.search(FIRST_TENANT, filter));
 
 describe('recording sightings', () => {
   it('a face that matches nothing starts a new person; one that matches joins the match’s person', async () => {
-    const [first] = await history.record({ tenant: FIRST_TENANT, camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
+    const [first] = await history.events.record({ tenant: FIRST_TENANT, camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
     expect(first).toMatchObject({ cam_id: 'cam1', face_id: null, meta: '', friend: false, photo: null, x1: 1, y2: 40 });
-    const [second] = await history.record({ tenant: FIRST_TENANT, camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
+    const [second] = await history.events.record({ tenant: FIRST_TENANT, camId: 'cam1', photoHash: HASH, photoKept: false, faces: [seen()] });
     expect(second.person_id).not.toBe(first.person_id);
 
     const alice = await addFace('alice');
-    const [a1] = await history.record({ tenant: FIRST_TENANT, camId: 'cam2', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
+    const [a1] = await history.events.record({ tenant: FIRST_TENANT, camId: 'cam2', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
     expect(a1).toMatchObject({ face_id: alice, meta: 'alice' });
     // The matched face had no person: it keeps the one just created.
     const [row] = await tdb.db.owner`SELECT person_id FROM faces WHERE id = ${alice}`;
     expect(Number(row.person_id)).toBe(a1.person_id);
-    const [a2] = await history.record({ tenant: FIRST_TENANT, camId: 'cam3', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
+    const [a2] = await history.events.record({ tenant: FIRST_TENANT, camId: 'cam3', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: alice })] });
     expect(a2.person_id).toBe(a1.person_id);
-    expect(await history.thumbnail(FIRST_TENANT, a2.id)).toEqual(JPEG);
+    expect(await history.events.thumbnail(FIRST_TENANT, a2.id)).toEqual(JPEG);
   });
 
   it('a match deleted before the sighting is written counts as no match', async () => {
     const gone = await addFace('gone');
     await faces.deleteFace({ tenant: FIRST_TENANT }, gone);
-    const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: gone })] });
+    const [e] = await history.events.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: gone })] });
     expect(e.face_id).toBeNull();
     expect(e.meta).toBe('');
   });
@@ -92,13 +92,13 @@ describe('recording sightings', () => {
   it('friend once seen the configured number of times within the window, counted at each sighting’s time', async () => {
     const bob = await addFace('bob');
     const sight = async (minute: number) =>
-      (await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: bob })] }))[0];
+      (await history.events.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: bob })] }))[0];
     expect((await sight(0)).friend).toBe(false);
     expect((await sight(10)).friend).toBe(false);
     expect((await sight(20)).friend).toBe(true); // 3 within an hour
     // 2 hours later the window holds only this one.
     expect((await sight(140)).friend).toBe(false);
-    const person = await history.person(FIRST_TENANT, (await list({}))[0].person_id);
+    const person = await history.persons.person(FIRST_TENANT, (await list({}))[0].person_id);
     expect(person).toMatchObject({ sightings: 4, face_ids: [bob], friend: false });
     expect(person?.recent.map((e) => e.timestamp)).toEqual([140, 20, 10, 0].map(stamp));
   });
@@ -106,14 +106,14 @@ describe('recording sightings', () => {
   it('concurrent sightings of one person count each other', async () => {
     const carol = await addFace('carol');
     const events = await Promise.all(
-      Array.from({ length: 6 }, () => history.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: carol })] })),
+      Array.from({ length: 6 }, () => history.events.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: carol })] })),
     );
     // Serialised by the person lock: exactly the 3rd and later are friends, whatever the order.
     expect(events.flat().filter((e) => e.friend)).toHaveLength(4);
   });
 
   it('history is append-only; thumbnails cannot change', async () => {
-    const [e] = await history.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen()] });
+    const [e] = await history.events.record({ tenant: FIRST_TENANT, camId: 'c', photoHash: HASH, photoKept: false, faces: [seen()] });
     await expect(tdb.db.owner`UPDATE sightings SET meta = 'x' WHERE id = ${e.id}`).rejects.toThrow(/append-only/);
     await expect(tdb.db.owner`DELETE FROM sightings`).rejects.toThrow(/append-only/);
     await expect(tdb.db.owner`UPDATE sighting_thumbnails SET jpeg = '\\x00'`).rejects.toThrow(/append-only/);
@@ -125,15 +125,15 @@ describe('recording sightings', () => {
     // Recorded out of time order: a backfilled old sighting after two young ones.
     const ages = [40, 35, 31, 2, 1, 45];
     const events = [];
-    for (const d of ages) events.push((await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: ago(d), photoHash: HASH, photoKept: false, faces: [seen()] }))[0]);
-    expect(await history.expireThumbnailsAcrossTenants(30 * 86_400, 2)).toBe(3);
-    const kept = await Promise.all(events.map((e) => history.thumbnail(FIRST_TENANT, e.id)));
+    for (const d of ages) events.push((await history.events.record({ tenant: FIRST_TENANT, camId: 'c', seenAt: ago(d), photoHash: HASH, photoKept: false, faces: [seen()] }))[0]);
+    expect(await history.events.expireThumbnailsAcrossTenants(30 * 86_400, 2)).toBe(3);
+    const kept = await Promise.all(events.map((e) => history.events.thumbnail(FIRST_TENANT, e.id)));
     // The backfilled one waits behind the young sightings recorded before it (beyond one batch).
     expect(kept.map((k) => (Buffer.isBuffer(k) ? 'kept' : k))).toEqual(['expired', 'expired', 'expired', 'kept', 'kept', 'kept']);
     expect(await list({})).toHaveLength(ages.length);
-    expect(await history.thumbnail(FIRST_TENANT, 987654)).toBeUndefined();
+    expect(await history.events.thumbnail(FIRST_TENANT, 987654)).toBeUndefined();
     // Nothing left to expire at the front: the sweep stops at once.
-    expect(await history.expireThumbnailsAcrossTenants(30 * 86_400, 2)).toBe(0);
+    expect(await history.events.expireThumbnailsAcrossTenants(30 * 86_400, 2)).toBe(0);
   });
 
   it('the friend window, a person’s newest sightings, thumbnails and cursors reach across a month boundary', async () => {
@@ -141,7 +141,7 @@ describe('recording sightings', () => {
     await ensureSightingPartitions(sql, { now: new Date('2025-02-10T00:00:00Z'), since: new Date('2025-01-01T00:00:00Z'), monthsAhead: 0 });
     const dave = await addFace('dave');
     const sight = async (seenAt: string) =>
-      (await history.record({ tenant: FIRST_TENANT, camId: 'c', seenAt, photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: dave })] }))[0];
+      (await history.events.record({ tenant: FIRST_TENANT, camId: 'c', seenAt, photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: dave })] }))[0];
     const a = await sight('2025-01-31T23:20:00Z');
     const b = await sight('2025-01-31T23:50:00Z');
     const c = await sight('2025-02-01T00:10:00Z');
@@ -149,16 +149,16 @@ describe('recording sightings', () => {
     expect(parts.map((r) => r.part)).toEqual(['sightings_2025_01', 'sightings_2025_01', 'sightings_2025_02']);
     // The third within the hour, counting the two of the month before.
     expect([a.friend, b.friend, c.friend]).toEqual([false, false, true]);
-    expect((await history.person(FIRST_TENANT, c.person_id))?.recent.map((e) => e.id)).toEqual([c.id, b.id, a.id]);
-    expect(await history.thumbnail(FIRST_TENANT, a.id)).toEqual(JPEG);
-    const next = await history.search(FIRST_TENANT, {}, { limit: 1, maxId: c.id });
+    expect((await history.persons.person(FIRST_TENANT, c.person_id))?.recent.map((e) => e.id)).toEqual([c.id, b.id, a.id]);
+    expect(await history.events.thumbnail(FIRST_TENANT, a.id)).toEqual(JPEG);
+    const next = await history.events.search(FIRST_TENANT, {}, { limit: 1, maxId: c.id });
     expect((await drain(next)).map((e) => e.id)).toEqual([b.id]);
     expect(next.nextMaxId()).toBe(b.id);
   });
 
   it('a failed sighting leaves no person, event or thumbnail behind', async () => {
     await expect(
-      history.record({ tenant: FIRST_TENANT, camId: 'not a valid camera id!', photoHash: HASH, photoKept: false, faces: [seen()] }),
+      history.events.record({ tenant: FIRST_TENANT, camId: 'not a valid camera id!', photoHash: HASH, photoKept: false, faces: [seen()] }),
     ).rejects.toThrow();
     const [n] = await tdb.db.owner`SELECT (SELECT count(*) FROM persons)::int AS p, (SELECT count(*) FROM sightings)::int AS s, (SELECT count(*) FROM sighting_thumbnails)::int AS t`;
     expect(n).toEqual({ p: 0, s: 0, t: 0 });
@@ -169,7 +169,7 @@ describe('persons formed by strangers', () => {
   const vector = Float32Array.of(0, 1, 0, 0);
   const stranger = (f: Partial<SightingFace> = {}) => seen({ embedding: { vector, quality: 0.9 }, ...f });
   const sight = async (minute: number, f: SightingFace) =>
-    (await history.record({ tenant: FIRST_TENANT, model: 'test', camId: 'gate', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [f] }))[0];
+    (await history.events.record({ tenant: FIRST_TENANT, model: 'test', camId: 'gate', seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [f] }))[0];
 
   it('a face matching two persons joins the lower id; the other merges into it everywhere it is read', async () => {
     const a = await sight(1, stranger());
@@ -178,10 +178,10 @@ describe('persons formed by strangers', () => {
     const c = await sight(3, stranger({ strangerPersons: [b.person_id, a.person_id] }));
     expect(c.person_id).toBe(a.person_id);
     // b's event now reads under a; b's id answers with a, and its history holds all three.
-    const listed = await drain(await history.search(FIRST_TENANT, {}));
+    const listed = await drain(await history.events.search(FIRST_TENANT, {}));
     expect(listed.map((e) => e.person_id)).toEqual([a.person_id, a.person_id, a.person_id]);
-    expect((await history.person(FIRST_TENANT, b.person_id))?.id).toBe(a.person_id);
-    expect((await drain(await history.search(FIRST_TENANT, { personId: b.person_id }))).map((e) => e.id)).toEqual([c.id, b.id, a.id]);
+    expect((await history.persons.person(FIRST_TENANT, b.person_id))?.id).toBe(a.person_id);
+    expect((await drain(await history.events.search(FIRST_TENANT, { personId: b.person_id }))).map((e) => e.id)).toEqual([c.id, b.id, a.id]);
     // Counted together: the third sighting of the merged person makes a friend.
     expect(c.friend).toBe(true);
   });
@@ -205,7 +205,7 @@ describe('persons formed by strangers', () => {
     // A face of a stored person is not a stranger's: not given back.
     await sight(4, stranger({ matchFaceId: await addFace('known') }));
     const reps = [];
-    for await (const batch of history.strangerRepresentativesAcrossTenants('test', 2, Number.MAX_SAFE_INTEGER)) reps.push(...batch);
+    for await (const batch of history.strangers.strangerRepresentativesAcrossTenants('test', 2, Number.MAX_SAFE_INTEGER)) reps.push(...batch);
     expect(reps.map((r) => [r.person, r.quality.toFixed(1)])).toEqual([
       [a.person_id, '0.7'],
       [a.person_id, '0.6'],
@@ -213,25 +213,25 @@ describe('persons formed by strangers', () => {
     expect([...reps[0].vector]).toEqual([...vector]);
     // Another recogniser's embeddings are not comparable: none.
     const other = [];
-    for await (const batch of history.strangerRepresentativesAcrossTenants('other', 2, Number.MAX_SAFE_INTEGER)) other.push(...batch);
+    for await (const batch of history.strangers.strangerRepresentativesAcrossTenants('other', 2, Number.MAX_SAFE_INTEGER)) other.push(...batch);
     expect(other).toEqual([]);
     // Read after a known sighting, as the strangers' indexes catch up; the newest from there.
-    expect((await history.strangersAcrossTenantsAfter('test', a.id, 10)).map((r) => r.quality.toFixed(1))).toEqual(['0.7', '0.6']);
-    expect((await history.strangersAcrossTenantsAfter('test', a.id, 1)).map((r) => r.quality.toFixed(1))).toEqual(['0.7']);
-    const newest = await history.lastStrangerSighting('test');
-    expect(await history.lastStrangerSighting('test', a.id)).toBe(newest);
-    expect(await history.lastStrangerSighting('test', newest)).toBe(newest);
+    expect((await history.strangers.strangersAcrossTenantsAfter('test', a.id, 10)).map((r) => r.quality.toFixed(1))).toEqual(['0.7', '0.6']);
+    expect((await history.strangers.strangersAcrossTenantsAfter('test', a.id, 1)).map((r) => r.quality.toFixed(1))).toEqual(['0.7']);
+    const newest = await history.strangers.lastStrangerSighting('test');
+    expect(await history.strangers.lastStrangerSighting('test', a.id)).toBe(newest);
+    expect(await history.strangers.lastStrangerSighting('test', newest)).toBe(newest);
     // What a match stands for: the sighting's person now (a merge moves it), while it keeps its embedding.
     const c = await sight(5, stranger());
-    expect(Object.fromEntries(await history.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: c.person_id });
-    await history.mergePersons(FIRST_TENANT, [a.person_id, c.person_id]);
-    expect(Object.fromEntries(await history.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: a.person_id });
+    expect(Object.fromEntries(await history.persons.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: c.person_id });
+    await history.persons.mergePersons(FIRST_TENANT, [a.person_id, c.person_id]);
+    expect(Object.fromEntries(await history.persons.personsOfSightings(FIRST_TENANT, [a.id, c.id]))).toEqual({ [a.id]: a.person_id, [c.id]: a.person_id });
     // Expired with the thumbnails: no longer kept, nor standing for anyone.
-    expect(await history.expireThumbnailsAcrossTenants(1, 100)).toBe(5);
-    expect(await history.keptEmbeddingsAcrossTenants([a.id, c.id])).toEqual([]);
-    expect((await history.personsOfSightings(FIRST_TENANT, [a.id, c.id])).size).toBe(0);
+    expect(await history.events.expireThumbnailsAcrossTenants(1, 100)).toBe(5);
+    expect(await history.strangers.keptEmbeddingsAcrossTenants([a.id, c.id])).toEqual([]);
+    expect((await history.persons.personsOfSightings(FIRST_TENANT, [a.id, c.id])).size).toBe(0);
     const left = [];
-    for await (const batch of history.strangerRepresentativesAcrossTenants('test', 2, Number.MAX_SAFE_INTEGER)) left.push(...batch);
+    for await (const batch of history.strangers.strangerRepresentativesAcrossTenants('test', 2, Number.MAX_SAFE_INTEGER)) left.push(...batch);
     expect(left).toEqual([]);
   });
 
@@ -240,12 +240,12 @@ describe('persons formed by strangers', () => {
     const b = await sight(2, stranger({ strangerPersons: [a.person_id] }));
     const c = await sight(3, stranger({ strangerPersons: [a.person_id] }));
     const other = await sight(4, stranger());
-    await expect(history.splitPerson(FIRST_TENANT, [b.id, other.id])).rejects.toThrow(/belong to 2 persons/);
-    await expect(history.splitPerson(FIRST_TENANT, [b.id, 99_999_999])).rejects.toThrow(/No history event 99999999/);
-    const { person, from } = await history.splitPerson(FIRST_TENANT, [b.id, c.id]);
+    await expect(history.persons.splitPerson(FIRST_TENANT, [b.id, other.id])).rejects.toThrow(/belong to 2 persons/);
+    await expect(history.persons.splitPerson(FIRST_TENANT, [b.id, 99_999_999])).rejects.toThrow(/No history event 99999999/);
+    const { person, from } = await history.persons.splitPerson(FIRST_TENANT, [b.id, c.id]);
     expect(from).toBe(a.person_id);
-    expect((await drain(await history.search(FIRST_TENANT, { personId: person }))).map((e) => e.id)).toEqual([c.id, b.id]);
-    expect((await history.person(FIRST_TENANT, a.person_id))?.sightings).toBe(1);
+    expect((await drain(await history.events.search(FIRST_TENANT, { personId: person }))).map((e) => e.id)).toEqual([c.id, b.id]);
+    expect((await history.persons.person(FIRST_TENANT, a.person_id))?.sightings).toBe(1);
     // Anything but the person is still refused.
     await expect(tdb.db.owner`UPDATE sightings SET cam_id = 'x' WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
     await expect(tdb.db.owner`UPDATE sightings SET person_id = ${a.person_id}, friend = true WHERE id = ${b.id}`).rejects.toThrow(/append-only/);
@@ -254,9 +254,9 @@ describe('persons formed by strangers', () => {
   it('a stored face found to be a stranger joins the survivor of their persons', async () => {
     const [p1, p2] = [await sight(1, stranger()), await sight(2, stranger())].map((e) => e.person_id);
     const face = await addFace('enrolled later');
-    const joined = await transaction(tdb.db.sql, FIRST_TENANT, (tx) => history.joinFaces(tx, FIRST_TENANT, [{ faceId: face, persons: [p2, p1] }]));
+    const joined = await transaction(tdb.db.sql, FIRST_TENANT, (tx) => history.persons.joinFaces(tx, FIRST_TENANT, [{ faceId: face, persons: [p2, p1] }]));
     expect(joined).toEqual([p1]);
-    expect((await history.person(FIRST_TENANT, p2))?.face_ids).toEqual([face]);
+    expect((await history.persons.person(FIRST_TENANT, p2))?.face_ids).toEqual([face]);
   });
 });
 
@@ -266,7 +266,7 @@ describe('searching history', () => {
     const [f1, f2] = [await addFace('one'), await addFace('two')];
     for (let minute = 0; minute < 10; minute++) {
       for (const cam of ['a', 'b', 'c', 'd']) {
-        await history.record({ tenant: FIRST_TENANT, camId: cam, seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: minute % 2 ? f2 : f1 })] });
+        await history.events.record({ tenant: FIRST_TENANT, camId: cam, seenAt: at(minute), photoHash: HASH, photoKept: false, faces: [seen({ matchFaceId: minute % 2 ? f2 : f1 })] });
       }
     }
     const all = await list({});
@@ -308,12 +308,12 @@ describe('searching history', () => {
       let maxId: number | undefined;
       for (let pages = 0; ; pages++) {
         expect(pages).toBeLessThan(100);
-        const listing = await history.search(FIRST_TENANT, filter, { limit: 7, maxId });
+        const listing = await history.events.search(FIRST_TENANT, filter, { limit: 7, maxId });
         const page = await drain(listing);
         expect(page.length).toBeLessThanOrEqual(7);
         seenIds.push(...page.map((e) => e.id));
         // New sightings (now) keep arriving between pages, on every camera.
-        await history.record({ tenant: FIRST_TENANT, camId: 'a', photoHash: HASH, photoKept: false, faces: [seen()] });
+        await history.events.record({ tenant: FIRST_TENANT, camId: 'a', photoHash: HASH, photoKept: false, faces: [seen()] });
         maxId = listing.nextMaxId();
         if (maxId === undefined) break;
       }
@@ -323,13 +323,13 @@ describe('searching history', () => {
   });
 
   it('an unknown cursor is a 400 naming max_id', async () => {
-    const err = await history.search(FIRST_TENANT, {}, { limit: 5, maxId: 999_999 }).catch((e) => e);
+    const err = await history.events.search(FIRST_TENANT, {}, { limit: 5, maxId: 999_999 }).catch((e) => e);
     expect(err).toBeInstanceOf(DomainError);
     expect(err).toMatchObject({ code: 'BAD_PARAM', param: 'max_id' });
   });
 
   it('an unknown person is undefined', async () => {
-    expect(await history.person(FIRST_TENANT, 12345)).toBeUndefined();
-    expect(await history.personExists(FIRST_TENANT, 12345)).toBe(false);
+    expect(await history.persons.person(FIRST_TENANT, 12345)).toBeUndefined();
+    expect(await history.persons.personExists(FIRST_TENANT, 12345)).toBe(false);
   });
 });

@@ -79,7 +79,7 @@ describe('read URL pointing at the primary', () => {
     expect(await listing.links()).toEqual({});
 
     const history = new HistoryStore(tdb.db.sql, { sightings: 3, windowS: 3600 }, replica.reader(tdb.db.stream), replica.reader(tdb.db.sql));
-    const events = await history.search(FIRST_TENANT, {}, { limit: 5 });
+    const events = await history.events.search(FIRST_TENANT, {}, { limit: 5 });
     const found = [];
     for await (const batch of events.batches) found.push(...batch);
     expect(found).toEqual([]);

@@ -48,7 +48,7 @@ beforeAll(async () => {
     const [face] = (
       await faces.addFaces({ tenant, photo, meta: 'm', galleries: ['shared-name'], faces: [{ box: { x1: 0, y1: 0, x2: 10, y2: 10 }, embedding: Float32Array.of(1, 0, 0, 0) }] })
     ).value;
-    await history.record({ tenant, camId: 'cam', photoHash: face.photo_hash, photoKept: true, faces: [{ box: { x1: 0, y1: 0, x2: 10, y2: 10 }, thumbnail: photo, matchFaceId: face.id }] });
+    await history.events.record({ tenant, camId: 'cam', photoHash: face.photo_hash, photoKept: true, faces: [{ box: { x1: 0, y1: 0, x2: 10, y2: 10 }, thumbnail: photo, matchFaceId: face.id }] });
     await tokens.create(CLI_ACTOR, 'deployment', 'app', {}, tenant === a ? 'rls-a' : 'rls-b');
   }
   tenantTables = (

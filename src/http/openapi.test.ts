@@ -10,13 +10,15 @@ import { ERROR_STATUS } from './errors.js';
 import { apiVersions, buildOpenApi, errorDescription } from './openapi.js';
 import { errorCodes, RouteRegistry, type AnyRoute } from './registry.js';
 import { toOpenApiPath } from './router.js';
+import { CALIBRATIONS, DEFAULT_RECOGNIZER } from '../services/calibration.js';
 
 const engine = {} as Engine; // documentation never calls the engine
+const calibration = CALIBRATIONS[DEFAULT_RECOGNIZER];
 const photos = new PhotoSource({ timeoutMs: 1, maxRedirects: 0, maxBytes: 1, allowPrivate: false });
 const info = { title: 'Face recognition service', serviceVersion: '0.0.0' };
 
 describe('OpenAPI documents', () => {
-  const registry = buildRegistry({ engine, photos, serviceVersion: '0.0.0' });
+  const registry = buildRegistry({ engine, calibration, photos, serviceVersion: '0.0.0' });
 
   it('document every registered route under its version', () => {
     const versions = apiVersions(registry);
@@ -80,7 +82,7 @@ describe('OpenAPI documents', () => {
   it('document for every route only codes that exist, each under its own status, none twice', () => {
     // Registration only keeps the stores and shards; documentation never calls them.
     const metrics = { contentType: 'text/plain' } as never;
-    const full = buildRegistry({ engine, photos, serviceVersion: '0.0.0', metrics, database: { stores: { control: {} }, settings: { identify: { strict: false, maxN: 100 }, thumbnailSize: 160, minQuality: 0 } } as never });
+    const full = buildRegistry({ engine, calibration, photos, serviceVersion: '0.0.0', metrics, database: { stores: { control: {} }, settings: { identify: { strict: false, maxN: 100 }, thumbnailSize: 160, minQuality: 0 } } as never });
     const shard = buildShardRegistry({ maxN: 10, metrics, serviceVersion: '0.0.0', control: {} } as never);
     expect(full.routes().length + shard.routes().length).toBeGreaterThan(35);
     for (const r of [full, shard]) {

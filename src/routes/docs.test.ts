@@ -9,9 +9,11 @@ import type { Engine } from '../native/engine.js';
 import { PhotoSource } from '../services/photo-source.js';
 import { acceptQuality, ASSET_FILES, DOCS_CSP, prefersHtml } from './docs.js';
 import { buildRegistry } from './index.js';
+import { CALIBRATIONS, DEFAULT_RECOGNIZER } from '../services/calibration.js';
 
 const registry = buildRegistry({
   engine: {} as Engine, // documentation never calls the engine
+  calibration: CALIBRATIONS[DEFAULT_RECOGNIZER],
   photos: new PhotoSource({ timeoutMs: 1, maxRedirects: 0, maxBytes: 1, allowPrivate: false }),
   serviceVersion: '0.0.0',
 });

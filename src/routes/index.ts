@@ -9,6 +9,7 @@ import type { EnrolDeps } from '../services/enrol.js';
 import type { FaceChangeDeps } from '../services/face-changes.js';
 import type { HealthDeps } from '../services/health.js';
 import { PhotoAnalysis, type Engine } from '../services/analysis.js';
+import type { Calibration } from '../services/calibration.js';
 import type { PersonDeps } from '../services/persons.js';
 import type { PhotoDeps } from '../services/photos.js';
 import type { PhotoSource } from '../services/photo-source.js';
@@ -57,6 +58,8 @@ export interface StoreRouteSettings {
 
 export interface RouteDeps {
   engine: Engine;
+  /** The engine's recogniser's calibration (calibrationOf): what its similarities mean as confidences. */
+  calibration: Calibration;
   photos: PhotoSource;
   serviceVersion: string;
   /** The face database and its routes' settings; without it the database routes are not served (engine-only deployments, tests). */
@@ -77,7 +80,7 @@ export interface RouteDeps {
 
 export function buildRegistry(deps: RouteDeps): RouteRegistry {
   const registry = new RouteRegistry();
-  const faces = new PhotoAnalysis(deps.engine, deps.photos);
+  const faces = new PhotoAnalysis(deps.engine, deps.photos, deps.calibration);
   registerDetect(registry, faces);
   registerVerify(registry, faces);
   if (deps.database) {

@@ -6,6 +6,7 @@
  * another (`dims` each).
  */
 import { z } from 'zod';
+import { bytesToFloats, floatsToBytes } from '../db/embedding.js';
 
 /** Media type of a search's query body. */
 export const VECTORS_TYPE = 'application/octet-stream';
@@ -88,16 +89,12 @@ export type PositionAnswer = z.infer<typeof positionAnswer>;
 
 /** The query body of a search: float32 little-endian rows. */
 export function encodeQueries(queries: Float32Array): Buffer {
-  const out = Buffer.allocUnsafe(queries.length * 4);
-  for (let i = 0; i < queries.length; i++) out.writeFloatLE(queries[i], i * 4);
-  return out;
+  return floatsToBytes(queries);
 }
 
 /** The rows of a query body; undefined unless it holds whole rows of `dims`, at least one and at most MAX_QUERIES. */
 export function decodeQueries(body: Buffer, dims: number): Float32Array | undefined {
   const row = dims * 4;
   if (body.length === 0 || body.length % row !== 0 || body.length / row > MAX_QUERIES) return undefined;
-  const out = new Float32Array(body.length / 4);
-  for (let i = 0; i < out.length; i++) out[i] = body.readFloatLE(i * 4);
-  return out;
+  return bytesToFloats(body);
 }

@@ -36,7 +36,7 @@ const axis = (k: number) => unit(...Array.from({ length: k + 1 }, (_, i) => (i =
 /** A stranger's sighting with its embedding, joining `persons` when given; returns its event. */
 async function sight(vector: Float32Array, quality: number, persons: number[] = [], seenAt?: string) {
   const face: SightingFace = { box: { x1: 0, y1: 0, x2: 10, y2: 10 }, thumbnail: Buffer.from([0xff, 0xd8, 0xff, 0xd9]), strangerPersons: persons, embedding: { vector, quality } };
-  const [event] = await history.record({ tenant: FIRST_TENANT, model: 'test', camId: 'gate', seenAt, photoHash: 'a'.repeat(64), photoKept: false, faces: [face] });
+  const [event] = await history.events.record({ tenant: FIRST_TENANT, model: 'test', camId: 'gate', seenAt, photoHash: 'a'.repeat(64), photoKept: false, faces: [face] });
   return event;
 }
 
@@ -101,7 +101,7 @@ describe("the strangers' index", () => {
     expect(index.size()).toBe(3);
     expect(await detachSightingPartitionsBefore(tdb.db.owner, new Date('2024-02-01T00:00:00Z'))).toHaveLength(1);
     expect(await index.sweep()).toBe(1);
-    await history.expireThumbnailsAcrossTenants(86_400);
+    await history.events.expireThumbnailsAcrossTenants(86_400);
     expect(await index.sweep()).toBe(1);
     const [found] = await index.search(unit(0, 0, 1, 0), 4, fresh.id, -Infinity, FIRST_TENANT);
     expect(found.hits.map((h) => h.sightingId)).toEqual([fresh.id]);

@@ -3,7 +3,7 @@
  * the person of an earlier sighting (services/sightings.ts decides).
  *
  * It holds embeddings only. Which person a sighting belongs to is read from
- * PostgreSQL for each match (HistoryStore.personsOfSightings), so merges,
+ * PostgreSQL for each match (HistoryPersons.personsOfSightings), so merges,
  * splits, expired thumbnails and detached months are right at once on every
  * node without telling any index; a sighting that left the database is never
  * matched again, and leaves the index at the next sweep (`sweep`, hourly).
@@ -65,10 +65,10 @@ export interface StrangerSource {
 /** The strangers' sightings of `history` embedded by `model`. */
 export function historyStrangers(history: HistoryStore, model: string): StrangerSource {
   return {
-    newest: () => history.lastStrangerSighting(model),
-    representatives: (perPerson, upTo) => history.strangerRepresentativesAcrossTenants(model, perPerson, upTo),
-    after: (after, limit) => history.strangersAcrossTenantsAfter(model, after, limit),
-    kept: (ids) => history.keptEmbeddingsAcrossTenants(ids),
+    newest: () => history.strangers.lastStrangerSighting(model),
+    representatives: (perPerson, upTo) => history.strangers.strangerRepresentativesAcrossTenants(model, perPerson, upTo),
+    after: (after, limit) => history.strangers.strangersAcrossTenantsAfter(model, after, limit),
+    kept: (ids) => history.strangers.keptEmbeddingsAcrossTenants(ids),
   };
 }
 

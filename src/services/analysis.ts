@@ -7,6 +7,7 @@
 import { DomainError, type ErrorCode } from '../errors.js';
 import type { AnalyzeOptions, Analysis, Engine, FaceResult } from '../native/engine.js';
 import type { PhotoInput, PhotoSource } from './photo-source.js';
+import type { Calibration } from './calibration.js';
 
 /** The engine as the photo paths take it; the routes hand it over and never call it. */
 export type { Engine } from '../native/engine.js';
@@ -65,9 +66,11 @@ export interface PhotoRequest {
 }
 
 export class PhotoAnalysis {
+  /** `calibration`: the loaded recogniser's, what its similarities mean as confidences (calibrationOf). */
   constructor(
     private readonly engine: Engine,
     private readonly photos: PhotoSource,
+    readonly calibration: Calibration,
   ) {}
 
   async analyze(req: PhotoRequest, opts: Omit<AnalyzeOptions, 'boxes' | 'signal'>, signal?: AbortSignal): Promise<Analysis> {

@@ -1,5 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
+  calibrationOf,
   CALIBRATIONS,
   DEFAULT_RECOGNIZER,
   DEFAULT_THRESHOLD,
@@ -12,14 +13,13 @@ import {
   resolveThreshold,
   thresholdPresets,
   toConfidence,
-  useCalibration,
   type Calibration,
 } from './calibration.js';
 import { upperTail, upperTailZ } from './normal.js';
 
-describe('calibration', () => {
-  afterEach(() => useCalibration(DEFAULT_RECOGNIZER));
+const sfaceMirror = CALIBRATIONS[DEFAULT_RECOGNIZER];
 
+describe('calibration', () => {
   it('maps cosine to [0,1] monotonically for every recogniser', () => {
     for (const c of Object.values(CALIBRATIONS)) {
       let prev = -Infinity;
@@ -33,13 +33,12 @@ describe('calibration', () => {
       expect(toConfidence(1, c)).toBeGreaterThan(0.99);
       expect(toConfidence(-1, c)).toBeLessThan(0.001);
     }
-    expect(toConfidence(Number.NaN)).toBe(0);
+    expect(toConfidence(Number.NaN, sfaceMirror)).toBe(0);
   });
 
-  it('gives one half at the logistic centre of the active recogniser', () => {
-    expect(toConfidence(CALIBRATIONS[DEFAULT_RECOGNIZER].center)).toBeCloseTo(0.5, 10);
-    useCalibration('faceres');
-    expect(toConfidence(CALIBRATIONS.faceres.center)).toBeCloseTo(0.5, 10);
+  it('gives one half at the logistic centre of the recogniser', () => {
+    expect(toConfidence(sfaceMirror.center, sfaceMirror)).toBeCloseTo(0.5, 10);
+    expect(toConfidence(CALIBRATIONS.faceres.center, CALIBRATIONS.faceres)).toBeCloseTo(0.5, 10);
   });
 
   it('orders presets strict > medium > low and places them at their cosines', () => {
@@ -51,21 +50,20 @@ describe('calibration', () => {
     }
   });
 
-  it('resolves thresholds with the active recogniser', () => {
-    expect(resolveThreshold(undefined)).toBe(DEFAULT_THRESHOLD);
-    expect(resolveThreshold('none')).toBeNull();
-    expect(resolveThreshold('strict')).toBe(thresholdPresets(CALIBRATIONS[DEFAULT_RECOGNIZER]).strict);
-    useCalibration('faceres');
-    expect(resolveThreshold('strict')).toBe(thresholdPresets(CALIBRATIONS.faceres).strict);
-    expect(resolveThreshold(0.3)).toBe(0.3);
-    expect(() => resolveThreshold(1.5)).toThrow(RangeError);
+  it('resolves thresholds with the recogniser given', () => {
+    expect(resolveThreshold(undefined, sfaceMirror)).toBe(DEFAULT_THRESHOLD);
+    expect(resolveThreshold('none', sfaceMirror)).toBeNull();
+    expect(resolveThreshold('strict', sfaceMirror)).toBe(thresholdPresets(sfaceMirror).strict);
+    expect(resolveThreshold('strict', CALIBRATIONS.faceres)).toBe(thresholdPresets(CALIBRATIONS.faceres).strict);
+    expect(resolveThreshold(0.3, CALIBRATIONS.faceres)).toBe(0.3);
+    expect(() => resolveThreshold(1.5, CALIBRATIONS.faceres)).toThrow(RangeError);
     expect(isVerified(0.75, 0.75)).toBe(true);
     expect(isVerified(0.7499, 0.75)).toBe(false);
   });
 
   it('refuses a recogniser without measured thresholds', () => {
-    expect(() => useCalibration('faceres')).not.toThrow();
-    expect(() => useCalibration('mobileface')).toThrow(/no calibration/);
+    expect(calibrationOf('faceres')).toBe(CALIBRATIONS.faceres);
+    expect(() => calibrationOf('mobileface')).toThrow(/no calibration/);
   });
 });
 
@@ -93,9 +91,9 @@ describe("identify's 1:N confidence", () => {
       expect(odds(identifyConfidence(cos, 10_000, c)) / odds(identifyConfidence(cos, 1000, c))).toBeCloseTo(0.1, 6);
       expect(identifyConfidence(cos, 1000, c)).toBeCloseTo(0.5, 6);
     }
-    expect(identifyConfidence(Number.NaN, 10)).toBe(0);
+    expect(identifyConfidence(Number.NaN, 10, sfaceMirror)).toBe(0);
     // An empty scope counts as one face, never as fewer.
-    expect(identifyConfidence(0.5, 0)).toBe(identifyConfidence(0.5, 1));
+    expect(identifyConfidence(0.5, 0, sfaceMirror)).toBe(identifyConfidence(0.5, 1, sfaceMirror));
   });
 
   it('lets at most 2% of strangers through at the default threshold from a hundred to a billion faces', () => {
@@ -133,10 +131,10 @@ describe("identify's 1:N confidence", () => {
         expect(t.medium).toBeGreaterThan(t.low);
       }
     }
-    expect(resolveIdentifyThreshold(undefined, 1e6)).toBe(DEFAULT_THRESHOLD);
-    expect(resolveIdentifyThreshold(0.9, 1e6)).toBe(0.9);
-    expect(resolveIdentifyThreshold('none', 1e6)).toBeNull();
-    expect(() => resolveIdentifyThreshold(2, 10)).toThrow(RangeError);
+    expect(resolveIdentifyThreshold(undefined, 1e6, sfaceMirror)).toBe(DEFAULT_THRESHOLD);
+    expect(resolveIdentifyThreshold(0.9, 1e6, sfaceMirror)).toBe(0.9);
+    expect(resolveIdentifyThreshold('none', 1e6, sfaceMirror)).toBeNull();
+    expect(() => resolveIdentifyThreshold(2, 10, sfaceMirror)).toThrow(RangeError);
   });
 
   it('falls back on the 1:1 odds over N, and on verify\'s presets, for a recogniser without a fit', () => {
@@ -144,7 +142,6 @@ describe("identify's 1:N confidence", () => {
     expect(c.openSet).toBeUndefined();
     const odds = (p: number) => p / (1 - p);
     expect(odds(identifyConfidence(0.6, 100, c))).toBeCloseTo(odds(toConfidence(0.6, c)) / 100, 6);
-    useCalibration('faceres');
     expect(resolveIdentifyThreshold('medium', 1e6, c)).toBe(thresholdPresets(c).medium);
   });
 

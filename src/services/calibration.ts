@@ -94,18 +94,17 @@ export const CALIBRATIONS: Readonly<Record<string, Calibration>> = {
 
 /**
  * The manifest's CPU default where the processor lacks AVX-512 (`defaults.recognizer`); its
- * presets are the ones the API documentation quotes. The running one is set at start
- * ({@link useCalibration}).
+ * presets are the ones the API documentation quotes. The running recogniser's calibration is
+ * {@link calibrationOf} it, passed to whatever turns its similarities into confidences.
  */
 export const DEFAULT_RECOGNIZER = 'sface:mirror';
-let active: Calibration = CALIBRATIONS[DEFAULT_RECOGNIZER];
 
 /**
- * Makes `recognizer`'s numbers the ones every confidence and preset uses.
- * Called once at start-up with the loaded recogniser; an uncalibrated one is
- * refused rather than served with wrong thresholds.
+ * `recognizer`'s numbers, which every confidence and preset of its similarities uses. Read once
+ * at start-up for the loaded recogniser; an uncalibrated one is refused rather than served with
+ * wrong thresholds.
  */
-export function useCalibration(recognizer: string): void {
+export function calibrationOf(recognizer: string): Calibration {
   const c = CALIBRATIONS[recognizer];
   if (!c) {
     throw new Error(
@@ -113,11 +112,11 @@ export function useCalibration(recognizer: string): void {
         'measure it with `npm run bench:accuracy` and add it to src/services/calibration.ts',
     );
   }
-  active = c;
+  return c;
 }
 
 /** Confidence in [0, 1] for a cosine similarity; monotone non-decreasing. NaN counts as no similarity. */
-export function toConfidence(cosine: number, c: Calibration = active): number {
+export function toConfidence(cosine: number, c: Calibration): number {
   if (Number.isNaN(cosine)) return 0;
   return 1 / (1 + Math.exp(-c.slope * (cosine - c.center)));
 }
@@ -125,7 +124,7 @@ export function toConfidence(cosine: number, c: Calibration = active): number {
 const round4 = (x: number) => Math.round(x * 1e4) / 1e4;
 
 /** Preset thresholds in confidence space, rounded to 4 decimals. */
-export function thresholdPresets(c: Calibration = active) {
+export function thresholdPresets(c: Calibration) {
   return {
     /** FAR 1e-5 */
     strict: round4(toConfidence(c.cosineAtFar.strict, c)),
@@ -145,14 +144,14 @@ export const DEFAULT_THRESHOLD = 0.75;
  * a preset name, a number in [0, 1], or undefined for the default. `none`
  * gives null: similarity only, no verdict.
  */
-export function resolveThreshold(value: ThresholdPreset | number | undefined): number | null {
+export function resolveThreshold(value: ThresholdPreset | number | undefined, c: Calibration): number | null {
   if (value === undefined) return DEFAULT_THRESHOLD;
   if (value === 'none') return null;
   if (typeof value === 'number') {
     if (!(value >= 0 && value <= 1)) throw new RangeError(`threshold out of range: ${value}`);
     return value;
   }
-  return thresholdPresets()[value];
+  return thresholdPresets(c)[value];
 }
 
 /** A match is verified when its confidence reaches the threshold. */
@@ -181,14 +180,14 @@ export function isVerified(confidence: number, threshold: number): boolean {
  * be (more enrolled people missed), never laxer, since the logistic's impostor tail is far
  * heavier than the real one.
  */
-export function identifyConfidence(cosine: number, searched: number, c: Calibration = active): number {
+export function identifyConfidence(cosine: number, searched: number, c: Calibration): number {
   if (Number.isNaN(cosine)) return 0;
   const logOdds = logLikelihoodRatio(cosine, c) - Math.log(Math.max(1, searched));
   return 1 / (1 + Math.exp(-logOdds));
 }
 
 /** ln(f_gen / f_imp) at a cosine, non-decreasing: held at its extreme where the two normals' quadratic turns. */
-export function logLikelihoodRatio(cosine: number, c: Calibration = active): number {
+export function logLikelihoodRatio(cosine: number, c: Calibration): number {
   const fit = c.openSet;
   if (!fit) return c.slope * (cosine - c.center);
   const { impostor: i, genuine: g } = fit;
@@ -203,14 +202,14 @@ export function logLikelihoodRatio(cosine: number, c: Calibration = active): num
 }
 
 /** Share of impostor pairs at or above a cosine (the per-pair false-accept rate), from the impostor tail's normal. */
-export function pairFalseAcceptRate(cosine: number, c: Calibration = active): number {
+export function pairFalseAcceptRate(cosine: number, c: Calibration): number {
   const fit = c.openSet;
   if (!fit) return Number.NaN;
   return upperTail((cosine - fit.impostor.mean) / fit.impostor.sd);
 }
 
 /** Share of strangers whose best match among `searched` faces reaches a cosine: 1 − (1 − FAR)^N. */
-export function falsePositiveIdentificationRate(cosine: number, searched: number, c: Calibration = active): number {
+export function falsePositiveIdentificationRate(cosine: number, searched: number, c: Calibration): number {
   const far = pairFalseAcceptRate(cosine, c);
   return -Math.expm1(Math.max(1, searched) * Math.log1p(-far));
 }
@@ -223,9 +222,9 @@ export const IDENTIFY_FPIR = { strict: 1e-5, medium: 1e-3, low: 1e-1 } as const;
  * confidence: the default 0.75 and numbers as given; a preset is the confidence at the cosine
  * where the share of strangers named is the preset's FPIR (IDENTIFY_FPIR) for this N.
  */
-export function resolveIdentifyThreshold(value: ThresholdPreset | number | undefined, searched: number, c: Calibration = active): number | null {
+export function resolveIdentifyThreshold(value: ThresholdPreset | number | undefined, searched: number, c: Calibration): number | null {
   const fit = c.openSet;
-  if (typeof value !== 'string' || value === 'none' || !fit) return resolveThreshold(value);
+  if (typeof value !== 'string' || value === 'none' || !fit) return resolveThreshold(value, c);
   const n = Math.max(1, searched);
   // The per-pair rate whose best-of-N reaches the target: 1 − (1 − r)^(1/N).
   const perPair = -Math.expm1(Math.log1p(-IDENTIFY_FPIR[value]) / n);
@@ -236,13 +235,13 @@ export function resolveIdentifyThreshold(value: ThresholdPreset | number | undef
  * Identify's decision as a test of a cosine: whether a match among `searched` reaches
  * `threshold` (a preset, a number, or `none`: every match).
  */
-export function identifyAccepts(threshold: ThresholdPreset | number | undefined, searched: number): (cosine: number) => boolean {
-  const t = resolveIdentifyThreshold(threshold, searched);
-  return (cosine) => t === null || isVerified(identifyConfidence(cosine, searched), t);
+export function identifyAccepts(threshold: ThresholdPreset | number | undefined, searched: number, c: Calibration): (cosine: number) => boolean {
+  const t = resolveIdentifyThreshold(threshold, searched, c);
+  return (cosine) => t === null || isVerified(identifyConfidence(cosine, searched, c), t);
 }
 
 /** The cosine at which identify's confidence among `searched` faces reaches `t`: the inverse of identifyConfidence, by bisection. */
-export function identifyCosine(t: number, searched: number, c: Calibration = active): number {
+export function identifyCosine(t: number, searched: number, c: Calibration): number {
   let lo = -1;
   let hi = 2;
   for (let i = 0; i < 80; i++) {

@@ -131,7 +131,7 @@ async function enrolOnce(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signa
 
   // Searched before the faces are stored, so a face cannot match itself.
   const rows = pickRows(analysis, chosen);
-  const matches = camId !== undefined ? await bestMatches(deps.index, searchScope(reach.tenant), rows, req.threshold) : [];
+  const matches = camId !== undefined ? await bestMatches(deps.index, searchScope(reach.tenant), rows, req.threshold, deps.faces.calibration) : [];
   const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * dim, (k + 1) * dim), quality: analysis.faces[i].quality }));
 
   let sightings: HistoryEvent[] | undefined;
@@ -158,7 +158,7 @@ async function enrolOnce(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signa
       let events: HistoryEvent[] = [];
       written = await store(async (tx, added) => {
         const sighting = sightingOf(reach.tenant, { ...req, cam_id: camId }, bytes, analysis, chosen, true, (i) => ({ matchFaceId: matches[i], addedFaceId: added[i].id }));
-        events = await deps.history.recordIn(tx, await group(tx, sighting));
+        events = await deps.history.events.recordIn(tx, await group(tx, sighting));
         sightings = events;
       });
       return events;
@@ -168,7 +168,7 @@ async function enrolOnce(deps: EnrolDeps, reach: Reach, req: EnrolRequest, signa
     const earlier = deps.grouping ? await strangerPersons(deps.grouping, reach.tenant, rows) : [];
     written = await store(async (tx, added) => {
       const faces = added.flatMap((f, i) => (earlier[i]?.length ? [{ faceId: f.id, persons: earlier[i] }] : []));
-      if (faces.length) await deps.history.joinFaces(tx, reach.tenant, faces);
+      if (faces.length) await deps.history.persons.joinFaces(tx, reach.tenant, faces);
     });
   }
   if (!written) throw new Error('enrolment wrote nothing');

@@ -53,7 +53,7 @@ export async function personsOnPhoto(
   const rows = pickRows(analysis, selectFaces(analysis, 'biggest', 'photo', req.bbox !== undefined));
   const searches = await deps.index.searchBatch(rows, CANDIDATE_FACES, searchScope(reach.tenant));
   const faceIds = searches.flatMap((s) => {
-    const accepts = identifyAccepts(req.threshold, s.faces);
+    const accepts = identifyAccepts(req.threshold, s.faces, deps.faces.calibration);
     return s.matches.filter((m) => accepts(m.similarity)).map((m) => m.id);
   });
   const persons = await deps.store.personsOf(reach, [...new Set(faceIds)]);
@@ -65,13 +65,13 @@ export async function personsOnPhoto(
 /** Sightings matching every filter given, newest first; one page (with `limit`) or all of them. */
 export async function searchHistory(deps: HistoryDeps, reach: Reach, filter: HistoryFilter, page: HistoryPage): Promise<HistoryListing> {
   requireHistory(reach);
-  return deps.history.search(reach.tenant, filter, page);
+  return deps.history.events.search(reach.tenant, filter, page);
 }
 
 /** The JPEG kept with sighting `id`; NOT_FOUND for an unknown sighting or an expired thumbnail. */
 export async function sightingThumbnail(deps: HistoryDeps, reach: Reach, id: number): Promise<Buffer> {
   requireHistory(reach);
-  const jpeg = await deps.history.thumbnail(reach.tenant, id);
+  const jpeg = await deps.history.events.thumbnail(reach.tenant, id);
   if (!jpeg) throw notFound(`No history event ${id}`);
   if (jpeg === 'expired') throw notFound(`The thumbnail of history event ${id} has expired`);
   return jpeg;

@@ -22,7 +22,7 @@ import type { HistoryEvent, HistoryStore } from '../db/history-store.js';
 import { DomainError } from '../errors.js';
 import type { FaceResult } from '../native/engine.js';
 import type { SearchShards, ServerCount } from '../search/search-shards.js';
-import { identifyConfidence, isVerified, resolveIdentifyThreshold, resolveThreshold, type ThresholdPreset } from './calibration.js';
+import { identifyAccepts, identifyConfidence, resolveThreshold, type ThresholdPreset } from './calibration.js';
 import { pickRows, selectFaces, type Box, type PhotoAnalysis, type MultiFaceSelector } from './analysis.js';
 import type { PhotoInput } from './photo-source.js';
 import { embedOptions, recordGrouped, requireHistory, sightingOf, type Grouping } from './sightings.js';
@@ -101,7 +101,8 @@ export async function identify(deps: IdentifyDeps, reach: Reach, req: IdentifyRe
     const { live, total, down } = index.servers();
     if (down.length) throw new ShardsUnavailable(down, live, total);
   }
-  resolveThreshold(req.threshold); // refuses a bad number before the photo is analysed
+  const { calibration } = deps.faces;
+  resolveThreshold(req.threshold, calibration); // refuses a bad number before the photo is analysed
   const camId = req.cam_id;
 
   const photo = { photo: req.photo, param: 'photo', boxes: req.bbox, boxesParam: 'bbox' };
@@ -120,10 +121,8 @@ export async function identify(deps: IdentifyDeps, reach: Reach, req: IdentifyRe
 
   // Confidence and threshold are 1:N: both depend on how many faces this search compared against.
   const kept = searches.map((s) => {
-    const threshold = resolveIdentifyThreshold(req.threshold, s.faces);
-    return s.matches
-      .map((m) => ({ id: m.id, confidence: identifyConfidence(m.similarity, s.faces) }))
-      .filter((m) => threshold === null || isVerified(m.confidence, threshold));
+    const accepts = identifyAccepts(req.threshold, s.faces, calibration);
+    return s.matches.filter((m) => accepts(m.similarity)).map((m) => ({ id: m.id, confidence: identifyConfidence(m.similarity, s.faces, calibration) }));
   });
   const byId = new Map<number, StoredFace>((await deps.store.getFaces(reach, [...new Set(kept.flatMap((list) => list.map((m) => m.id)))])).map((f) => [f.id, f]));
   // A face deleted between the search and the load is left out rather than shown half.
@@ -140,6 +139,6 @@ export async function identify(deps: IdentifyDeps, reach: Reach, req: IdentifyRe
   // first), and of the earlier strangers it matches.
   const sighting = sightingOf(reach.tenant, { ...req, cam_id: camId }, bytes, analysis, chosen, false, (k) => ({ matchFaceId: results[k].matches[0]?.face.id }));
   const seen = chosen.map((i, k) => ({ vector: rows.subarray(k * analysis.dim, (k + 1) * analysis.dim), quality: analysis.faces[i].quality }));
-  const sightings = await recordGrouped(deps.grouping, seen, (group) => deps.history.recordWith(sighting.tenant, (tx) => group(tx, sighting)));
+  const sightings = await recordGrouped(deps.grouping, seen, (group) => deps.history.events.recordWith(sighting.tenant, (tx) => group(tx, sighting)));
   return { results, sightings, live, total };
 }

@@ -26,7 +26,7 @@ export interface PersonDeps {
 
 export async function person(deps: PersonDeps, reach: Reach, id: number): Promise<{ person: Person; faces: StoredFace[] }> {
   requireHistory(reach);
-  const found = await deps.history.person(reach.tenant, id);
+  const found = await deps.history.persons.person(reach.tenant, id);
   if (!found) throw unknownPerson(id);
   return { person: found, faces: await deps.store.getFaces(reach, found.face_ids) };
 }
@@ -34,20 +34,20 @@ export async function person(deps: PersonDeps, reach: Reach, id: number): Promis
 /** Every sighting of the person matching `filter`, newest first; the person must exist. */
 export async function personHistory(deps: PersonDeps, reach: Reach, id: number, filter: Omit<HistoryFilter, 'personId'>): Promise<HistoryListing> {
   requireHistory(reach);
-  if (!(await deps.history.personExists(reach.tenant, id))) throw unknownPerson(id);
-  return deps.history.search(reach.tenant, { ...filter, personId: id });
+  if (!(await deps.history.persons.personExists(reach.tenant, id))) throw unknownPerson(id);
+  return deps.history.events.search(reach.tenant, { ...filter, personId: id });
 }
 
 /** Merges persons into the lowest of them (their survivors); answers as GET /person/id/<survivor>. */
 export async function mergePersons(deps: PersonDeps, reach: Reach, ids: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
   requireHistory(reach);
-  const step = async () => (await deps.history.mergePersons(reach.tenant, ids)).survivor;
+  const step = async () => (await deps.history.persons.mergePersons(reach.tenant, ids)).survivor;
   return person(deps, reach, deps.grouping ? await deps.grouping.exclusive(step) : await step());
 }
 
 /** Splits sightings (all of one person) off into a new person; answers as GET /person/id/<new>. */
 export async function splitPerson(deps: PersonDeps, reach: Reach, sightingIds: number[]): Promise<{ person: Person; faces: StoredFace[] }> {
   requireHistory(reach);
-  const step = async () => (await deps.history.splitPerson(reach.tenant, sightingIds)).person;
+  const step = async () => (await deps.history.persons.splitPerson(reach.tenant, sightingIds)).person;
   return person(deps, reach, deps.grouping ? await deps.grouping.exclusive(step) : await step());
 }

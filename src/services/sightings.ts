@@ -13,7 +13,7 @@ import type { Analysis, AnalyzeOptions } from '../native/engine.js';
 import type { SearchShards } from '../search/search-shards.js';
 import { oneAtATime, type OneAtATime } from '../one-at-a-time.js';
 import type { StrangerSearch } from '../search/stranger-index.js';
-import { identifyAccepts, type ThresholdPreset } from './calibration.js';
+import { identifyAccepts, type Calibration, type ThresholdPreset } from './calibration.js';
 import { boxOf } from './analysis.js';
 import { photoUrlOf, type PhotoInput } from './photo-source.js';
 
@@ -22,10 +22,16 @@ import { photoUrlOf, type PhotoInput } from './photo-source.js';
  * confidence reaches `threshold` (`none`: the most similar at all): the same decision as
  * identify's, so a stranger seen by a camera is not filed under a known person.
  */
-export async function bestMatches(index: SearchShards, scope: SearchScope, rows: Float32Array, threshold: ThresholdPreset | number | undefined): Promise<(number | undefined)[]> {
+export async function bestMatches(
+  index: SearchShards,
+  scope: SearchScope,
+  rows: Float32Array,
+  threshold: ThresholdPreset | number | undefined,
+  calibration: Calibration,
+): Promise<(number | undefined)[]> {
   const found = await index.searchBatch(rows, 1, scope);
   return found.map(({ matches: [best], faces }) => {
-    return best && identifyAccepts(threshold, faces)(best.similarity) ? best.id : undefined;
+    return best && identifyAccepts(threshold, faces, calibration)(best.similarity) ? best.id : undefined;
   });
 }
 
@@ -71,6 +77,8 @@ export interface Grouping {
   history: HistoryStore;
   /** The recogniser of the embeddings kept. */
   model: string;
+  /** Its calibration, which the threshold is read with. */
+  calibration: Calibration;
   /** What a stranger's earlier sighting must reach, in identify's 1:N confidence, for the face to join its person. */
   threshold: ThresholdPreset | number;
   /** Only earlier sightings seen within this many seconds count; 0: all that are kept. */
@@ -99,14 +107,14 @@ const STRANGER_CANDIDATES = 16;
  */
 export async function strangerPersons(grouping: Grouping, tenant: TenantId, rows: Float32Array, tx?: TransactionSql): Promise<number[][]> {
   const { history, seen } = grouping;
-  const upTo = await history.lastStrangerSighting(grouping.model, seen.last, tx);
+  const upTo = await history.strangers.lastStrangerSighting(grouping.model, seen.last, tx);
   seen.last = Math.max(seen.last, upTo);
   const reach = [grouping.windowS, grouping.retentionS].filter((s) => s > 0);
   const since = reach.length ? Date.now() - Math.min(...reach) * 1000 : -Infinity;
   const found = await grouping.strangers.search(rows, STRANGER_CANDIDATES, upTo, since, tenant);
-  const personOf = await history.personsOfSightings(tenant, [...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
+  const personOf = await history.persons.personsOfSightings(tenant, [...new Set(found.flatMap((f) => f.hits.map((h) => h.sightingId)))], tx);
   return found.map(({ hits, searched }) => {
-    const accepts = identifyAccepts(grouping.threshold, searched);
+    const accepts = identifyAccepts(grouping.threshold, searched, grouping.calibration);
     const persons = hits.flatMap((h) => (accepts(h.similarity) && personOf.has(h.sightingId) ? [personOf.get(h.sightingId) as number] : []));
     return [...new Set(persons)];
   });
@@ -133,7 +141,7 @@ export async function recordGrouped(
   if (!grouping) return write(async (_tx, s) => s);
   return grouping.exclusive(() =>
     write(async (tx, s) => {
-      await grouping.history.lockGrouping(tx);
+      await grouping.history.persons.lockGrouping(tx);
       const matched = faces.length ? await strangerPersons(grouping, s.tenant, new Float32Array(faces.flatMap((f) => [...f.vector])), tx) : [];
       return { ...s, model: grouping.model, faces: s.faces.map((f, k) => ({ ...f, strangerPersons: matched[k], embedding: faces[k] })) };
     }),

@@ -38,7 +38,7 @@ const EMBED_ONLY = { embed: true, age: false, gender: false, emotions: false };
 
 /** `party`: whose turn the request waits for in the engine (the caller's tenant). */
 export async function verify(faces: PhotoAnalysis, party: number, req: VerifyRequest, signal?: AbortSignal): Promise<Verification> {
-  const threshold = resolveThreshold(req.threshold);
+  const threshold = resolveThreshold(req.threshold, faces.calibration);
   const opts = { ...EMBED_ONLY, party };
   const [a, b] = await Promise.all([
     faces.analyze({ photo: req.photo1, param: 'photo1', boxes: req.bbox1, boxesParam: 'bbox1' }, opts, signal),
@@ -53,7 +53,7 @@ export async function verify(faces: PhotoAnalysis, party: number, req: VerifyReq
   pick1.forEach((i, r) => {
     let matched = false;
     pick2.forEach((j, c) => {
-      const confidence = toConfidence(sims[r * pick2.length + c]);
+      const confidence = toConfidence(sims[r * pick2.length + c], faces.calibration);
       const pair: Pair = { bbox1: answeredBox(a.faces[i]), bbox2: answeredBox(b.faces[j]), confidence };
       if (threshold !== null) {
         pair.verified = isVerified(confidence, threshold);

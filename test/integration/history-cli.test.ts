@@ -35,8 +35,8 @@ beforeAll(async () => {
   tdb = await freshDatabase();
   history = new HistoryStore(tdb.db.sql, { sightings: 5, windowS: 3600 });
   await ensureSightingPartitions(tdb.db.owner, { since: new Date('2025-01-01T00:00:00Z') });
-  await history.record(sighting('2025-01-10T10:00:00.000Z'));
-  await history.record(sighting('2025-03-10T10:00:00.000Z'));
+  await history.events.record(sighting('2025-01-10T10:00:00.000Z'));
+  await history.events.record(sighting('2025-03-10T10:00:00.000Z'));
 }, 120_000);
 
 afterAll(async () => {
@@ -49,7 +49,7 @@ describe('npm run history', () => {
     expect(listed.stdout).toMatch(/^sightings_2025_01\t2025-01-01\t2025-02-01$/m);
     const detached = await runCli('detach', '--before', '2025-02-01');
     expect(detached.stdout).toContain('detached sightings_2025_01 (2025-01-01 to 2025-02-01), thumbnails in sightings_2025_01_thumbnails');
-    const left = await history.search(FIRST_TENANT, { camIds: ['gate'] }, { limit: 10 });
+    const left = await history.events.search(FIRST_TENANT, { camIds: ['gate'] }, { limit: 10 });
     const events = [];
     for await (const batch of left.batches) events.push(...batch);
     expect(events.map((e) => e.timestamp.slice(0, 7))).toEqual(['2025-03']);

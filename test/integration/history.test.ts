@@ -132,7 +132,7 @@ describe.each(shapesUnderTest({ inCi: true }))('history (%s)', (shapeName) => {
       for (let minute = 0; minute < 12; minute++) {
         for (const cam of ['north', 'south', 'west']) {
           const match = enrolled[minute % 2].id;
-          await history.record({ tenant: FIRST_TENANT, camId: cam, seenAt: t(minute), photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG, matchFaceId: match }] });
+          await history.events.record({ tenant: FIRST_TENANT, camId: cam, seenAt: t(minute), photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG, matchFaceId: match }] });
         }
       }
     });
@@ -190,7 +190,7 @@ describe.each(shapesUnderTest({ inCi: true }))('history (%s)', (shapeName) => {
           expect(r.json.results.length).toBeLessThanOrEqual(5);
           got.push(...r.json.results.map((e: any) => e.id));
           // A new sighting on a filtered camera between pages.
-          await history.record({ tenant: FIRST_TENANT, camId: 'north', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG }] });
+          await history.events.record({ tenant: FIRST_TENANT, camId: 'north', photoHash: HASH, photoKept: false, faces: [{ box: { x1: 0, y1: 0, x2: 9, y2: 9 }, thumbnail: JPEG }] });
           const next = r.json.next_page;
           if (next === undefined) break;
           expect(next).toMatch(/^\/v0\/history\/search\?/);
@@ -205,7 +205,7 @@ describe.each(shapesUnderTest({ inCi: true }))('history (%s)', (shapeName) => {
     it('serves 404 for a thumbnail past the retention, while the event stays listed', async () => {
       const [old] = (await search({ cam_id: 'west', limit: 1 })).json.results;
       const [recent] = (await search({ cam_id: CAMERA_ID, limit: 1 })).json.results;
-      expect(await history.expireThumbnailsAcrossTenants(30 * 86_400)).toBeGreaterThan(0);
+      expect(await history.events.expireThumbnailsAcrossTenants(30 * 86_400)).toBeGreaterThan(0);
       const gone = await call('GET', new URL(old.screenshot).pathname);
       expect(gone.status).toBe(404);
       expect(gone.json.reason).toMatch(/expired/);

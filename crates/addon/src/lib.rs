@@ -24,7 +24,8 @@ use crate::error::{js_error, rejected, PendingPromise};
 
 /// Engine configuration. Passed to the engine unchecked: `Engine::open` checks the values.
 // Each field but ageModel and genderModel is a service setting declared once in
-// src/config/engine-options.ts; src/config/engine-options.test.ts fails while the two disagree.
+// src/config/engine-options.ts; src/config/engine-options.test.ts fails while the two disagree,
+// or while a default these docs state "(default ...)" differs from the table's.
 #[napi(object)]
 pub struct EngineOptions {
     /// Folder holding manifest.json and the converted *.onnx files.
