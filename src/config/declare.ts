@@ -3,7 +3,7 @@
  * its default and a one-line doc, in one place. The service's settings
  * (config/service-settings.ts) and the engine's (config/engine-options.ts) are
  * tables of these. From a table come the parser of the environment, the typed
- * values `loadConfig` returns, and the README's rows.
+ * values `loadConfig` returns, and the rows of docs/configuration.md.
  */
 import { z } from 'zod';
 
@@ -30,7 +30,7 @@ export interface Kind<T> {
   choices?: readonly string[];
   /** Reads the variable's text, enforcing the range. */
   parse: z.ZodType<T>;
-  /** The accepted values, for the README. */
+  /** The accepted values, for docs/configuration.md. */
   values: string;
   /** A valid value of the variable, as text (tests set each variable to one). */
   example: string;
@@ -98,7 +98,7 @@ export interface Setting<T> {
   env: string;
   kind: Kind<T>;
   default: T | ((ctx: DefaultContext) => T) | undefined;
-  /** The default as the README states it. */
+  /** The default as docs/configuration.md states it. */
   shown: string;
   doc: string;
 }
@@ -154,7 +154,7 @@ export function valuesFrom<T extends SettingTree>(tree: T, parsed: Record<string
   return out as SettingValues<T>;
 }
 
-/** The README table of a table's settings. */
+/** The docs/configuration.md table of a table's settings. */
 export function settingsTable(tree: SettingTree): string {
   const rows = settingEntries(tree).map(([, s]) => `| \`${s.env}\` | ${s.shown} | ${s.kind.values} | ${s.doc} |`);
   return ['| variable | default | values | meaning |', '|---|---|---|---|', ...rows].join('\n');

@@ -3,8 +3,8 @@
  * engine-options.ts, the addon's `EngineOptions` field as built
  * (build/addon/index.d.cts, from crates/addon/src/lib.rs), the engine's own
  * default (the addon's `engineDefaults`), what loadConfig and
- * engineOptionsFrom make of its variable, and its row in the README's engine
- * table. The table is generated: run this file with FACE_UPDATE_README=1 to
+ * engineOptionsFrom make of its variable, and its row in the engine table of
+ * docs/configuration.md. The table is generated: run this file with FACE_UPDATE_README=1 to
  * rewrite it. The defaults the addon's doc comments state in prose (which
  * become the .d.cts docs) are compared with the table too.
  */
@@ -188,7 +188,7 @@ describe('engine settings', () => {
     );
   });
 
-  it('are the README engine table (FACE_UPDATE_README=1 rewrites it)', () => {
+  it('are the engine table of docs/configuration.md (FACE_UPDATE_README=1 rewrites it)', () => {
     expectReadmeTable(
       'engine-options',
       settingsTable(ENGINE_OPTIONS),

@@ -5,12 +5,12 @@
  *
  * config/index.ts reads them from the environment with this table,
  * native/engine.ts hands them to the addon under the same names, and the
- * README's engine table is generated from it. engine-options.test.ts fails
+ * engine table of docs/configuration.md is generated from it. engine-options.test.ts fails
  * when the addon's `EngineOptions` (build/addon/index.d.cts), the engine's own
- * defaults (the addon's `engineDefaults`) or the README disagree with it.
+ * defaults (the addon's `engineDefaults`) or that table disagree with it.
  * Adding a setting: an entry here and a field of `EngineOptions` in
  * crates/addon/src/lib.rs and crates/engine's options; then regenerate the
- * README table as the test says.
+ * table as the test says.
  *
  * The ranges are the service's, checked at start-up with the variable named.
  * The engine checks its own (`EngineOptions::validate` in crates/engine); the
@@ -24,7 +24,7 @@ const MiB = 1024 * 1024;
 // As the engine's own default (`default_inference_workers` in crates/engine, where the measurement is).
 const workersFor = (cores: number) => Math.max(1, Math.min(8, cores));
 
-/** Keyed by config key, which is also the addon's `EngineOptions` field name. In the README's order. */
+/** Keyed by config key, which is also the addon's `EngineOptions` field name. In the table's order. */
 export const ENGINE_OPTIONS = {
   modelDir: set({
     env: 'FACE_MODEL_DIR',

@@ -5,8 +5,8 @@
  * checkout; a malformed value stops the process before anything listens, with
  * the offending variable named. Settings are declared in two tables: the
  * service's (config/service-settings.ts) and the engine's
- * (config/engine-options.ts, which also feeds the addon); the README's tables
- * are generated from them.
+ * (config/engine-options.ts, which also feeds the addon); the tables of
+ * docs/configuration.md are generated from them.
  */
 import { existsSync } from 'node:fs';
 import os from 'node:os';

@@ -1,8 +1,8 @@
 /**
  * Ties each service setting's declaration (service-settings.ts) to what
- * loadConfig returns at its key, to its README row, and to the code: a
+ * loadConfig returns at its key, to its row in docs/configuration.md, and to the code: a
  * variable the code reads must be declared in one of the two tables. The
- * README table is generated: run this file with FACE_UPDATE_README=1 to
+ * table is generated: run this file with FACE_UPDATE_README=1 to
  * rewrite it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
@@ -77,7 +77,7 @@ describe('service settings', () => {
     expect([...new Set(undeclared)]).toEqual([]);
   });
 
-  it('are the README service table (FACE_UPDATE_README=1 rewrites it)', () => {
+  it('are the service table of docs/configuration.md (FACE_UPDATE_README=1 rewrites it)', () => {
     expectReadmeTable('service-settings', settingsTable(SERVICE_SETTINGS), entries.map(([, s]) => s.env), 'src/config/service-settings.test.ts');
   });
 });

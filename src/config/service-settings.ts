@@ -1,14 +1,14 @@
 /**
  * The service's settings, each declared once: variable, type and range,
  * default, doc. Grouped as `Config` holds them (`index.rerank` is
- * `config.index.rerank`), in the README's order. The engine's settings are the
+ * `config.index.rerank`), in the order of docs/configuration.md. The engine's settings are the
  * other table (config/engine-options.ts).
  *
  * config/index.ts reads the environment with this table and checks what spans
- * settings (a role's needs); the README's table is generated from it, and
- * service-settings.test.ts fails when the README, the values `loadConfig`
+ * settings (a role's needs); the table of docs/configuration.md is generated from it,
+ * and service-settings.test.ts fails when that table, the values `loadConfig`
  * returns, or a variable read elsewhere in src/ disagree with it. Adding a
- * setting: an entry here and the code that uses it; then regenerate the README
+ * setting: an entry here and the code that uses it; then regenerate the
  * table as the test says.
  */
 import path from 'node:path';
@@ -196,7 +196,7 @@ export const SERVICE_SETTINGS = {
       kind: choice('hnsw', 'scan', 'auto'),
       default: 'auto',
       shown: '`auto`',
-      doc: 'search shards: `scan` (every face as a 16-byte 4-bit code, scanned for a whole batch of concurrent queries at once, the best `FACE_INDEX_RERANK` re-scored exactly from f16; about 300 B per face at 128 dims), `hnsw` (graphs), or `auto`, which is the scan: it is faster at the same recall at every size measured up to 10M faces on one node ([benchmarks](bench/RESULTS.md)). Changing it rebuilds the shards from the database',
+      doc: 'search shards: `scan` (every face as a 16-byte 4-bit code, scanned for a whole batch of concurrent queries at once, the best `FACE_INDEX_RERANK` re-scored exactly from f16; about 300 B per face at 128 dims), `hnsw` (graphs), or `auto`, which is the scan: it is faster at the same recall at every size measured up to 10M faces on one node ([benchmarks](../bench/RESULTS.md)). Changing it rebuilds the shards from the database',
     }),
     rerank: set({ env: 'FACE_INDEX_RERANK', kind: integer(1, 100_000), default: 512, doc: 'scan: candidates per query re-scored exactly (its recall knob)' }),
     // Graphs: f16 halves graph memory at about 1e-3 similarity error and, on face

@@ -175,7 +175,7 @@ class NativeEngineWrapper implements Engine {
 /**
  * The settings of config/engine-options.ts are the addon's fields under the same names, but
  * for the ones callers set themselves: checked here at compile time, and against the built
- * index.d.cts and the README by config/engine-options.test.ts.
+ * index.d.cts and docs/configuration.md by config/engine-options.test.ts.
  */
 type Assert<T extends true> = T;
 type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;

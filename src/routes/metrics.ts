@@ -1,6 +1,6 @@
 /**
  * GET /metrics: Prometheus exposition of the service's metrics (see
- * metrics/service-metrics.ts and the README's Metrics section).
+ * metrics/service-metrics.ts and docs/metrics.md).
  *
  * Operator token only: the numbers tell how many faces each shard holds and
  * how busy the service is, which an API client has no need to know, and
