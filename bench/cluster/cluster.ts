@@ -260,7 +260,8 @@ const SYNTHETIC_PHOTO = 'b'.repeat(64);
  * the horizon at F. Shards without a snapshot are then refilled from the faces table.
  */
 async function fill(db: Database, vectors: Vectors, model: string): Promise<number> {
-  const { sql } = db;
+  // As the tables' owner: COPY is not taken under row-level security.
+  const sql = db.owner;
   const { dims, base } = vectors;
   const count = base.length / dims;
   const started = performance.now();
@@ -304,11 +305,16 @@ interface Node {
 
 const running = new Set<ChildProcess>();
 const root = findProjectRoot();
+/**
+ * The recogniser the synthetic faces are filed under, named to every node: left to choose, a node
+ * takes the processor's (`accurate` with AVX-512) and would re-embed them from photos they lack.
+ */
+const RECOGNIZER = (JSON.parse(readFileSync(path.join(root, 'models/manifest.json'), 'utf8')) as { defaults: { recognizer: string } }).defaults.recognizer;
 
 function spawnNode(name: string, env: Record<string, string>): Promise<Node> {
   const t0 = performance.now();
   const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], {
-    env: { ...process.env, HOST: '127.0.0.1', FACE_TOKEN: TOKEN, FACE_SHARDS: String(SHARDS), LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, HOST: '127.0.0.1', FACE_TOKEN: TOKEN, FACE_SHARDS: String(SHARDS), FACE_RECOGNIZER: RECOGNIZER, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(child);
@@ -1000,8 +1006,7 @@ async function main(opts: Options): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const manifest = JSON.parse(readFileSync(path.join(root, 'models/manifest.json'), 'utf8')) as { defaults: { recognizer: string } };
-    const recognizer = manifest.defaults.recognizer;
+    const recognizer = RECOGNIZER;
     process.stderr.write(`vectors: ${opts.dump ? `reading ${opts.dump}` : 'generating'}...\n`);
     const vectors = opts.dump ? await fromDump(opts.dump, opts.faces) : synthetic(opts.faces, QUERIES, opts.seed);
 

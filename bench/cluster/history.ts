@@ -469,7 +469,7 @@ function merge(name: string, runs: LoadResult[], rows: number): SearchRow & { me
   };
 }
 
-async function identifyLoad(base: string, sql: Sql, databaseUrl: string, photo: Buffer, seconds: number): Promise<IdentifyReport> {
+async function identifyLoad(base: string, sql: OwnerSql, databaseUrl: string, photo: Buffer, seconds: number): Promise<IdentifyReport> {
   const form = (fields: Record<string, string>) => {
     const fd = new FormData();
     fd.append('photo', new Blob([new Uint8Array(photo)], { type: 'image/jpeg' }), 'photo.jpg');
@@ -658,7 +658,7 @@ async function main() {
     }
 
     log('identify');
-    const identify = await identifyLoad(base, db.sql, databaseUrl, photo, p.seconds);
+    const identify = await identifyLoad(base, db.owner, databaseUrl, photo, p.seconds);
 
     // The report, on stdout.
     const out: string[] = [];

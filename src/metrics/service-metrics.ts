@@ -376,7 +376,9 @@ export class ServiceMetrics {
       timer = setTimeout(() => reject(new Error(`database did not answer within ${DB_SCRAPE_MS} ms`)), DB_SCRAPE_MS);
     });
     try {
-      const [head, pools] = await Promise.race([Promise.all([lastPosition(db.stream), poolUsage(db)]), deadline]);
+      // One after the other, so the listings connection the first takes is among those the second counts.
+      const read = async () => [await lastPosition(db.stream), await poolUsage(db)] as const;
+      const [head, pools] = await Promise.race([read(), deadline]);
       for (const s of shards) this.shardLag.set({ shard: String(s.shard) }, Math.max(0, head - s.position));
       this.dbConnections.reset();
       for (const p of pools) {
