@@ -115,11 +115,11 @@ export interface Database {
  * itself. A connection is only opened by its first query, so a pool made before the migration
  * that creates the role (018) is usable once it has run.
  */
-export function openPool(url: string, opts: { max: number; name: string; asOwner?: boolean; log?: Logger; idleTimeoutS?: number }): Sql {
+export function openPool(url: string, opts: { max: number; name: string; asOwner?: boolean; log?: Logger }): Sql {
   return postgres(url, {
     max: opts.max,
     // Idle connections are released so a quiet service holds few backends.
-    idle_timeout: opts.idleTimeoutS ?? 60,
+    idle_timeout: 60,
     connect_timeout: 10,
     connection: { application_name: opts.name, ...(opts.asOwner ? {} : { role: TENANT_ROLE }) },
     // Notices (e.g. "relation already exists, skipping") are not problems.
@@ -128,7 +128,7 @@ export function openPool(url: string, opts: { max: number; name: string; asOwner
 }
 
 export function connect({ url, max = 10, streamMax = STREAM_POOL, log }: DatabaseOptions): Database {
-  const pool = (size: number, name: string, asOwner = false) => openPool(url, { max: size, name, asOwner, log, idleTimeoutS: asOwner ? 10 : 60 });
+  const pool = (size: number, name: string, asOwner = false) => openPool(url, { max: size, name, asOwner, log });
   // The process id tells this process's connections apart from another node's on the same server.
   const pools = [
     { pool: 'main' as const, applicationName: `face-service[${process.pid}]`, max },
